@@ -1,0 +1,1 @@
+//! Route tables in and out.
