@@ -19,8 +19,12 @@
 //! Start reading at [`Lpm`], then [`poptrie`], the engine the forwarding path uses. The crate
 //! does no I/O and depends on nothing but `core`/`std`: it is data-path code.
 
+pub mod dir24;
 pub mod key;
+pub mod lctrie;
+pub mod poptrie;
 pub mod prefix;
+pub mod radix;
 
 #[cfg(any(test, feature = "golden"))]
 pub mod golden;

@@ -1,0 +1,1 @@
+//! dir24 (in progress)

@@ -1,0 +1,1 @@
+//! lctrie (in progress)

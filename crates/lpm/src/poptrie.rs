@@ -1,0 +1,1 @@
+//! poptrie (in progress)

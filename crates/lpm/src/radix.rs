@@ -1,0 +1,1 @@
+//! radix (in progress)
