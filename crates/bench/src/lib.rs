@@ -1,1 +1,3 @@
 //! Benchmarks.
+
+pub mod peers;

@@ -1,0 +1,1 @@
+//! Peers: the LPM engines users would otherwise pick, behind the same trait.
