@@ -51,7 +51,10 @@ impl fmt::Display for BuildError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             BuildError::NextHopTooLarge { nexthop, max } => {
-                write!(f, "next hop {nexthop} is larger than the engine's limit {max}")
+                write!(
+                    f,
+                    "next hop {nexthop} is larger than the engine's limit {max}"
+                )
             }
             BuildError::TooLarge(what) => write!(f, "table too large: {what}"),
             BuildError::WrongFamily(what) => write!(f, "wrong address family: {what}"),

@@ -152,7 +152,10 @@ mod tests {
             Err(PrefixError::LengthTooLong { len: 33, max: 32 })
         );
         assert!(Prefix::<u128>::new(1, 128).is_ok());
-        assert_eq!(Prefix::<u32>::new_masked(0x0a01_0203, 8).addr(), 0x0a00_0000);
+        assert_eq!(
+            Prefix::<u32>::new_masked(0x0a01_0203, 8).addr(),
+            0x0a00_0000
+        );
     }
 
     #[test]
