@@ -61,6 +61,9 @@
 //! stride that runs past the last address bit reads zeros, and a prefix that ends inside a node
 //! paints `2^(stride end - length)` slots, computed without shifting by the full width.
 
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
 use crate::key::Key;
 use crate::prefix::{canonicalize, NextHop, Route};
 use crate::{BuildError, Lpm, LpmBuild};
@@ -105,7 +108,21 @@ pub struct Poptrie<K: Key> {
     leaves: Vec<u16>,
     direct_bits: u8,
     routes: usize,
+    /// Whether the AVX-512 bulk lookup can run on this CPU.
+    simd: bool,
     _k: core::marker::PhantomData<K>,
+}
+
+/// Whether this CPU runs the AVX-512 bulk lookup.
+pub fn simd_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vpopcntdq")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 #[inline(always)]
@@ -134,7 +151,57 @@ impl<K: Key> Poptrie<K> {
 
     /// Number of (compressed) leaves.
     pub fn leaf_count(&self) -> usize {
-        self.leaves.len()
+        self.leaves.len().saturating_sub(1)
+    }
+
+    /// Turns the AVX-512 bulk lookup off (to measure the scalar one) or back on where the CPU
+    /// has it.
+    pub fn set_simd(&mut self, on: bool) {
+        self.simd = on && simd_available();
+    }
+
+    /// Whether the bulk lookup uses AVX-512.
+    pub fn simd(&self) -> bool {
+        self.simd
+    }
+
+    /// Runs the vector lookup over a prefix of `addrs`; returns how many it answered.
+    #[inline]
+    fn lookup_bulk_simd(&self, addrs: &[K], out: &mut [NextHop]) -> usize {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use core::any::TypeId;
+            if !self.simd {
+                return 0;
+            }
+            let parts = avx512::Parts {
+                direct: &self.direct,
+                nodes: &self.nodes,
+                leaves: &self.leaves,
+                direct_bits: self.direct_bits,
+            };
+            if TypeId::of::<K>() == TypeId::of::<u32>() {
+                // SAFETY: K is u32, so the slice reinterpretation is the identity; the CPU
+                // features were checked when `simd` was set, and the parts come from a build.
+                unsafe {
+                    let a = core::slice::from_raw_parts(addrs.as_ptr() as *const u32, addrs.len());
+                    return avx512::bulk_v4(&parts, a, out);
+                }
+            }
+            if TypeId::of::<K>() == TypeId::of::<u128>() {
+                // SAFETY: as above, with K = u128.
+                unsafe {
+                    let a = core::slice::from_raw_parts(addrs.as_ptr() as *const u128, addrs.len());
+                    return avx512::bulk_v6(&parts, a, out);
+                }
+            }
+            0
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (addrs, out);
+            0
+        }
     }
 
     /// Bits resolved by the direct-pointing array.
@@ -242,6 +309,9 @@ impl<K: Key> Lpm<K> for Poptrie<K> {
     }
 
     fn lookup_bulk(&self, addrs: &[K], out: &mut [NextHop]) {
+        let n = addrs.len().min(out.len());
+        let done = self.lookup_bulk_simd(&addrs[..n], &mut out[..n]);
+        let (addrs, out) = (&addrs[done..n], &mut out[done..n]);
         for (a, o) in addrs.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
             self.lookup_group(a, o);
         }
@@ -290,6 +360,8 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
         };
         let mut nodes = b.nodes;
         let mut leaves = b.leaves;
+        // Padding for the vector lookup's 4-byte gathers of 2-byte leaves.
+        leaves.push(0);
         nodes.shrink_to_fit();
         leaves.shrink_to_fit();
         Ok(Poptrie {
@@ -298,6 +370,7 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
             leaves,
             direct_bits: ds,
             routes: routes.len(),
+            simd: simd_available(),
             _k: core::marker::PhantomData,
         })
     }
