@@ -169,7 +169,7 @@ mod tests {
         assert_eq!(a.chunk(26, 6), 0b000011);
         assert_eq!(a.chunk(0, 18), (a >> 14) as usize);
         let b: u128 = 0b101;
-        assert_eq!(b.chunk(124, 6), 0b0101_00);
+        assert_eq!(b.chunk(124, 6), 0b010100);
         assert_eq!(b.chunk(125, 6), 0b101_000);
         assert_eq!(u128::MAX.chunk(0, 16), 0xffff);
     }

@@ -73,7 +73,7 @@ impl<K: Key> Prefix<K> {
         self.len
     }
 
-    /// Whether this is the default route (`/0`).
+    /// Whether this is the default route (`/0`, the prefix of no bits).
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }

@@ -1,9 +1,9 @@
 //! AVX-512 bulk lookup: eight Poptrie lookups per vector, several vectors in flight.
 //!
-//! Each 64-bit lane carries one lookup. A round gathers the three words of every lane's node
-//! (`vector`, `leafvec`, the two bases), extracts the lane's next 6 address bits, and computes
-//! both candidate ranks with `vpopcntq`; lanes whose slot is a child move down, the others
-//! record their leaf index and retire. All live lanes of a call are at the same depth, so the
+//! Each 64-bit lane carries one lookup. A round gathers the two words of every lane's node
+//! (`vector` and the two bases), extracts the lane's next 6 address bits, and ranks the slot
+//! with `vpopcntq`; lanes whose slot is a child move down, the others stop and remember their
+//! node. Then one gather reads the stopped nodes' leaf vectors, a second the leaves. All live lanes of a call are at the same depth, so the
 //! bit offset is one scalar for the whole round. A last masked gather reads the leaves.
 //!
 //! `G` vectors are advanced together so that the gathers of one overlap the misses of the
@@ -25,6 +25,7 @@ use super::{Node, LEAF, STRIDE};
 pub(super) struct Parts<'a> {
     pub direct: &'a [u32],
     pub nodes: &'a [Node],
+    pub leafvecs: &'a [u64],
     /// Leaves plus one padding element.
     pub leaves: &'a [u16],
     pub direct_bits: u8,
@@ -48,11 +49,14 @@ unsafe fn walk(
     chunk: impl Fn(usize, u8) -> __m512i,
 ) -> [__m512i; G] {
     let nodes = p.nodes.as_ptr() as *const i64;
+    let leafvecs = p.leafvecs.as_ptr() as *const i64;
     let leaves = p.leaves.as_ptr() as *const i32;
     let one = _mm512_set1_epi64(1);
     let two = _mm512_set1_epi64(2);
     let low32 = _mm512_set1_epi64(0xffff_ffff);
-    let mut lidx = [_mm512_setzero_si512(); G];
+    // Per vector: the slot mask `upto(v)` and node index where each lane stopped.
+    let mut stop_m = [_mm512_setzero_si512(); G];
+    let mut stop_base0 = [_mm512_setzero_si512(); G];
     let mut leafing = [0 as __mmask8; G];
     while active.iter().any(|&a| a != 0) {
         for g in 0..G {
@@ -60,34 +64,45 @@ unsafe fn walk(
             if a == 0 {
                 continue;
             }
-            let i3 = _mm512_add_epi64(_mm512_slli_epi64::<1>(idx[g]), idx[g]);
+            let i2 = _mm512_slli_epi64::<1>(idx[g]);
             let z = _mm512_setzero_si512();
-            let vec = _mm512_mask_i64gather_epi64::<8>(z, a, i3, nodes);
-            let lv = _mm512_mask_i64gather_epi64::<8>(z, a, _mm512_add_epi64(i3, one), nodes);
-            let bases = _mm512_mask_i64gather_epi64::<8>(z, a, _mm512_add_epi64(i3, two), nodes);
+            let vec = _mm512_mask_i64gather_epi64::<8>(z, a, i2, nodes);
+            let bases = _mm512_mask_i64gather_epi64::<8>(z, a, _mm512_add_epi64(i2, one), nodes);
             let v = chunk(g, off);
             let bit = _mm512_sllv_epi64(one, v);
             let m = _mm512_sub_epi64(_mm512_sllv_epi64(two, v), one);
             let child = _mm512_mask_test_epi64_mask(a, vec, bit);
             let leaf = a & !child;
             let cc = _mm512_popcnt_epi64(_mm512_and_si512(vec, m));
-            let cl = _mm512_popcnt_epi64(_mm512_and_si512(lv, m));
             let base1 = _mm512_srli_epi64::<32>(bases);
-            let base0 = _mm512_and_si512(bases, low32);
+            // Lanes that stop here keep the node (for its leaf vector), mask and leaf base.
+            stop_m[g] = _mm512_mask_mov_epi64(stop_m[g], leaf, m);
+            stop_base0[g] =
+                _mm512_mask_mov_epi64(stop_base0[g], leaf, _mm512_and_si512(bases, low32));
+            res[g] = _mm512_mask_mov_epi64(res[g], leaf, idx[g]);
             idx[g] = _mm512_mask_mov_epi64(
                 idx[g],
                 child,
                 _mm512_sub_epi64(_mm512_add_epi64(base1, cc), one),
             );
-            lidx[g] = _mm512_mask_mov_epi64(
-                lidx[g],
-                leaf,
-                _mm512_sub_epi64(_mm512_add_epi64(base0, cl), one),
-            );
             leafing[g] |= leaf;
             active[g] = child;
         }
         off += STRIDE;
+    }
+    // Every lane that walked stopped at a leaf slot: read its node's leaf vector, rank the slot.
+    let mut lidx = [_mm512_setzero_si512(); G];
+    for g in 0..G {
+        if leafing[g] != 0 {
+            let lv = _mm512_mask_i64gather_epi64::<8>(
+                _mm512_setzero_si512(),
+                leafing[g],
+                res[g],
+                leafvecs,
+            );
+            let cl = _mm512_popcnt_epi64(_mm512_and_si512(lv, stop_m[g]));
+            lidx[g] = _mm512_sub_epi64(_mm512_add_epi64(stop_base0[g], cl), one);
+        }
     }
     for g in 0..G {
         if leafing[g] != 0 {

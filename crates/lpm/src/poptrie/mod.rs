@@ -90,12 +90,14 @@ impl Default for PoptrieConfig {
     }
 }
 
-/// One internal node: 24 bytes.
+/// One internal node without its leaf vector: 16 bytes, four to a cache line, never split
+/// across two. The leaf vector lives in a parallel array (`leafvecs[i]` belongs to
+/// `nodes[i]`) because a lookup reads it only once, at the node where it stops, while it reads
+/// `vector` and the bases at every level.
 #[derive(Clone, Copy, Debug, Default)]
-#[repr(C)]
+#[repr(C, align(16))]
 struct Node {
     vector: u64,
-    leafvec: u64,
     base0: u32,
     base1: u32,
 }
@@ -105,6 +107,7 @@ struct Node {
 pub struct Poptrie<K: Key> {
     direct: Vec<u32>,
     nodes: Vec<Node>,
+    leafvecs: Vec<u64>,
     leaves: Vec<u16>,
     direct_bits: u8,
     routes: usize,
@@ -177,6 +180,7 @@ impl<K: Key> Poptrie<K> {
             let parts = avx512::Parts {
                 direct: &self.direct,
                 nodes: &self.nodes,
+                leafvecs: &self.leafvecs,
                 leaves: &self.leaves,
                 direct_bits: self.direct_bits,
             };
@@ -225,7 +229,8 @@ impl<K: Key> Poptrie<K> {
                 idx = n.base1 + (n.vector & m).count_ones() - 1;
                 off += STRIDE;
             } else {
-                let li = n.base0 + (n.leafvec & m).count_ones() - 1;
+                let lv = self.leafvecs[idx as usize];
+                let li = n.base0 + (lv & m).count_ones() - 1;
                 return self.leaves[li as usize] as NextHop;
             }
         }
@@ -283,7 +288,8 @@ impl<K: Key> Poptrie<K> {
                     off[i] += STRIDE;
                     prefetch(self.nodes.as_ptr().wrapping_add(c as usize));
                 } else {
-                    let l = node.base0 + (node.leafvec & m).count_ones() - 1;
+                    let lv = self.leafvecs[idx[i] as usize];
+                    let l = node.base0 + (lv & m).count_ones() - 1;
                     idx[i] = l;
                     walking &= !(1 << i);
                     leafing |= 1 << i;
@@ -321,6 +327,7 @@ impl<K: Key> Lpm<K> for Poptrie<K> {
         core::mem::size_of::<Self>()
             + self.direct.capacity() * 4
             + self.nodes.capacity() * core::mem::size_of::<Node>()
+            + self.leafvecs.capacity() * 8
             + self.leaves.capacity() * 2
     }
 
@@ -348,25 +355,36 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
         }
         let mut b = Builder::<K> {
             nodes: Vec::with_capacity(routes.len() / 4 + 16),
+            leafvecs: Vec::with_capacity(routes.len() / 4 + 16),
             leaves: Vec::with_capacity(routes.len() / 2 + 16),
             _k: core::marker::PhantomData,
         };
         let direct = if ds == 0 {
             b.nodes.push(Node::default());
-            b.fill(&routes, 0, 0, 0)?;
+            b.leafvecs.push(0);
+            // Without direct pointing the root node starts at bit 0, so only a default route
+            // is "no longer than the offset"; it becomes the root's default leaf.
+            let default = routes
+                .iter()
+                .find(|r| r.prefix.is_empty())
+                .map_or(0, |r| r.nexthop as u16);
+            b.fill(&routes, 0, 0, default)?;
             Vec::new()
         } else {
             b.build_direct(&routes, ds)?
         };
         let mut nodes = b.nodes;
+        let mut leafvecs = b.leafvecs;
         let mut leaves = b.leaves;
         // Padding for the vector lookup's 4-byte gathers of 2-byte leaves.
         leaves.push(0);
         nodes.shrink_to_fit();
+        leafvecs.shrink_to_fit();
         leaves.shrink_to_fit();
         Ok(Poptrie {
             direct,
             nodes,
+            leafvecs,
             leaves,
             direct_bits: ds,
             routes: routes.len(),
@@ -378,6 +396,7 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
 
 struct Builder<K: Key> {
     nodes: Vec<Node>,
+    leafvecs: Vec<u64>,
     leaves: Vec<u16>,
     _k: core::marker::PhantomData<K>,
 }
@@ -430,6 +449,7 @@ impl<K: Key> Builder<K> {
         }
         let base = self.nodes.len();
         self.nodes.resize(base + count, Node::default());
+        self.leafvecs.resize(base + count, 0);
         let mut k = base;
         runs(
             routes,
@@ -492,14 +512,15 @@ impl<K: Key> Builder<K> {
         }
         self.nodes[idx] = Node {
             vector,
-            leafvec,
             base0: base0 as u32,
             base1: base1 as u32,
         };
+        self.leafvecs[idx] = leafvec;
         if nchild == 0 {
             return Ok(());
         }
         self.nodes.resize(base1 + nchild, Node::default());
+        self.leafvecs.resize(base1 + nchild, 0);
         let mut k = base1;
         runs(
             routes,
