@@ -1,0 +1,931 @@
+//! DPDK's LPM engines through FFI (feature `dpdk`): `rte_lpm` and `rte_fib` (DIR24_8) for
+//! IPv4, `rte_fib6` (TRIE) for IPv6, each FIB with its scalar and its AVX-512 lookup.
+//!
+//! Built and tested against Debian 12's DPDK 22.11 (`apt-get install libdpdk-dev pkg-config`);
+//! `build.rs` finds it with `pkg-config libdpdk` and compiles `csrc/dpdk_shim.c`, which wraps
+//! what Rust cannot call directly (`rte_lpm_lookup_bulk` is a static inline function,
+//! `rte_errno` a per-lcore macro, the FIB configurations hold anonymous unions).
+//!
+//! # The EAL
+//!
+//! DPDK's environment abstraction layer is started once per process, lazily, by the first
+//! build of a DPDK peer or by [`dpdk_available`], with
+//!
+//! ```text
+//! --no-huge -m <MB> --no-pci --no-shconf --no-telemetry -l <core> --log-level=error
+//! ```
+//!
+//! `--no-huge` takes plain anonymous memory instead of hugepages (it forces DPDK's legacy
+//! memory mode, which rules out `--in-memory`; `--no-shconf` keeps its run-time files off the
+//! disk instead). `-m` reserves address space only; pages are touched when tables are
+//! allocated. It is 4096 MB unless `VFSR_DPDK_MEM_MB` says otherwise; extra EAL arguments can be
+//! given, whitespace separated, in `VFSR_DPDK_EAL_ARGS`. `<core>` is the core the calling thread
+//! runs on at that moment, and **the EAL pins the calling thread to it**: call
+//! [`dpdk_available`] from the thread that will run the benchmark. Right after the EAL is up the
+//! process-wide SIMD limit is raised to 512 bits (`rte_vect_set_max_simd_bitwidth`) so that the
+//! AVX-512 lookups can be selected; the scalar peers select their scalar lookup explicitly, so
+//! the raised limit does not change what they run.
+//!
+//! # Next hops and table sizes
+//!
+//! Lookups return next hop 0 where no route matches (the FIBs are created with default next
+//! hop 0, and `rte_lpm`'s miss is mapped to 0), which is [`NO_ROUTE`].
+//!
+//! * `rte_lpm` entries are 4 bytes with 24-bit next hops (up to 16 777 215). `rte_lpm` does not
+//!   accept depth 0: a default route is installed as the two /1 routes it stands for, except
+//!   where the table has that /1 already (which would win over the /0 anyway), so lookups answer
+//!   exactly as longest-prefix match does.
+//! * `rte_fib` (DIR24_8) and `rte_fib6` (TRIE) keep next hops in 2-, 4- or 8-byte entries, one
+//!   bit of which flags an extended entry, and the entry also indexes the tbl8 groups. The
+//!   adapters pick **2-byte entries when every next hop and the tbl8 group count fit in 15 bits**
+//!   (≤ 32 767; the benchmark's next hops are mostly 1..=64) and **4-byte entries otherwise**
+//!   (31 bits); larger next hops are rejected.
+//! * Group (tbl8) counts are computed from the routes instead of guessed: for IPv4, one group
+//!   per distinct /24 that holds a longer route; for IPv6, the reservation `rte_fib6`'s TRIE
+//!   makes route by route, replayed on the canonical route order. 64 spare groups are added. If
+//!   DPDK still runs out (`ENOSPC`), the table is rebuilt once with twice the groups.
+//! * `max_routes`/`max_rules` are the route count plus slack (the RIB behind a FIB gets twice
+//!   that many nodes).
+//!
+//! # Memory
+//!
+//! `memory_bytes` is an estimate computed from the configuration, not a measurement: the bytes
+//! DPDK allocates for the lookup tables (tbl24, every configured tbl8 group, the group
+//! bookkeeping). The control-plane copies DPDK keeps beside them (`rte_lpm`'s rule table, the
+//! `rte_rib`/`rte_rib6` behind a FIB) are not counted; neither are the EAL's own overheads.
+
+use super::PeerError;
+use std::ffi::{c_char, c_int, c_uint, CStr, CString};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+use vfsr_lpm::{canonicalize, Key, Lpm, NextHop, Prefix, Route, NO_ROUTE};
+
+pub const LPM_NAME: &str = "rte_lpm";
+pub const FIB_NAME: &str = "rte_fib";
+pub const FIB_AVX512_NAME: &str = "rte_fib_avx512";
+pub const FIB6_NAME: &str = "rte_fib6";
+pub const FIB6_AVX512_NAME: &str = "rte_fib6_avx512";
+
+/// Addresses handed to DPDK per bulk call (bounded so the conversion buffers live on the stack).
+const CHUNK: usize = 128;
+/// Spare tbl8 groups added to the computed need.
+const SPARE_TBL8: u32 = 64;
+/// Largest next hop of a 2-byte FIB entry (one bit flags extended entries).
+const MAX_NH_2B: u64 = (1 << 15) - 1;
+/// Largest next hop of a 4-byte FIB entry.
+const MAX_NH_4B: u64 = (1 << 31) - 1;
+/// Largest `rte_lpm` next hop (24 bits).
+const MAX_NH_LPM: u32 = (1 << 24) - 1;
+/// Entries of a tbl24 and of a tbl8 group.
+const TBL24_ENTRIES: usize = 1 << 24;
+const TBL8_ENTRIES: usize = 256;
+const ENOSPC: c_int = 28;
+
+#[repr(C)]
+struct RteLpmT {
+    _opaque: [u8; 0],
+}
+#[repr(C)]
+struct RteFibT {
+    _opaque: [u8; 0],
+}
+#[repr(C)]
+struct RteFib6T {
+    _opaque: [u8; 0],
+}
+
+extern "C" {
+    fn rte_eal_init(argc: c_int, argv: *mut *mut c_char) -> c_int;
+
+    fn rte_lpm_add(lpm: *mut RteLpmT, ip: u32, depth: u8, next_hop: u32) -> c_int;
+    fn rte_lpm_free(lpm: *mut RteLpmT);
+
+    fn rte_fib_add(fib: *mut RteFibT, ip: u32, depth: u8, next_hop: u64) -> c_int;
+    fn rte_fib_lookup_bulk(
+        fib: *mut RteFibT,
+        ips: *mut u32,
+        next_hops: *mut u64,
+        n: c_int,
+    ) -> c_int;
+    fn rte_fib_free(fib: *mut RteFibT);
+
+    fn rte_fib6_add(fib: *mut RteFib6T, ip: *const u8, depth: u8, next_hop: u64) -> c_int;
+    fn rte_fib6_lookup_bulk(
+        fib: *mut RteFib6T,
+        ips: *mut [u8; 16],
+        next_hops: *mut u64,
+        n: c_int,
+    ) -> c_int;
+    fn rte_fib6_free(fib: *mut RteFib6T);
+
+    // csrc/dpdk_shim.c
+    fn vfsr_rte_errno() -> c_int;
+    fn vfsr_rte_strerror(err: c_int) -> *const c_char;
+    fn vfsr_cpu_has_avx512(need_bw: c_int) -> c_int;
+    fn vfsr_set_max_simd_bitwidth(bits: u16) -> c_int;
+    fn vfsr_get_max_simd_bitwidth() -> u16;
+    fn vfsr_lpm_create(name: *const c_char, max_rules: u32, number_tbl8s: u32) -> *mut RteLpmT;
+    fn vfsr_lpm_lookup_bulk(lpm: *const RteLpmT, ips: *const u32, out: *mut u32, n: usize);
+    fn vfsr_fib_create(
+        name: *const c_char,
+        max_routes: c_int,
+        num_tbl8: u32,
+        nh_bytes: c_uint,
+    ) -> *mut RteFibT;
+    fn vfsr_fib_select(fib: *mut RteFibT, avx512: c_int) -> c_int;
+    fn vfsr_fib6_create(
+        name: *const c_char,
+        max_routes: c_int,
+        num_tbl8: u32,
+        nh_bytes: c_uint,
+    ) -> *mut RteFib6T;
+    fn vfsr_fib6_select(fib: *mut RteFib6T, avx512: c_int) -> c_int;
+}
+
+/// DPDK's description of an error number (negative numbers are taken as `-errno`).
+fn strerror(err: c_int) -> String {
+    // SAFETY: rte_strerror returns a pointer to a static or thread-local NUL-terminated string.
+    unsafe {
+        let p = vfsr_rte_strerror(err.abs());
+        if p.is_null() {
+            format!("error {err}")
+        } else {
+            CStr::from_ptr(p).to_string_lossy().into_owned()
+        }
+    }
+}
+
+fn last_error() -> String {
+    // SAFETY: reads DPDK's per-thread error number.
+    strerror(unsafe { vfsr_rte_errno() })
+}
+
+/// What the EAL start left behind.
+struct Eal {
+    /// Why the AVX-512 lookups cannot be used, if they cannot.
+    simd512: Result<(), String>,
+}
+
+static EAL: OnceLock<Result<Eal, String>> = OnceLock::new();
+
+fn eal_args() -> Vec<String> {
+    let mb = std::env::var("VFSR_DPDK_MEM_MB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .filter(|&m| m > 0)
+        .unwrap_or(4096);
+    // SAFETY: sched_getcpu has no preconditions; -1 means unknown.
+    let core = unsafe { libc::sched_getcpu() }.max(0);
+    let mut args: Vec<String> = [
+        "vfsr-bench",
+        "--no-huge",
+        "-m",
+        &mb.to_string(),
+        "--no-pci",
+        "--no-shconf",
+        "--no-telemetry",
+        "-l",
+        &core.to_string(),
+        "--log-level=error",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Ok(extra) = std::env::var("VFSR_DPDK_EAL_ARGS") {
+        args.extend(extra.split_whitespace().map(str::to_string));
+    }
+    args
+}
+
+fn start_eal() -> Result<Eal, String> {
+    let args = eal_args();
+    let c_args: Vec<CString> = args
+        .iter()
+        .map(|a| CString::new(a.as_str()).map_err(|_| format!("EAL argument {a:?} holds NUL")))
+        .collect::<Result<_, _>>()?;
+    // The EAL may keep pointers into argv, so argv and its strings live as long as the process.
+    let argv: &'static mut [*mut c_char] = Box::leak(
+        c_args
+            .into_iter()
+            .map(CString::into_raw)
+            .chain(std::iter::once(std::ptr::null_mut()))
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    let argc = (argv.len() - 1) as c_int;
+    // SAFETY: argv is a NULL-terminated array of argc valid C strings that are never freed,
+    // and this runs once per process (guarded by the OnceLock in `eal`).
+    let ret = unsafe { rte_eal_init(argc, argv.as_mut_ptr()) };
+    if ret < 0 {
+        return Err(format!(
+            "rte_eal_init({}) failed: {}",
+            args[1..].join(" "),
+            last_error()
+        ));
+    }
+    // SAFETY: plain calls into the initialised EAL.
+    let simd512 = unsafe {
+        let r = vfsr_set_max_simd_bitwidth(512);
+        if r < 0 {
+            Err(format!(
+                "cannot raise DPDK's SIMD limit to 512 bits ({}; limit stays {})",
+                strerror(r),
+                vfsr_get_max_simd_bitwidth()
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    Ok(Eal { simd512 })
+}
+
+fn eal() -> Result<&'static Eal, String> {
+    EAL.get_or_init(start_eal).as_ref().map_err(Clone::clone)
+}
+
+/// Starts DPDK's EAL if that has not been tried yet in this process (see the module docs for
+/// its arguments; it pins the calling thread) and tells whether DPDK's peers can run, or why
+/// not. The answer never changes within a process.
+pub fn dpdk_available() -> Result<(), String> {
+    eal().map(|_| ())
+}
+
+/// Why the AVX-512 lookups cannot be selected here, checked before any table is built.
+fn avx512_precheck(need_bw: bool) -> Result<(), String> {
+    let e = eal()?;
+    e.simd512.clone()?;
+    // SAFETY: reads CPU flags through the initialised EAL.
+    if unsafe { vfsr_cpu_has_avx512(need_bw as c_int) } == 0 {
+        return Err(if need_bw {
+            "the CPU lacks AVX-512 F/DQ/BW".to_string()
+        } else {
+            "the CPU lacks AVX-512 F/DQ".to_string()
+        });
+    }
+    Ok(())
+}
+
+static NEXT_ID: AtomicU32 = AtomicU32::new(0);
+
+/// A name no other DPDK object of this process has (DPDK keys its memory zones, rings and
+/// mempools by name, some limited to 25 characters).
+fn unique_name() -> CString {
+    let n = NEXT_ID.fetch_add(1, Ordering::Relaxed);
+    CString::new(format!("vfsr{n}")).unwrap_or_default()
+}
+
+fn max_nexthop<K: Key>(routes: &[Route<K>]) -> NextHop {
+    routes.iter().map(|r| r.nexthop).max().unwrap_or(0)
+}
+
+/// Number of distinct /24 blocks that hold a route longer than /24: the tbl8 groups a
+/// DIR-24-8 table (rte_lpm, rte_fib) needs. `routes` must be canonical (sorted).
+fn v4_tbl8_groups(routes: &[Route<u32>]) -> u32 {
+    let mut count = 0u32;
+    let mut last: Option<u32> = None;
+    for r in routes.iter().filter(|r| r.prefix.len() > 24) {
+        let block = r.prefix.addr() >> 8;
+        if last != Some(block) {
+            count += 1;
+            last = Some(block);
+        }
+    }
+    count
+}
+
+/// The tbl8 groups `rte_fib6`'s TRIE reserves when `routes` (canonical order) are added one by
+/// one: DPDK 22.11's `trie_modify` reserves, for a route longer than /24 with no route already
+/// inside its byte-aligned block, one group per byte between the longest covering route (at
+/// least /24) and the route, and skips the reservation when the covering route has the same
+/// next hop. Returns the largest running total, which is what the table must be created with.
+fn v6_tbl8_reservation(routes: &[Route<u128>]) -> u32 {
+    let mut stack: Vec<Route<u128>> = Vec::new();
+    let mut prev: Option<Prefix<u128>> = None;
+    let mut rsvd: u64 = 0;
+    let mut need: u64 = 0;
+    for r in routes {
+        let (addr, depth) = (r.prefix.addr(), r.prefix.len());
+        // Canonical order is a depth-first walk of the prefix tree, so the routes covering
+        // this one are exactly those left on the stack once non-covering ones are popped.
+        while let Some(top) = stack.last() {
+            if top.prefix.covers(&r.prefix) {
+                break;
+            }
+            stack.pop();
+        }
+        let parent = stack.last().copied();
+        let mut diff = 0u64;
+        if depth > 24 {
+            let floor = depth & !7;
+            let block = addr.masked(floor);
+            // Is there already a route strictly longer than `floor` inside the block? In
+            // canonical order, that holds exactly when it holds for the previous route.
+            let inside = prev.is_some_and(|p| {
+                p.addr().masked(floor) == block && (p.addr() != block || p.len() > floor)
+            });
+            if !inside {
+                let pd = parent.map_or(24, |p| p.prefix.len().max(24));
+                let ceil = |d: u8| (u64::from(d) + 7) & !7;
+                diff = (ceil(depth) - ceil(pd)) >> 3;
+            }
+        }
+        need = need.max(rsvd + diff);
+        if parent.is_none_or(|p| p.nexthop != r.nexthop) {
+            rsvd += diff;
+        }
+        stack.push(*r);
+        prev = Some(r.prefix);
+    }
+    need.min(u64::from(u32::MAX)) as u32
+}
+
+/// Entry size for a FIB whose next hops reach `max_nh` and which needs `tbl8` groups.
+fn fib_entry_bytes(peer: &'static str, max_nh: NextHop, tbl8: u32) -> Result<u32, PeerError> {
+    let wanted = u64::from(max_nh).max(u64::from(tbl8));
+    if wanted <= MAX_NH_2B {
+        Ok(2)
+    } else if wanted <= MAX_NH_4B {
+        Ok(4)
+    } else {
+        Err(PeerError::build(
+            peer,
+            format!(
+                "next hop {max_nh} or {tbl8} tbl8 groups exceed 4-byte entries (max {MAX_NH_4B})"
+            ),
+        ))
+    }
+}
+
+fn route_count(peer: &'static str, n: usize) -> Result<c_int, PeerError> {
+    c_int::try_from(n + 64)
+        .map_err(|_| PeerError::build(peer, format!("{n} routes are more than DPDK can hold")))
+}
+
+// ---- rte_lpm -----------------------------------------------------------------------------
+
+/// DPDK's `rte_lpm` (IPv4 DIR-24-8, 4-byte entries, 24-bit next hops). Bulk lookups are
+/// `rte_lpm_lookup_bulk` in batches of 64; a single lookup is a batch of one.
+///
+/// `memory_bytes` is an estimate from the configuration: tbl24 (2^24 × 4 bytes) plus every
+/// configured tbl8 group (256 × 4 bytes each); the rule table is not counted.
+pub struct RteLpm {
+    lpm: *mut RteLpmT,
+    tbl8s: u32,
+    resized: bool,
+}
+
+// SAFETY: after build the table is only read; DPDK's lookups do not write to it, and the
+// pointer is freed once, in Drop.
+unsafe impl Send for RteLpm {}
+unsafe impl Sync for RteLpm {}
+
+impl Drop for RteLpm {
+    fn drop(&mut self) {
+        // SAFETY: created by rte_lpm_create, freed only here.
+        unsafe { rte_lpm_free(self.lpm) }
+    }
+}
+
+impl RteLpm {
+    /// Builds the table (starts the EAL if needed).
+    pub fn build(routes: &[Route<u32>]) -> Result<Self, PeerError> {
+        eal().map_err(|e| PeerError::unavailable(LPM_NAME, e))?;
+        Self::build_with(routes, SPARE_TBL8)
+    }
+
+    fn build_with(routes: &[Route<u32>], spare: u32) -> Result<Self, PeerError> {
+        let routes = lpm_routes(routes);
+        let max_nh = max_nexthop(&routes);
+        if max_nh > MAX_NH_LPM {
+            return Err(PeerError::build(
+                LPM_NAME,
+                format!("next hop {max_nh} does not fit rte_lpm's 24 bits"),
+            ));
+        }
+        let max_rules = route_count(LPM_NAME, routes.len())? as u32;
+        let mut tbl8s = (v4_tbl8_groups(&routes) + spare).max(1);
+        for attempt in 0..2 {
+            let name = unique_name();
+            // SAFETY: name is a valid C string; the config values are in range.
+            let lpm = unsafe { vfsr_lpm_create(name.as_ptr(), max_rules, tbl8s) };
+            if lpm.is_null() {
+                return Err(PeerError::build(
+                    LPM_NAME,
+                    format!(
+                        "rte_lpm_create({max_rules} rules, {tbl8s} tbl8s) failed: {}",
+                        last_error()
+                    ),
+                ));
+            }
+            let table = RteLpm {
+                lpm,
+                tbl8s,
+                resized: attempt > 0,
+            };
+            let mut failed = None;
+            for r in &routes {
+                // SAFETY: lpm is live; depth is 1..=32 (see lpm_routes).
+                let rc = unsafe { rte_lpm_add(lpm, r.prefix.addr(), r.prefix.len(), r.nexthop) };
+                if rc < 0 {
+                    failed = Some((rc, *r));
+                    break;
+                }
+            }
+            match failed {
+                None => return Ok(table),
+                Some((rc, _)) if -rc == ENOSPC && attempt == 0 => tbl8s = tbl8s.saturating_mul(2),
+                Some((rc, r)) => {
+                    return Err(PeerError::build(
+                        LPM_NAME,
+                        format!(
+                            "rte_lpm_add({}, {}) failed: {}",
+                            r.prefix,
+                            r.nexthop,
+                            strerror(rc)
+                        ),
+                    ))
+                }
+            }
+        }
+        Err(PeerError::build(LPM_NAME, "out of tbl8 groups"))
+    }
+
+    /// Configured tbl8 groups.
+    pub fn tbl8_groups(&self) -> u32 {
+        self.tbl8s
+    }
+
+    /// Whether the computed tbl8 group count fell short and the table was built a second time
+    /// with twice as many (the build time then includes both attempts).
+    pub fn resized(&self) -> bool {
+        self.resized
+    }
+}
+
+/// The canonical routes with a default route replaced by the /1 routes it stands for (rte_lpm
+/// rejects depth 0); a /1 already in the table wins over the expansion.
+fn lpm_routes(routes: &[Route<u32>]) -> Vec<Route<u32>> {
+    let canon = canonicalize(routes);
+    let Some(default) = canon.iter().find(|r| r.prefix.is_empty()).copied() else {
+        return canon;
+    };
+    let mut all: Vec<Route<u32>> = [0u32, 0x8000_0000]
+        .iter()
+        .map(|&a| Route::new(Prefix::new_masked(a, 1), default.nexthop))
+        .collect();
+    all.extend(canon.into_iter().filter(|r| !r.prefix.is_empty()));
+    canonicalize(&all)
+}
+
+impl Lpm<u32> for RteLpm {
+    fn lookup(&self, addr: u32) -> NextHop {
+        let mut out = NO_ROUTE;
+        // SAFETY: one address in, one next hop out.
+        unsafe { vfsr_lpm_lookup_bulk(self.lpm, &addr, &mut out, 1) };
+        out
+    }
+
+    fn lookup_bulk(&self, addrs: &[u32], out: &mut [NextHop]) {
+        let n = addrs.len().min(out.len());
+        // SAFETY: both slices hold at least n elements.
+        unsafe { vfsr_lpm_lookup_bulk(self.lpm, addrs.as_ptr(), out.as_mut_ptr(), n) };
+    }
+
+    fn memory_bytes(&self) -> usize {
+        TBL24_ENTRIES * 4 + self.tbl8s as usize * TBL8_ENTRIES * 4
+    }
+
+    fn name(&self) -> &'static str {
+        LPM_NAME
+    }
+}
+
+// ---- rte_fib (IPv4) ----------------------------------------------------------------------
+
+/// DPDK's `rte_fib` with the DIR24_8 data plane. [`RteFib::build`] selects the scalar lookup
+/// (`RTE_FIB_LOOKUP_DIR24_8_SCALAR_MACRO`, what DPDK picks when vector units may not be used),
+/// [`RteFib::build_avx512`] the AVX-512 one (`RTE_FIB_LOOKUP_DIR24_8_VECTOR_AVX512`). Lookups
+/// go through `rte_fib_lookup_bulk` in batches of 128 whose 8-byte results are narrowed to
+/// [`NextHop`].
+///
+/// `memory_bytes` is an estimate from the configuration: tbl24 (2^24 entries), every configured
+/// tbl8 group plus DPDK's spare one (256 entries each), at 2 or 4 bytes per entry, and the
+/// group bitmap; the RIB behind the FIB is not counted.
+pub struct RteFib {
+    fib: *mut RteFibT,
+    name: &'static str,
+    entry_bytes: u32,
+    tbl8s: u32,
+    resized: bool,
+}
+
+// SAFETY: see RteLpm.
+unsafe impl Send for RteFib {}
+unsafe impl Sync for RteFib {}
+
+impl Drop for RteFib {
+    fn drop(&mut self) {
+        // SAFETY: created by rte_fib_create, freed only here.
+        unsafe { rte_fib_free(self.fib) }
+    }
+}
+
+impl RteFib {
+    /// Builds the FIB with the scalar lookup (starts the EAL if needed).
+    pub fn build(routes: &[Route<u32>]) -> Result<Self, PeerError> {
+        eal().map_err(|e| PeerError::unavailable(FIB_NAME, e))?;
+        Self::build_with(routes, FIB_NAME, false, SPARE_TBL8)
+    }
+
+    /// Builds the FIB with DPDK's AVX-512 lookup. Fails with
+    /// [`super::PeerErrorKind::Unavailable`] when the CPU, the SIMD limit or this DPDK build
+    /// does not allow selecting it; that is checked before any route is added.
+    pub fn build_avx512(routes: &[Route<u32>]) -> Result<Self, PeerError> {
+        avx512_precheck(false).map_err(|e| PeerError::unavailable(FIB_AVX512_NAME, e))?;
+        Self::build_with(routes, FIB_AVX512_NAME, true, SPARE_TBL8)
+    }
+
+    fn build_with(
+        routes: &[Route<u32>],
+        peer: &'static str,
+        avx512: bool,
+        spare: u32,
+    ) -> Result<Self, PeerError> {
+        let routes = canonicalize(routes);
+        let max_nh = max_nexthop(&routes);
+        let max_routes = route_count(peer, routes.len())?;
+        let mut tbl8s = (v4_tbl8_groups(&routes) + spare).max(1);
+        for attempt in 0..2 {
+            let entry_bytes = fib_entry_bytes(peer, max_nh, tbl8s)?;
+            let name = unique_name();
+            // SAFETY: name is a valid C string; the config values are in range.
+            let fib = unsafe { vfsr_fib_create(name.as_ptr(), max_routes, tbl8s, entry_bytes) };
+            if fib.is_null() {
+                return Err(PeerError::build(
+                    peer,
+                    format!(
+                        "rte_fib_create(DIR24_8, {max_routes} routes, {tbl8s} tbl8s, \
+                         {entry_bytes}-byte entries) failed: {}",
+                        last_error()
+                    ),
+                ));
+            }
+            let table = RteFib {
+                fib,
+                name: peer,
+                entry_bytes,
+                tbl8s,
+                resized: attempt > 0,
+            };
+            // SAFETY: fib is live.
+            let rc = unsafe { vfsr_fib_select(fib, avx512 as c_int) };
+            if rc < 0 {
+                let what = if avx512 {
+                    "the AVX-512 lookup (RTE_FIB_LOOKUP_DIR24_8_VECTOR_AVX512) cannot be \
+                     selected: this DPDK build lacks it"
+                } else {
+                    "the scalar lookup cannot be selected"
+                };
+                return Err(PeerError::unavailable(
+                    peer,
+                    format!("{what} ({})", strerror(rc)),
+                ));
+            }
+            let mut failed = None;
+            for r in &routes {
+                // SAFETY: fib is live; depth is at most 32.
+                let rc = unsafe {
+                    rte_fib_add(fib, r.prefix.addr(), r.prefix.len(), u64::from(r.nexthop))
+                };
+                if rc < 0 {
+                    failed = Some((rc, *r));
+                    break;
+                }
+            }
+            match failed {
+                None => return Ok(table),
+                Some((rc, _)) if -rc == ENOSPC && attempt == 0 => tbl8s = tbl8s.saturating_mul(2),
+                Some((rc, r)) => {
+                    return Err(PeerError::build(
+                        peer,
+                        format!(
+                            "rte_fib_add({}, {}) failed: {}",
+                            r.prefix,
+                            r.nexthop,
+                            strerror(rc)
+                        ),
+                    ))
+                }
+            }
+        }
+        Err(PeerError::build(peer, "out of tbl8 groups"))
+    }
+
+    /// Bytes per table entry (2 or 4).
+    pub fn entry_bytes(&self) -> u32 {
+        self.entry_bytes
+    }
+
+    /// Configured tbl8 groups.
+    pub fn tbl8_groups(&self) -> u32 {
+        self.tbl8s
+    }
+
+    /// Whether the computed tbl8 group count fell short and the table was built a second time
+    /// with twice as many (the build time then includes both attempts).
+    pub fn resized(&self) -> bool {
+        self.resized
+    }
+}
+
+impl Lpm<u32> for RteFib {
+    fn lookup(&self, addr: u32) -> NextHop {
+        let mut out = [NO_ROUTE];
+        self.lookup_bulk(&[addr], &mut out);
+        out[0]
+    }
+
+    fn lookup_bulk(&self, addrs: &[u32], out: &mut [NextHop]) {
+        let mut nh = [0u64; CHUNK];
+        for (a, o) in addrs.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+            let n = a.len().min(o.len());
+            // SAFETY: fib is live; DPDK reads n addresses (it does not write through `ips`,
+            // the pointer is only non-const in the prototype) and writes n next hops.
+            unsafe {
+                rte_fib_lookup_bulk(
+                    self.fib,
+                    a.as_ptr() as *mut u32,
+                    nh.as_mut_ptr(),
+                    n as c_int,
+                )
+            };
+            for (d, s) in o[..n].iter_mut().zip(&nh[..n]) {
+                *d = *s as NextHop;
+            }
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let e = self.entry_bytes as usize;
+        let groups = (self.tbl8s as usize).div_ceil(64) * 64;
+        TBL24_ENTRIES * e + (groups + 1) * TBL8_ENTRIES * e + groups / 8
+    }
+
+    fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+// ---- rte_fib6 (IPv6) ---------------------------------------------------------------------
+
+/// DPDK's `rte_fib6` with the TRIE data plane (a 24-bit first level, then 8-bit tbl8 levels).
+/// [`RteFib6::build`] selects `RTE_FIB6_LOOKUP_TRIE_SCALAR`, [`RteFib6::build_avx512`]
+/// `RTE_FIB6_LOOKUP_TRIE_VECTOR_AVX512`. Lookups go through `rte_fib6_lookup_bulk` in batches
+/// of 128; the addresses are written out in network byte order first (DPDK takes IPv6
+/// addresses as byte arrays), which is part of the measured cost.
+///
+/// `memory_bytes` is an estimate from the configuration: tbl24 (2^24 entries), every configured
+/// tbl8 group plus DPDK's spare one (256 entries each) at 2 or 4 bytes per entry, and the group
+/// pool (4 bytes per group); the RIB behind the FIB is not counted.
+pub struct RteFib6 {
+    fib: *mut RteFib6T,
+    name: &'static str,
+    entry_bytes: u32,
+    tbl8s: u32,
+    resized: bool,
+}
+
+// SAFETY: see RteLpm.
+unsafe impl Send for RteFib6 {}
+unsafe impl Sync for RteFib6 {}
+
+impl Drop for RteFib6 {
+    fn drop(&mut self) {
+        // SAFETY: created by rte_fib6_create, freed only here.
+        unsafe { rte_fib6_free(self.fib) }
+    }
+}
+
+impl RteFib6 {
+    /// Builds the FIB with the scalar lookup (starts the EAL if needed).
+    pub fn build(routes: &[Route<u128>]) -> Result<Self, PeerError> {
+        eal().map_err(|e| PeerError::unavailable(FIB6_NAME, e))?;
+        Self::build_with(routes, FIB6_NAME, false, SPARE_TBL8)
+    }
+
+    /// Builds the FIB with DPDK's AVX-512 lookup; see [`RteFib::build_avx512`].
+    pub fn build_avx512(routes: &[Route<u128>]) -> Result<Self, PeerError> {
+        avx512_precheck(true).map_err(|e| PeerError::unavailable(FIB6_AVX512_NAME, e))?;
+        Self::build_with(routes, FIB6_AVX512_NAME, true, SPARE_TBL8)
+    }
+
+    fn build_with(
+        routes: &[Route<u128>],
+        peer: &'static str,
+        avx512: bool,
+        spare: u32,
+    ) -> Result<Self, PeerError> {
+        let routes = canonicalize(routes);
+        let max_nh = max_nexthop(&routes);
+        let max_routes = route_count(peer, routes.len())?;
+        let mut tbl8s = v6_tbl8_reservation(&routes).saturating_add(spare).max(1);
+        for attempt in 0..2 {
+            let entry_bytes = fib_entry_bytes(peer, max_nh, tbl8s)?;
+            let name = unique_name();
+            // SAFETY: name is a valid C string; the config values are in range.
+            let fib = unsafe { vfsr_fib6_create(name.as_ptr(), max_routes, tbl8s, entry_bytes) };
+            if fib.is_null() {
+                return Err(PeerError::build(
+                    peer,
+                    format!(
+                        "rte_fib6_create(TRIE, {max_routes} routes, {tbl8s} tbl8s, \
+                         {entry_bytes}-byte entries) failed: {}",
+                        last_error()
+                    ),
+                ));
+            }
+            let table = RteFib6 {
+                fib,
+                name: peer,
+                entry_bytes,
+                tbl8s,
+                resized: attempt > 0,
+            };
+            // SAFETY: fib is live.
+            let rc = unsafe { vfsr_fib6_select(fib, avx512 as c_int) };
+            if rc < 0 {
+                let what = if avx512 {
+                    "the AVX-512 lookup (RTE_FIB6_LOOKUP_TRIE_VECTOR_AVX512) cannot be \
+                     selected: this DPDK build lacks it"
+                } else {
+                    "the scalar lookup cannot be selected"
+                };
+                return Err(PeerError::unavailable(
+                    peer,
+                    format!("{what} ({})", strerror(rc)),
+                ));
+            }
+            let mut failed = None;
+            for r in &routes {
+                let ip = r.prefix.addr().to_be_bytes();
+                // SAFETY: fib is live; ip is 16 bytes; depth is at most 128.
+                let rc =
+                    unsafe { rte_fib6_add(fib, ip.as_ptr(), r.prefix.len(), u64::from(r.nexthop)) };
+                if rc < 0 {
+                    failed = Some((rc, *r));
+                    break;
+                }
+            }
+            match failed {
+                None => return Ok(table),
+                Some((rc, _)) if -rc == ENOSPC && attempt == 0 => tbl8s = tbl8s.saturating_mul(2),
+                Some((rc, r)) => {
+                    return Err(PeerError::build(
+                        peer,
+                        format!(
+                            "rte_fib6_add({}, {}) failed: {}",
+                            r.prefix,
+                            r.nexthop,
+                            strerror(rc)
+                        ),
+                    ))
+                }
+            }
+        }
+        Err(PeerError::build(peer, "out of tbl8 groups"))
+    }
+
+    /// Bytes per table entry (2 or 4).
+    pub fn entry_bytes(&self) -> u32 {
+        self.entry_bytes
+    }
+
+    /// Configured tbl8 groups.
+    pub fn tbl8_groups(&self) -> u32 {
+        self.tbl8s
+    }
+
+    /// Whether the computed tbl8 group count fell short and the table was built a second time
+    /// with twice as many (the build time then includes both attempts).
+    pub fn resized(&self) -> bool {
+        self.resized
+    }
+}
+
+impl Lpm<u128> for RteFib6 {
+    fn lookup(&self, addr: u128) -> NextHop {
+        let mut out = [NO_ROUTE];
+        self.lookup_bulk(&[addr], &mut out);
+        out[0]
+    }
+
+    fn lookup_bulk(&self, addrs: &[u128], out: &mut [NextHop]) {
+        let mut ips = [[0u8; 16]; CHUNK];
+        let mut nh = [0u64; CHUNK];
+        for (a, o) in addrs.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+            let n = a.len().min(o.len());
+            for (d, s) in ips.iter_mut().zip(&a[..n]) {
+                *d = s.to_be_bytes();
+            }
+            // SAFETY: fib is live; DPDK reads n addresses and writes n next hops.
+            unsafe {
+                rte_fib6_lookup_bulk(self.fib, ips.as_mut_ptr(), nh.as_mut_ptr(), n as c_int)
+            };
+            for (d, s) in o[..n].iter_mut().zip(&nh[..n]) {
+                *d = *s as NextHop;
+            }
+        }
+    }
+
+    fn memory_bytes(&self) -> usize {
+        let e = self.entry_bytes as usize;
+        let groups = self.tbl8s as usize;
+        TBL24_ENTRIES * e + (groups + 1) * TBL8_ENTRIES * e + groups * 4
+    }
+
+    fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Nested random routes: each new prefix extends a random earlier one or is fresh.
+    fn routes<K: Key>(seed: u64, n: usize, lens: &[u8]) -> Vec<Route<K>> {
+        let mut s = seed;
+        let mut next = move || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        let mut out: Vec<Route<K>> = Vec::new();
+        for _ in 0..n {
+            let len = lens[next() as usize % lens.len()];
+            let noise = (u128::from(next()) << 64) | u128::from(next());
+            let bits = match out.len() {
+                0 => noise,
+                m if next() % 4 != 0 => {
+                    let base = out[next() as usize % m].prefix;
+                    let mask = u128::MAX
+                        .checked_shl(128 - u32::from(base.len()))
+                        .unwrap_or(0);
+                    (base.addr().to_u128_left() & mask) | (noise & !mask)
+                }
+                _ => noise,
+            };
+            let nh = 1 + (next() % 8) as NextHop;
+            out.push(Route::new(
+                Prefix::new_masked(K::from_u128_left(bits), len),
+                nh,
+            ));
+        }
+        out
+    }
+
+    /// With no spare groups at all, the computed tbl8 counts must still be enough.
+    #[test]
+    fn computed_tbl8_counts_are_exact_enough() {
+        if let Err(e) = dpdk_available() {
+            println!("skipping: {e}");
+            return;
+        }
+        let v4 = routes::<u32>(7, 20_000, &[8, 16, 20, 24, 25, 26, 28, 30, 32]);
+        let lpm = RteLpm::build_with(&v4, 0).expect("rte_lpm");
+        assert!(!lpm.resized());
+        let fib = RteFib::build_with(&v4, FIB_NAME, false, 0).expect("rte_fib");
+        assert!(!fib.resized());
+        let v6 = routes::<u128>(
+            11,
+            20_000,
+            &[16, 24, 28, 29, 32, 33, 40, 44, 48, 56, 64, 65, 96, 127, 128],
+        );
+        let fib6 = RteFib6::build_with(&v6, FIB6_NAME, false, 0).expect("rte_fib6");
+        assert!(
+            !fib6.resized(),
+            "{} groups were not enough",
+            fib6.tbl8_groups()
+        );
+        println!(
+            "groups: v4 {}, v6 {} ({} entry bytes)",
+            fib.tbl8_groups(),
+            fib6.tbl8_groups(),
+            fib6.entry_bytes()
+        );
+    }
+
+    #[test]
+    fn v4_groups_count_distinct_blocks() {
+        let r = |a: u32, l: u8| Route::new(Prefix::new_masked(a, l), 1);
+        let c = canonicalize(&[
+            r(0x0a00_0000, 24),
+            r(0x0a00_0000, 25),
+            r(0x0a00_0080, 25),
+            r(0x0a00_0100, 32),
+            r(0x0b00_0000, 8),
+        ]);
+        assert_eq!(v4_tbl8_groups(&c), 2);
+    }
+}
