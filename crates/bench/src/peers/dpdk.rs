@@ -60,6 +60,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use vfsr_lpm::{canonicalize, Key, Lpm, NextHop, Prefix, Route, NO_ROUTE};
 
+/// The DPDK version the crate was built against (from `pkg-config --modversion libdpdk`).
+pub const DPDK_VERSION: &str = env!("VFSR_DPDK_VERSION");
+
 pub const LPM_NAME: &str = "rte_lpm";
 pub const FIB_NAME: &str = "rte_fib";
 pub const FIB_AVX512_NAME: &str = "rte_fib_avx512";
@@ -368,6 +371,10 @@ fn route_count(peer: &'static str, n: usize) -> Result<c_int, PeerError> {
 ///
 /// `memory_bytes` is an estimate from the configuration: tbl24 (2^24 × 4 bytes) plus every
 /// configured tbl8 group (256 × 4 bytes each); the rule table is not counted.
+///
+/// Building is slow for large tables: `rte_lpm_add` keeps its rules in one array grouped by
+/// depth and scans a depth's rules linearly to place each new one, so a full IPv4 table (900k
+/// routes, most of them /24s) takes on the order of minutes to load. That is DPDK's own cost.
 pub struct RteLpm {
     lpm: *mut RteLpmT,
     tbl8s: u32,
