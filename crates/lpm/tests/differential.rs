@@ -185,3 +185,18 @@ fn poptrie_rejects_next_hops_wider_than_a_leaf() {
     let r = [Route::new(Prefix::<u32>::new_masked(0, 0), 70_000)];
     assert!(Poptrie::build(&r, &PoptrieConfig::default()).is_err());
 }
+
+#[test]
+fn default_route_without_direct_pointing() {
+    // Regression: with no direct-pointing bits the /0 route must become the root's default.
+    let routes = vec![
+        Route::new(Prefix::<u128>::new_masked(0, 128), 1),
+        Route::new(Prefix::<u128>::new_masked(0, 0), 2),
+    ];
+    let p = Poptrie::build(&routes, &PoptrieConfig { direct_bits: 0 }).unwrap();
+    assert_eq!(p.lookup(u128::MAX), 2);
+    assert_eq!(p.lookup(0), 1);
+    let mut out = [0; 2];
+    p.lookup_bulk(&[u128::MAX, 0], &mut out);
+    assert_eq!(out, [2, 1]);
+}

@@ -1,1 +1,85 @@
-fn main() {}
+//! `vfsr`: the command-line front end.
+//!
+//! ```text
+//! vfsr demo                         synthetic full table into every engine, lookups and speed
+//! vfsr table gen                    write the synthetic full table as text
+//! vfsr lookup --table FILE [ADDR]   answer lookups from a table (text, gzip or MRT)
+//! vfsr lpm bench                    every engine and peer, one core, table + JSON
+//! ```
+
+mod bench;
+mod demo;
+mod engines;
+mod lookup;
+mod pin;
+mod tables;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "vfsr", version, about = "vfsr, a very fast software router")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Build the synthetic full table, load it into every engine, show lookups and their speed.
+    Demo(demo::DemoArgs),
+    /// Route tables: generate.
+    #[command(subcommand)]
+    Table(TableCommand),
+    /// Look addresses up in a table; prints address, matched prefix and next hop per line.
+    Lookup(lookup::LookupArgs),
+    /// Longest-prefix-match engines.
+    #[command(subcommand)]
+    Lpm(LpmCommand),
+}
+
+#[derive(Subcommand)]
+enum TableCommand {
+    /// Write the seedable synthetic full table (IPv4 and IPv6) as text.
+    Gen(GenArgs),
+}
+
+#[derive(Args)]
+struct GenArgs {
+    /// Generator seed: the same seed always gives the same table.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Number of IPv4 prefixes (default: as many as the 2024 reference table).
+    #[arg(long)]
+    v4: Option<usize>,
+    /// Number of IPv6 prefixes (default: as many as the 2024 reference table).
+    #[arg(long)]
+    v6: Option<usize>,
+    /// Output file (default: standard output).
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum LpmCommand {
+    /// Benchmark every engine and peer on one core: Mlps, build time, memory, ratios.
+    Bench(bench::BenchArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.command {
+        Command::Demo(a) => demo::run(&a),
+        Command::Table(TableCommand::Gen(a)) => tables::generate(a.seed, a.v4, a.v6, a.out),
+        Command::Lookup(a) => lookup::run(&a),
+        Command::Lpm(LpmCommand::Bench(a)) => bench::run(&a),
+    };
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("vfsr: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,345 @@
+//! `vfsr lpm bench`: every engine and every peer on the same table and the same traffic, in one
+//! run, on one core.
+//!
+//! For each contender and traffic pattern the harness builds the structure (timed), checks its
+//! answers against the first contender's on the whole traffic array (a contender that disagrees
+//! is reported with its mismatch count, not hidden), then times `runs` passes of bulk lookups in
+//! batches of `batch` addresses and reports the median, minimum and maximum lookups per second.
+//! Ratios are taken against the radix baseline and DIR-24-8 measured in the same run.
+
+use crate::stats::Stats;
+use serde::Serialize;
+use std::time::Instant;
+use vfsr_lpm::{Key, Lpm, NextHop, Route};
+
+/// A structure under test: how to build it from a route list.
+pub struct Contender<K: Key> {
+    /// Report name (`poptrie`, `lctrie`, `rte_fib`...).
+    pub name: String,
+    /// Configuration shown next to the name (`s=18`, `fill=50/30`...).
+    pub variant: String,
+    /// Builds the structure; an error skips the contender with its reason.
+    pub build: BuildFn<K>,
+}
+
+/// A contender's constructor.
+pub type BuildFn<K> = Box<dyn Fn(&[Route<K>]) -> Result<Box<dyn Lpm<K>>, String>>;
+
+impl<K: Key> Contender<K> {
+    pub fn new(
+        name: impl Into<String>,
+        variant: impl Into<String>,
+        build: impl Fn(&[Route<K>]) -> Result<Box<dyn Lpm<K>>, String> + 'static,
+    ) -> Self {
+        Contender {
+            name: name.into(),
+            variant: variant.into(),
+            build: Box::new(build),
+        }
+    }
+}
+
+/// Timing parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    /// Timed passes over the traffic array (the median is reported).
+    pub runs: usize,
+    /// Addresses per `lookup_bulk` call.
+    pub batch: usize,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            runs: 7,
+            batch: 256,
+        }
+    }
+}
+
+/// Lookups per second in millions.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Mlps {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+/// One contender on one traffic pattern.
+#[derive(Clone, Debug, Serialize)]
+pub struct Row {
+    pub backend: String,
+    pub variant: String,
+    pub family: String,
+    pub traffic: String,
+    pub mlps: Mlps,
+    pub ns_per_lookup: f64,
+    pub build_s: f64,
+    pub bytes: usize,
+    pub bytes_per_route: f64,
+    pub routes: usize,
+    pub lookups: usize,
+    /// Answers that differ from the reference contender's (0 for a correct engine).
+    pub mismatches: usize,
+    pub ratio_to_radix: Option<f64>,
+    pub ratio_to_dir24: Option<f64>,
+}
+
+/// A contender that could not be measured, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    pub backend: String,
+    pub family: String,
+    pub reason: String,
+}
+
+/// Times `runs` passes of bulk lookups over `addrs`; returns Mlps statistics and fills `out`.
+pub fn time_bulk<K: Key>(e: &dyn Lpm<K>, addrs: &[K], out: &mut [NextHop], p: &Params) -> Mlps {
+    let batch = p.batch.max(1);
+    // One untimed pass warms caches and TLBs the way a running router has them warm.
+    for (a, o) in addrs.chunks(batch).zip(out.chunks_mut(batch)) {
+        e.lookup_bulk(a, o);
+    }
+    let mut rates = Vec::with_capacity(p.runs);
+    for _ in 0..p.runs.max(1) {
+        let t = Instant::now();
+        for (a, o) in addrs.chunks(batch).zip(out.chunks_mut(batch)) {
+            e.lookup_bulk(a, o);
+        }
+        let s = t.elapsed().as_secs_f64();
+        std::hint::black_box(&out);
+        rates.push(addrs.len() as f64 / s.max(1e-9) / 1e6);
+    }
+    let s = Stats::of(&rates);
+    Mlps {
+        median: s.median,
+        min: s.min,
+        max: s.max,
+    }
+}
+
+/// Measures every contender on every traffic pattern of one family. The first contender that
+/// builds is the reference for the answer check.
+pub fn run_family<K: Key>(
+    routes: &[Route<K>],
+    contenders: &[Contender<K>],
+    traffic: &[(&str, &[K])],
+    p: &Params,
+    rows: &mut Vec<Row>,
+    skipped: &mut Vec<Skipped>,
+    mut progress: impl FnMut(&str),
+) {
+    let mut reference: Vec<Vec<NextHop>> = Vec::new();
+    let first_row = rows.len();
+    for c in contenders {
+        let t = Instant::now();
+        let built = (c.build)(routes);
+        let build_s = t.elapsed().as_secs_f64();
+        let e = match built {
+            Ok(e) => e,
+            Err(reason) => {
+                progress(&format!("{} ({}): skipped: {}", c.name, K::FAMILY, reason));
+                skipped.push(Skipped {
+                    backend: c.name.clone(),
+                    family: K::FAMILY.into(),
+                    reason,
+                });
+                continue;
+            }
+        };
+        let bytes = e.memory_bytes();
+        for (ti, (tname, addrs)) in traffic.iter().enumerate() {
+            let mut out = vec![0 as NextHop; addrs.len()];
+            let mlps = time_bulk(e.as_ref(), addrs, &mut out, p);
+            let mismatches = match reference.get(ti) {
+                Some(r) => r.iter().zip(&out).filter(|(a, b)| a != b).count(),
+                None => {
+                    reference.push(out);
+                    0
+                }
+            };
+            progress(&format!(
+                "{:>16} {:<12} {} {:<9} {:>8.1} Mlps",
+                c.name,
+                c.variant,
+                K::FAMILY,
+                tname,
+                mlps.median
+            ));
+            rows.push(Row {
+                backend: c.name.clone(),
+                variant: c.variant.clone(),
+                family: K::FAMILY.into(),
+                traffic: (*tname).into(),
+                mlps,
+                ns_per_lookup: 1e3 / mlps.median.max(1e-9),
+                build_s,
+                bytes,
+                bytes_per_route: bytes as f64 / routes.len().max(1) as f64,
+                routes: routes.len(),
+                lookups: addrs.len(),
+                mismatches,
+                ratio_to_radix: None,
+                ratio_to_dir24: None,
+            });
+        }
+    }
+    add_ratios(&mut rows[first_row..]);
+}
+
+/// Fills each row's ratios to the radix and DIR-24-8 rows of the same family and traffic.
+fn add_ratios(rows: &mut [Row]) {
+    let base = |rows: &[Row], name: &str, r: &Row| {
+        rows.iter()
+            .find(|b| b.backend == name && b.traffic == r.traffic && b.family == r.family)
+            .map(|b| b.mlps.median)
+    };
+    let ratios: Vec<(Option<f64>, Option<f64>)> = rows
+        .iter()
+        .map(|r| {
+            let radix = base(rows, "radix", r).map(|b| r.mlps.median / b.max(1e-9));
+            let dir24 = base(rows, "dir24", r).map(|b| r.mlps.median / b.max(1e-9));
+            (radix, dir24)
+        })
+        .collect();
+    for (r, (a, b)) in rows.iter_mut().zip(ratios) {
+        r.ratio_to_radix = a;
+        r.ratio_to_dir24 = b;
+    }
+}
+
+/// One threshold of the LC-trie fill-factor sweep.
+#[derive(Clone, Debug, Serialize)]
+pub struct SweepRow {
+    pub threshold: String,
+    pub mlps: f64,
+    pub mlps_min: f64,
+    pub mlps_max: f64,
+    pub nodes: usize,
+    pub bytes: usize,
+    pub build_s: f64,
+}
+
+/// Formats rows as an aligned text table.
+pub fn render_table(rows: &[Row]) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "{:<16} {:<12} {:<3} {:<9} {:>8} {:>8} {:>8} {:>7} {:>8} {:>10} {:>7} {:>7} {:>7} {:>5}\n",
+        "backend",
+        "variant",
+        "fam",
+        "traffic",
+        "Mlps",
+        "min",
+        "max",
+        "ns/lkp",
+        "build s",
+        "MiB",
+        "B/route",
+        "x radix",
+        "x dir24",
+        "wrong"
+    ));
+    for r in rows {
+        let ratio = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.2}"));
+        s.push_str(&format!(
+            "{:<16} {:<12} {:<3} {:<9} {:>8.1} {:>8.1} {:>8.1} {:>7.2} {:>8.3} {:>10.2} {:>7.1} {:>7} {:>7} {:>5}\n",
+            r.backend,
+            r.variant,
+            r.family,
+            r.traffic,
+            r.mlps.median,
+            r.mlps.min,
+            r.mlps.max,
+            r.ns_per_lookup,
+            r.build_s,
+            r.bytes as f64 / (1024.0 * 1024.0),
+            r.bytes_per_route,
+            ratio(r.ratio_to_radix),
+            ratio(r.ratio_to_dir24),
+            r.mismatches
+        ));
+    }
+    s
+}
+
+/// Formats the sweep as an aligned text table.
+pub fn render_sweep(rows: &[SweepRow]) -> String {
+    let mut s = format!(
+        "{:<10} {:>8} {:>8} {:>8} {:>10} {:>10} {:>8}\n",
+        "threshold", "Mlps", "min", "max", "nodes", "MiB", "build s"
+    );
+    for r in rows {
+        s.push_str(&format!(
+            "{:<10} {:>8.1} {:>8.1} {:>8.1} {:>10} {:>10.2} {:>8.3}\n",
+            r.threshold,
+            r.mlps,
+            r.mlps_min,
+            r.mlps_max,
+            r.nodes,
+            r.bytes as f64 / (1024.0 * 1024.0),
+            r.build_s
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
+    use vfsr_lpm::{LpmBuild, Prefix};
+
+    #[test]
+    fn harness_counts_mismatches_and_ratios() {
+        let routes = vec![
+            Route::new(Prefix::<u32>::new_masked(0, 1), 1),
+            Route::new(Prefix::<u32>::new_masked(0x8000_0000, 1), 2),
+        ];
+        struct Wrong;
+        impl Lpm<u32> for Wrong {
+            fn lookup(&self, _: u32) -> NextHop {
+                7
+            }
+            fn memory_bytes(&self) -> usize {
+                1
+            }
+            fn name(&self) -> &'static str {
+                "wrong"
+            }
+        }
+        let cs = vec![
+            Contender::new("radix", "", |r: &[Route<u32>]| {
+                Poptrie::build(r, &PoptrieConfig::default())
+                    .map(|p| Box::new(p) as Box<dyn Lpm<u32>>)
+                    .map_err(|e| e.to_string())
+            }),
+            Contender::new("wrong", "", |_: &[Route<u32>]| {
+                Ok(Box::new(Wrong) as Box<dyn Lpm<u32>>)
+            }),
+            Contender::new("broken", "", |_: &[Route<u32>]| Err("no".to_string())),
+        ];
+        let addrs: Vec<u32> = (0..1000u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
+        let mut rows = Vec::new();
+        let mut skipped = Vec::new();
+        let p = Params { runs: 2, batch: 64 };
+        run_family(
+            &routes,
+            &cs,
+            &[("t", &addrs)],
+            &p,
+            &mut rows,
+            &mut skipped,
+            |_| {},
+        );
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].mismatches, 0);
+        assert_eq!(rows[1].mismatches, 1000);
+        assert_eq!(skipped.len(), 1);
+        assert!(rows[0]
+            .ratio_to_radix
+            .is_some_and(|r| (r - 1.0).abs() < 1e-9));
+        assert!(rows[0].ratio_to_dir24.is_none());
+        assert!(render_table(&rows).contains("wrong"));
+    }
+}

@@ -1,0 +1,195 @@
+//! `vfsr lpm bench`: the lookup-engine benchmark (see `vfsr_bench::lpm` for the method).
+
+use crate::{pin, tables};
+use clap::Args;
+use serde_json::json;
+use std::path::PathBuf;
+use std::time::Instant;
+use vfsr_bench::lpm::{self, Contender, Params, Row, Skipped, SweepRow};
+use vfsr_bench::peers::{self, PeerKey};
+use vfsr_lpm::dir24::Dir24;
+use vfsr_lpm::lctrie::{LcConfig, LcTrie};
+use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
+use vfsr_lpm::radix::Radix;
+use vfsr_lpm::{Key, Lpm, LpmBuild, Route};
+use vfsr_table::traffic;
+
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Route table (default: the reference table in ../shared/data when present, else the
+    /// synthetic one).
+    #[arg(long)]
+    pub table: Option<PathBuf>,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Addresses per traffic pattern.
+    #[arg(long, default_value_t = 1 << 23)]
+    pub lookups: usize,
+    /// Timed passes per measurement (the median is reported; at least 5 are advised).
+    #[arg(long, default_value_t = 7)]
+    pub runs: usize,
+    /// Addresses per bulk-lookup call.
+    #[arg(long, default_value_t = 256)]
+    pub batch: usize,
+    /// Core to pin the benchmark to (default: the last core).
+    #[arg(long)]
+    pub core: Option<usize>,
+    /// Seed of the traffic (and of the synthetic table when it is used).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Leave out the peers (Rust crates, DPDK).
+    #[arg(long)]
+    pub no_peers: bool,
+    /// Leave out the LC-trie fill-factor sweep.
+    #[arg(long)]
+    pub no_sweep: bool,
+}
+
+type Boxed<K> = Box<dyn Lpm<K>>;
+
+fn ok<K: Key, E: Lpm<K> + 'static>(r: Result<E, vfsr_lpm::BuildError>) -> Result<Boxed<K>, String> {
+    r.map(|e| Box::new(e) as Boxed<K>)
+        .map_err(|e| e.to_string())
+}
+
+/// vfsr's own engines for one family, radix (the baseline) included.
+fn own<K: Key>() -> Vec<Contender<K>> {
+    let mut v = Vec::new();
+    for ds in [18u8, 16] {
+        v.push(Contender::new("poptrie", format!("s={ds}"), move |r| {
+            ok(Poptrie::build(r, &PoptrieConfig { direct_bits: ds }))
+        }));
+    }
+    if vfsr_lpm::poptrie::simd_available() {
+        v.push(Contender::new("poptrie", "s=18,scalar", |r| {
+            Poptrie::build(r, &PoptrieConfig { direct_bits: 18 })
+                .map(|mut p| {
+                    p.set_simd(false);
+                    Box::new(p) as Boxed<K>
+                })
+                .map_err(|e| e.to_string())
+        }));
+    }
+    v.push(Contender::new("lctrie", "fill=50/30", |r| {
+        ok(LcTrie::build(r, &LcConfig::default()))
+    }));
+    v.push(Contender::new("radix", "bsd", |r| ok(Radix::build(r, &()))));
+    v
+}
+
+fn with_peers<K: PeerKey>(mut v: Vec<Contender<K>>, on: bool) -> Vec<Contender<K>> {
+    if on {
+        for p in peers::peers::<K>() {
+            let build = p.build;
+            v.push(Contender::new(p.name, "", move |r| {
+                build(r).map_err(|e| e.to_string())
+            }));
+        }
+    }
+    v
+}
+
+pub fn run(a: &BenchArgs) -> Result<(), String> {
+    let core = a.core.unwrap_or_else(pin::default_bench_core);
+    pin::pin_to_core(core)?;
+    let t = Instant::now();
+    let table = match &a.table {
+        Some(p) => tables::load(p, false)?,
+        None => tables::default_table(a.seed)?,
+    };
+    eprintln!(
+        "table: {} ({} IPv4, {} IPv6 routes), loaded in {:.2} s; pinned to core {core}",
+        table.source,
+        table.v4.len(),
+        table.v6.len(),
+        t.elapsed().as_secs_f64()
+    );
+    let p = Params {
+        runs: a.runs.max(1),
+        batch: a.batch.max(1),
+    };
+    let n = a.lookups.max(1);
+    let uniform4 = traffic::uniform4(a.seed, n);
+    let matched4 = traffic::matched(&table.v4, a.seed ^ 4, n);
+    let matched6 = traffic::matched(&table.v6, a.seed ^ 6, n);
+
+    if !a.no_peers {
+        if let Err(e) = peers::dpdk_available() {
+            eprintln!("DPDK peers: {e}");
+        }
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    let mut skipped: Vec<Skipped> = Vec::new();
+    let say = |s: &str| eprintln!("{s}");
+
+    let mut c4 = own::<u32>();
+    c4.push(Contender::new("dir24", "u32", |r| ok(Dir24::build(r, &()))));
+    let c4 = with_peers(c4, !a.no_peers);
+    let t4: Vec<(&str, &[u32])> = vec![("uniform4", &uniform4), ("matched4", &matched4)];
+    lpm::run_family(&table.v4, &c4, &t4, &p, &mut rows, &mut skipped, say);
+
+    let c6 = with_peers(own::<u128>(), !a.no_peers);
+    let t6: Vec<(&str, &[u128])> = vec![("matched6", &matched6)];
+    lpm::run_family(&table.v6, &c6, &t6, &p, &mut rows, &mut skipped, say);
+
+    let sweep = if a.no_sweep {
+        Vec::new()
+    } else {
+        lctrie_sweep(&table.v4, &uniform4, &p)?
+    };
+
+    println!("\nvfsr lpm bench: {} ; {} lookups per pattern, median of {} runs, batches of {}, core {core}\n",
+        table.source, n, p.runs, p.batch);
+    print!("{}", lpm::render_table(&rows));
+    for s in &skipped {
+        println!("skipped {} ({}): {}", s.backend, s.family, s.reason);
+    }
+    if !sweep.is_empty() {
+        println!("\nLC-trie fill-factor sweep (IPv4, uniform4 traffic, as in the seed):\n");
+        print!("{}", lpm::render_sweep(&sweep));
+    }
+    if let Some(path) = &a.json {
+        let doc = json!({
+            "table": {"source": table.source, "v4_routes": table.v4.len(), "v6_routes": table.v6.len()},
+            "params": {"lookups": n, "runs": p.runs, "batch": p.batch, "core": core, "seed": a.seed},
+            "results": rows,
+            "skipped": skipped,
+            "lctrie_sweep": sweep,
+        });
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+/// The seed's experiment: LC-trie lookup rate, node count and memory for each inflate
+/// threshold, from "always compress" (0) to "never" (a Patricia trie).
+fn lctrie_sweep<K: Key>(
+    routes: &[Route<K>],
+    addrs: &[K],
+    p: &Params,
+) -> Result<Vec<SweepRow>, String> {
+    let mut out = Vec::new();
+    let mut buf = vec![0; addrs.len()];
+    for name in ["0", "20", "40", "default", "60", "80", "100", "never"] {
+        let cfg = LcConfig::from_name(name)?;
+        let t = Instant::now();
+        let e = LcTrie::build(routes, &cfg).map_err(|e| format!("lctrie {name}: {e}"))?;
+        let build_s = t.elapsed().as_secs_f64();
+        let m = lpm::time_bulk(&e, addrs, &mut buf, p);
+        let label = if name == "default" { "50" } else { name };
+        eprintln!("lctrie sweep {label:>7}: {:>8.1} Mlps", m.median);
+        out.push(SweepRow {
+            threshold: label.to_string(),
+            mlps: m.median,
+            mlps_min: m.min,
+            mlps_max: m.max,
+            nodes: e.node_count(),
+            bytes: e.memory_bytes(),
+            build_s,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,81 @@
+//! Where the command line gets its route tables: a file, the reference table, or the generator.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use vfsr_lpm::{NextHop, Route};
+use vfsr_table::{NextHopTable, ReadOptions, Table};
+
+/// A table ready for the engines, with a description of where it came from.
+pub struct Loaded {
+    pub v4: Vec<Route<u32>>,
+    pub v6: Vec<Route<u128>>,
+    pub nexthops: NextHopTable,
+    pub source: String,
+}
+
+impl Loaded {
+    fn new(t: Table, source: String) -> Self {
+        Loaded {
+            v4: t.v4,
+            v6: t.v6,
+            nexthops: t.nexthops,
+            source,
+        }
+    }
+
+    /// A next hop as people read it: the gateway address, or `nhN` for a synthetic one.
+    pub fn describe(&self, nh: NextHop) -> String {
+        self.nexthops.describe(nh).to_string()
+    }
+}
+
+/// Reads a table file (text or MRT, gzip or not). With `skip_bad`, bad lines are counted and
+/// the counts reported on standard error instead of stopping the read.
+pub fn load(path: &Path, skip_bad: bool) -> Result<Loaded, String> {
+    let opts = ReadOptions {
+        skip_bad,
+        ..ReadOptions::default()
+    };
+    let (t, report) = vfsr_table::read_table_file(path, &opts).map_err(|e| e.to_string())?;
+    eprintln!("vfsr: {}: {report}", path.display());
+    Ok(Loaded::new(t, path.display().to_string()))
+}
+
+/// The reference table beside the checkout when present, else the synthetic one.
+pub fn default_table(seed: u64) -> Result<Loaded, String> {
+    let (t, src) = vfsr_table::load_default_table(seed).map_err(|e| e.to_string())?;
+    Ok(Loaded::new(t, src.to_string()))
+}
+
+/// The synthetic full table of `seed`: the embedded default.
+pub fn synthetic(seed: u64) -> Result<Loaded, String> {
+    Ok(Loaded::new(
+        vfsr_table::synth_table(seed),
+        format!("synthetic full table (seed {seed})"),
+    ))
+}
+
+/// `vfsr table gen`: writes the synthetic table as text.
+pub fn generate(
+    seed: u64,
+    v4: Option<usize>,
+    v6: Option<usize>,
+    out: Option<PathBuf>,
+) -> Result<(), String> {
+    let t = match (v4, v6) {
+        (None, None) => vfsr_table::synth_table(seed),
+        _ => {
+            let p4 = vfsr_table::synth_v4(seed, v4.unwrap_or(vfsr_table::synth::DEFAULT_V4));
+            let p6 = vfsr_table::synth_v6(seed, v6.unwrap_or(vfsr_table::synth::DEFAULT_V6));
+            Table::from_prefixes(&p4, &p6)
+        }
+    };
+    let sink: Box<dyn Write> = match &out {
+        Some(p) => Box::new(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
+        None => Box::new(std::io::stdout().lock()),
+    };
+    let mut w = std::io::BufWriter::new(sink);
+    vfsr_table::write_text(&t, &mut w).map_err(|e| e.to_string())?;
+    w.flush().map_err(|e| e.to_string())?;
+    Ok(())
+}
