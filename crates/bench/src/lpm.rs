@@ -46,13 +46,20 @@ pub struct Params {
     pub runs: usize,
     /// Addresses per `lookup_bulk` call.
     pub batch: usize,
+    /// Longest a timed pass may take: a slow contender is timed on a prefix of the traffic
+    /// (never under [`MIN_LOOKUPS`] addresses) so that the whole run stays bounded.
+    pub max_pass_s: f64,
 }
+
+/// Fewest addresses a contender is timed on.
+pub const MIN_LOOKUPS: usize = 1 << 16;
 
 impl Default for Params {
     fn default() -> Self {
         Params {
             runs: 7,
             batch: 256,
+            max_pass_s: 1.0,
         }
     }
 }
@@ -91,6 +98,23 @@ pub struct Skipped {
     pub backend: String,
     pub family: String,
     pub reason: String,
+}
+
+/// How many of `addrs` a pass can cover within `p.max_pass_s`, from one untimed-for-the-report
+/// pass over the first [`MIN_LOOKUPS`] addresses.
+pub fn budget<K: Key>(e: &dyn Lpm<K>, addrs: &[K], p: &Params) -> usize {
+    let probe = addrs.len().min(MIN_LOOKUPS);
+    let mut out = vec![0 as NextHop; probe];
+    let t = Instant::now();
+    for (a, o) in addrs[..probe]
+        .chunks(p.batch.max(1))
+        .zip(out.chunks_mut(p.batch.max(1)))
+    {
+        e.lookup_bulk(a, o);
+    }
+    let per_lookup = t.elapsed().as_secs_f64() / probe.max(1) as f64;
+    let fit = (p.max_pass_s / per_lookup.max(1e-12)) as usize;
+    fit.clamp(probe, addrs.len())
 }
 
 /// Times `runs` passes of bulk lookups over `addrs`; returns Mlps statistics and fills `out`.
@@ -149,7 +173,9 @@ pub fn run_family<K: Key>(
         };
         let bytes = e.memory_bytes();
         for (ti, (tname, addrs)) in traffic.iter().enumerate() {
-            let mut out = vec![0 as NextHop; addrs.len()];
+            let n = budget(e.as_ref(), addrs, p);
+            let addrs = &addrs[..n];
+            let mut out = vec![0 as NextHop; n];
             let mlps = time_bulk(e.as_ref(), addrs, &mut out, p);
             let mismatches = match reference.get(ti) {
                 Some(r) => r.iter().zip(&out).filter(|(a, b)| a != b).count(),
@@ -322,7 +348,11 @@ mod tests {
         let addrs: Vec<u32> = (0..1000u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
         let mut rows = Vec::new();
         let mut skipped = Vec::new();
-        let p = Params { runs: 2, batch: 64 };
+        let p = Params {
+            runs: 2,
+            batch: 64,
+            max_pass_s: 1.0,
+        };
         run_family(
             &routes,
             &cs,

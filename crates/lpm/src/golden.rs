@@ -13,13 +13,15 @@ use std::collections::HashMap;
 #[derive(Clone, Debug, Default)]
 pub struct Golden<K: Key> {
     by_len: Vec<HashMap<K, NextHop>>,
+    /// The lengths that have at least one prefix, longest first (only these are probed).
+    lens: Vec<u8>,
     routes: usize,
 }
 
 impl<K: Key> Golden<K> {
     /// The matching prefix and its next hop, longest first.
     pub fn lookup_route(&self, addr: K) -> Option<(Prefix<K>, NextHop)> {
-        for len in (0..=K::BITS).rev() {
+        for &len in &self.lens {
             let net = addr.masked(len);
             if let Some(&nh) = self.by_len[len as usize].get(&net) {
                 return Some((Prefix::new_masked(net, len), nh));
@@ -52,8 +54,13 @@ impl<K: Key> LpmBuild<K> for Golden<K> {
         for r in &routes {
             by_len[r.prefix.len() as usize].insert(r.prefix.addr(), r.nexthop);
         }
+        let lens = (0..=K::BITS)
+            .rev()
+            .filter(|&l| !by_len[l as usize].is_empty())
+            .collect();
         Ok(Golden {
             by_len,
+            lens,
             routes: routes.len(),
         })
     }

@@ -4,7 +4,7 @@
 use crate::{engines, pin, tables};
 use clap::Args;
 use std::time::Instant;
-use vfsr_bench::lpm::{time_bulk, Params};
+use vfsr_bench::lpm::{budget, time_bulk, Params};
 use vfsr_lpm::radix::Radix;
 use vfsr_lpm::{Key, LpmBuild, Route, NO_ROUTE};
 use vfsr_table::traffic;
@@ -50,10 +50,11 @@ fn report<K: Key>(
     addrs: &[K],
     p: &Params,
 ) -> Result<(), String> {
-    let mut out = vec![0; addrs.len()];
     let mut first: Option<Vec<u32>> = None;
     for b in built {
-        let m = time_bulk(b.engine.as_ref(), addrs, &mut out, p);
+        let n = budget(b.engine.as_ref(), addrs, p);
+        let mut out = vec![0; n];
+        let m = time_bulk(b.engine.as_ref(), &addrs[..n], &mut out, p);
         let agree = match &first {
             None => {
                 first = Some(out.clone());
@@ -100,9 +101,10 @@ pub fn run(a: &DemoArgs) -> Result<(), String> {
     let p = Params {
         runs: 3,
         batch: 256,
+        max_pass_s: 0.25,
     };
     println!(
-        "\nEvery engine, bulk lookups on core {core} (median of {} passes over {n} addresses):",
+        "\nEvery engine, bulk lookups on core {core} (median of {} passes over up to {n} addresses):",
         p.runs
     );
     let b4 = build_all(&table.v4, engines::build_v4);
