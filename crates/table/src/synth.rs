@@ -27,7 +27,7 @@
 //! are (IPv4 fills most of the unicast space, as the real table covers 71% of all addresses;
 //! IPv6 sits in a few RIR-sized /12 blocks of 2000::/3).
 //!
-//! The generator uses the crate's own [`Rng`](crate::rng::Rng), so a seed gives the same
+//! The generator uses the crate's own [`Rng`], so a seed gives the same
 //! table on every machine and with every dependency version. The output is sorted by address
 //! and length and has no duplicates.
 

@@ -1,8 +1,10 @@
 //! The real 2024 table from the shared data, when it is present beside the checkout.
 
+use std::net::IpAddr;
 use std::time::Instant;
 
 use vfsr_lpm::Prefix;
+use vfsr_table::mrt::{read_mrt, write_mrt};
 use vfsr_table::shared::{load_default_table, real_table_path, TableSource};
 use vfsr_table::synth::{length_histogram, nested_histogram, REAL_V4_STATS, REAL_V6_STATS};
 use vfsr_table::{nh64, read_table_file, read_text_file, ReadOptions, Report};
@@ -47,6 +49,58 @@ fn real_table_loads_with_its_published_sizes_and_the_embedded_statistics() {
     let (again, report) = read_table_file(&path, &ReadOptions::default()).unwrap();
     assert!(matches!(report, Report::Text(_)));
     assert_eq!(again, table);
+}
+
+#[test]
+fn real_table_through_mrt() {
+    let Some(path) = real_table_path() else {
+        println!("skipping: shared/data/tier1-2024-prefixes.txt.gz absent");
+        return;
+    };
+    let (mut table, _) = read_text_file(&path, &ReadOptions::default()).unwrap();
+    // Sixteen gateways per family, so that every route can be written as MRT.
+    let g4: Vec<u32> = (1..=16u8)
+        .map(|i| table.nexthops.intern(IpAddr::from([192, 0, 2, i])).unwrap())
+        .collect();
+    let g6: Vec<u32> = (1..=16u16)
+        .map(|i| {
+            let a = IpAddr::from([0x2001, 0xdb8, 0, 0, 0, 0, 0, i]);
+            table.nexthops.intern(a).unwrap()
+        })
+        .collect();
+    for r in &mut table.v4 {
+        r.nexthop = g4[(r.nexthop % 16) as usize];
+    }
+    for r in &mut table.v6 {
+        r.nexthop = g6[(r.nexthop % 16) as usize];
+    }
+    let mut dump = Vec::new();
+    write_mrt(&table, &mut dump).unwrap();
+    let t0 = Instant::now();
+    let (back, report) = read_mrt(&dump[..], "real.mrt", &ReadOptions::default()).unwrap();
+    println!(
+        "read {} MB of MRT in {:?}: {report}",
+        dump.len() >> 20,
+        t0.elapsed()
+    );
+    // Gateways are numbered in the order the dump shows them: compare addresses, not indices.
+    assert_eq!(
+        (back.v4.len(), back.v6.len()),
+        (table.v4.len(), table.v6.len())
+    );
+    let gw = |t: &vfsr_table::Table, nh| t.nexthops.gateway(nh).unwrap();
+    for (a, b) in back.v4.iter().zip(&table.v4) {
+        assert_eq!(
+            (a.prefix, gw(&back, a.nexthop)),
+            (b.prefix, gw(&table, b.nexthop))
+        );
+    }
+    for (a, b) in back.v6.iter().zip(&table.v6) {
+        assert_eq!(
+            (a.prefix, gw(&back, a.nexthop)),
+            (b.prefix, gw(&table, b.nexthop))
+        );
+    }
 }
 
 #[test]
