@@ -110,8 +110,18 @@ pub(crate) struct Opened<'a> {
 }
 
 /// Opens a byte stream: un-gzips it when it starts with the gzip magic bytes, caps the
-/// decompressed size at `max_bytes`, and peeks at the first bytes.
-pub(crate) fn open<'a, R: Read + 'a>(mut raw: R, max_bytes: u64) -> io::Result<Opened<'a>> {
+/// decompressed size at `max_bytes`, and peeks at the first bytes. The raw (compressed)
+/// bytes are capped too, a little above `max_bytes` since incompressible data grows slightly
+/// in gzip, so that not even the gzip header (whose name and comment fields are unbounded)
+/// can make the reader take more than its limit.
+pub(crate) fn open<'a, R: Read + 'a>(raw: R, max_bytes: u64) -> io::Result<Opened<'a>> {
+    let raw_limit = max_bytes
+        .saturating_add(max_bytes / 16)
+        .saturating_add(4096);
+    let mut raw = Capped {
+        inner: raw,
+        remaining: raw_limit,
+    };
     let mut magic = [0u8; 2];
     let n = read_up_to(&mut raw, &mut magic)?;
     let magic_read = magic.get(..n).unwrap_or_default().to_vec();
@@ -221,6 +231,14 @@ mod tests {
             Err(e) => e,
         };
         assert!(is_cap_exceeded(&e));
+        // A gzip header with an endless file name stops at the raw cap.
+        let mut header = vec![0x1f, 0x8b, 8, 0x08, 0, 0, 0, 0, 0, 3];
+        header.extend(vec![b'a'; 100_000]);
+        let e = match open(&header[..], 1000) {
+            Ok(o) => read_all(o).unwrap_err(),
+            Err(e) => e,
+        };
+        assert!(is_cap_exceeded(&e), "{e}");
     }
 
     #[test]
