@@ -44,6 +44,12 @@ pub struct BenchArgs {
     /// Leave out the peers (Rust crates, DPDK).
     #[arg(long)]
     pub no_peers: bool,
+    /// Measure only these contenders (comma-separated report names, e.g. poptrie,dir24,rte_fib).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Leave out these contenders (comma-separated report names, e.g. rte_lpm,rotonda-store).
+    #[arg(long, value_delimiter = ',')]
+    pub skip: Vec<String>,
     /// Leave out the LC-trie fill-factor sweep.
     #[arg(long)]
     pub no_sweep: bool,
@@ -93,6 +99,14 @@ fn with_peers<K: PeerKey>(mut v: Vec<Contender<K>>, on: bool) -> Vec<Contender<K
     v
 }
 
+/// Applies `--only` and `--skip`.
+fn select<K: Key>(v: Vec<Contender<K>>, a: &BenchArgs) -> Vec<Contender<K>> {
+    v.into_iter()
+        .filter(|c| a.only.is_empty() || a.only.contains(&c.name))
+        .filter(|c| !a.skip.contains(&c.name))
+        .collect()
+}
+
 pub fn run(a: &BenchArgs) -> Result<(), String> {
     let core = a.core.unwrap_or_else(pin::default_bench_core);
     pin::pin_to_core(core)?;
@@ -129,11 +143,11 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
 
     let mut c4 = own::<u32>();
     c4.push(Contender::new("dir24", "u32", |r| ok(Dir24::build(r, &()))));
-    let c4 = with_peers(c4, !a.no_peers);
+    let c4 = select(with_peers(c4, !a.no_peers), a);
     let t4: Vec<(&str, &[u32])> = vec![("uniform4", &uniform4), ("matched4", &matched4)];
     lpm::run_family(&table.v4, &c4, &t4, &p, &mut rows, &mut skipped, say);
 
-    let c6 = with_peers(own::<u128>(), !a.no_peers);
+    let c6 = select(with_peers(own::<u128>(), !a.no_peers), a);
     let t6: Vec<(&str, &[u128])> = vec![("matched6", &matched6)];
     lpm::run_family(&table.v6, &c6, &t6, &p, &mut rows, &mut skipped, say);
 
