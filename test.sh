@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs vfsr's whole test suite on a fresh Debian 12 machine: installs what is missing, checks
+# formatting and lints, and runs every test. Tests that need the reference data in
+# ../shared/data skip with a printed reason when it is absent. The DPDK peers (optional
+# feature) are built and tested when Debian's libdpdk-dev can be installed; set VFSR_DPDK=0 to
+# leave them out.
+set -euo pipefail
+cd "$(dirname "$0")"
+. scripts/setup.sh
+ensure_packages build-essential pkg-config
+ensure_rust
+
+echo "== format"
+cargo fmt --all -- --check
+echo "== lints"
+cargo clippy --locked --workspace --all-targets -- -D warnings
+echo "== tests"
+cargo test --locked --workspace
+
+if [ "${VFSR_DPDK:-1}" != "0" ]; then
+    if ensure_packages libdpdk-dev && pkg-config --exists libdpdk; then
+        echo "== DPDK peers (feature dpdk)"
+        cargo clippy --locked -p vfsr-bench --features dpdk --all-targets -- -D warnings
+        cargo test --locked -p vfsr-bench --features dpdk
+    else
+        echo "== DPDK peers: skipped (libdpdk-dev could not be installed)"
+    fi
+fi
+echo "== all tests passed"
