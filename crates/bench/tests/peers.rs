@@ -5,6 +5,14 @@
 //! withdrawals (next hop 0). DPDK's peers are checked only with the `dpdk` feature, and are
 //! skipped, with the reason printed, where DPDK's EAL cannot start.
 
+/// Says why a test is skipped on the real stderr, past the test harness's output capture.
+macro_rules! skip_note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use vfsr_bench::peers::{self, PeerErrorKind, PeerKey};
 use vfsr_lpm::{canonicalize, Key, Lpm, NextHop, Prefix, Route, NO_ROUTE};
 
@@ -250,7 +258,7 @@ mod dpdk {
         match d::dpdk_available() {
             Ok(()) => true,
             Err(e) => {
-                println!("skipping DPDK test: {e}");
+                skip_note!("skipping DPDK test: {e}");
                 false
             }
         }

@@ -1,5 +1,13 @@
 //! The real 2024 table from the shared data, when it is present beside the checkout.
 
+/// Says why a test is skipped on the real stderr, past the test harness's output capture.
+macro_rules! skip_note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use std::net::IpAddr;
 use std::time::Instant;
 
@@ -22,7 +30,7 @@ fn expected(stats: &[(u8, u32, u32)], width: usize) -> (Vec<u64>, Vec<u64>) {
 #[test]
 fn real_table_loads_with_its_published_sizes_and_the_embedded_statistics() {
     let Some(path) = real_table_path() else {
-        println!("skipping: shared/data/tier1-2024-prefixes.txt.gz absent");
+        skip_note!("skipping: shared/data/tier1-2024-prefixes.txt.gz absent");
         return;
     };
     let t0 = Instant::now();
@@ -54,7 +62,7 @@ fn real_table_loads_with_its_published_sizes_and_the_embedded_statistics() {
 #[test]
 fn real_table_through_mrt() {
     let Some(path) = real_table_path() else {
-        println!("skipping: shared/data/tier1-2024-prefixes.txt.gz absent");
+        skip_note!("skipping: shared/data/tier1-2024-prefixes.txt.gz absent");
         return;
     };
     let (mut table, _) = read_text_file(&path, &ReadOptions::default()).unwrap();
@@ -112,7 +120,9 @@ fn default_table_is_the_real_one_when_present() {
             assert_eq!(table.len(), 901_899 + 160_147);
         }
         TableSource::Synthetic { seed } => {
-            println!("skipping the real-table check: shared data absent (synthetic, seed {seed})");
+            skip_note!(
+                "skipping the real-table check: shared data absent (synthetic, seed {seed})"
+            );
             assert_eq!(seed, 1);
             assert_eq!(table.len(), 901_899 + 160_147);
         }

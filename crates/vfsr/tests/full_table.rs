@@ -3,6 +3,14 @@
 //!
 //! Skips, saying why, when the reference data is absent (a fresh clone without shared/).
 
+/// Says why a test is skipped on the real stderr, past the test harness's output capture.
+macro_rules! skip_note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 use vfsr_lpm::dir24::Dir24;
 use vfsr_lpm::golden::Golden;
 use vfsr_lpm::lctrie::{LcConfig, LcTrie};
@@ -17,7 +25,7 @@ const SINGLE: usize = 1_000_000;
 
 fn real_table() -> Option<Table> {
     let Some(path) = vfsr_table::real_table_path() else {
-        println!(
+        skip_note!(
             "skipping: the reference table (../shared/data/tier1-2024-prefixes.txt.gz) is absent"
         );
         return None;
