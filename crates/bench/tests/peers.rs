@@ -6,6 +6,7 @@
 //! skipped, with the reason printed, where DPDK's EAL cannot start.
 
 /// Says why a test is skipped on the real stderr, past the test harness's output capture.
+#[cfg(feature = "dpdk")]
 macro_rules! skip_note {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
