@@ -1,9 +1,12 @@
 //! AVX-512 bulk lookup: eight Poptrie lookups per vector, several vectors in flight.
 //!
-//! Each 64-bit lane carries one lookup. A round gathers the two words of every lane's node
-//! (`vector` and the two bases), extracts the lane's next 6 address bits, and ranks the slot
-//! with `vpopcntq`; lanes whose slot is a child move down, the others stop and remember their
-//! node. Then one gather reads the stopped nodes' leaf vectors, a second the leaves. All live lanes of a call are at the same depth, so the
+//! Each 64-bit lane carries one lookup. The direct-pointing entries are gathered first: leaf
+//! lanes are done, lanes on a childless node rank their slot in it at once, the others walk.
+//! A round of the walk gathers the two words of every walking lane's node (`vector` and the
+//! two bases), extracts the lane's next 6 address bits, and ranks the slot with `vpopcntq`;
+//! lanes whose slot is a child move down, the others stop and remember their node. Then one
+//! gather reads the stopped nodes' leaf vectors (in the same cache line as the node), and a
+//! last one the leaves of every lane. All live lanes of a call are at the same depth, so the
 //! bit offset is one scalar for the whole round. A last masked gather reads the leaves.
 //!
 //! `G` vectors are advanced together so that the gathers of one overlap the misses of the
@@ -11,21 +14,26 @@
 //! caller); otherwise the scalar lockstep lookup in the parent module runs.
 //!
 //! Memory safety rests on the structure's invariants, established by the builder and never
-//! changed after: every direct-pointing entry is a leaf or a valid node index; a child rank
+//! changed after: every direct-pointing entry is a leaf, a valid childless-node index or a
+//! valid node index; a child rank
 //! `base1 + popcnt(vector & upto(v)) - 1` with bit `v` of `vector` set is a valid node index; a
 //! leaf rank `base0 + popcnt(leafvec & upto(v)) - 1` for a leaf slot `v` is a valid leaf index
-//! (the first leaf slot of a node always starts a run). The leaf array carries one padding
-//! element so that a 4-byte gather of the last 2-byte leaf stays inside the allocation.
+//! (the first leaf slot of a node always starts a run). The leaf and childless-node arrays end
+//! with one padding element, so a gather that reads a few bytes past the last real record (a
+//! 4-byte read of a 2-byte leaf, an 8-byte read of a 4-byte base) stays inside the allocation.
+
+#![allow(clippy::needless_range_loop)] // lanes are indexed by vector number on purpose
 
 use core::arch::x86_64::*;
 
-use super::{Node, LEAF, STRIDE};
+use super::{LeafNode, Node, INDEX, LEAF, LNODE, STRIDE};
 
 /// The raw parts of a built Poptrie, as the gather code reads them.
 pub(super) struct Parts<'a> {
     pub direct: &'a [u32],
     pub nodes: &'a [Node],
-    pub leafvecs: &'a [u64],
+    /// Childless nodes plus one padding record.
+    pub lnodes: &'a [LeafNode],
     /// Leaves plus one padding element.
     pub leaves: &'a [u16],
     pub direct_bits: u8,
@@ -36,97 +44,133 @@ const G: usize = 4;
 /// Lanes per vector.
 const L: usize = 8;
 
-/// Walks the nodes of `G` vectors of lookups from bit `off`, given each vector's node index
-/// (valid where `active` is set) and the results so far (valid where `active` is clear).
-/// `chunk(g, off)` returns the 6-bit slot of every lane of vector `g` at bit `off`.
+/// Lookup state of `G` vectors of lanes.
+struct Lanes {
+    /// Node index of walking lanes.
+    idx: [__m512i; G],
+    /// Lanes still walking nodes.
+    walking: [__mmask8; G],
+    /// Lanes whose leaf index is known (in `lidx`), waiting for the leaf read.
+    leafing: [__mmask8; G],
+    lidx: [__m512i; G],
+    /// Next hops of lanes answered by direct pointing.
+    res: [__m512i; G],
+}
+
+/// Classifies gathered direct-pointing entries `d` (zero-extended) of vector `g`: leaf lanes
+/// are answered, childless-node lanes get their leaf index (`slot` holds each lane's 6 bits
+/// after the direct bits), node lanes start walking.
 #[inline(always)]
-unsafe fn walk(
+unsafe fn start(p: &Parts<'_>, st: &mut Lanes, g: usize, d: __m512i, slot: __m512i) {
+    let one = _mm512_set1_epi64(1);
+    let two = _mm512_set1_epi64(2);
+    let is_leaf = _mm512_test_epi64_mask(d, _mm512_set1_epi64(LEAF as i64));
+    let is_lnode = _mm512_mask_test_epi64_mask(!is_leaf, d, _mm512_set1_epi64(LNODE as i64));
+    st.res[g] = _mm512_and_si512(d, _mm512_set1_epi64(!LEAF as i64 & 0xffff_ffff));
+    let idx = _mm512_and_si512(d, _mm512_set1_epi64(INDEX as i64));
+    st.idx[g] = idx;
+    st.walking[g] = !is_leaf & !is_lnode;
+    st.leafing[g] = is_lnode;
+    if is_lnode != 0 {
+        // A 12-byte record: leaf vector at byte 12 * i, base at 12 * i + 8.
+        let lnodes = p.lnodes.as_ptr() as *const i64;
+        let i3 = _mm512_add_epi64(_mm512_slli_epi64::<1>(idx), idx);
+        let z = _mm512_setzero_si512();
+        let lv = _mm512_mask_i64gather_epi64::<4>(z, is_lnode, i3, lnodes);
+        let b0 = _mm512_mask_i64gather_epi64::<4>(z, is_lnode, _mm512_add_epi64(i3, two), lnodes);
+        let b0 = _mm512_and_si512(b0, _mm512_set1_epi64(0xffff_ffff));
+        let m = _mm512_sub_epi64(_mm512_sllv_epi64(two, slot), one);
+        let cl = _mm512_popcnt_epi64(_mm512_and_si512(lv, m));
+        st.lidx[g] = _mm512_sub_epi64(_mm512_add_epi64(b0, cl), one);
+    }
+}
+
+/// Walks the nodes of the walking lanes from bit `off`, then reads every pending leaf and
+/// returns the next hops. `chunk(g, off)` returns the 6-bit slot of every lane of vector `g`.
+#[inline(always)]
+unsafe fn finish(
     p: &Parts<'_>,
-    mut idx: [__m512i; G],
-    mut active: [__mmask8; G],
-    mut res: [__m512i; G],
+    mut st: Lanes,
     mut off: u8,
     chunk: impl Fn(usize, u8) -> __m512i,
 ) -> [__m512i; G] {
     let nodes = p.nodes.as_ptr() as *const i64;
-    let leafvecs = p.leafvecs.as_ptr() as *const i64;
     let leaves = p.leaves.as_ptr() as *const i32;
     let one = _mm512_set1_epi64(1);
     let two = _mm512_set1_epi64(2);
     let low32 = _mm512_set1_epi64(0xffff_ffff);
-    // Per vector: the slot mask `upto(v)` and node index where each lane stopped.
-    let mut stop_m = [_mm512_setzero_si512(); G];
-    let mut stop_base0 = [_mm512_setzero_si512(); G];
-    let mut leafing = [0 as __mmask8; G];
-    while active.iter().any(|&a| a != 0) {
+    let z = _mm512_setzero_si512();
+    // Per vector, for lanes that stop in a node: the node, the slot mask and the leaf base.
+    let mut stop_idx = [z; G];
+    let mut stop_m = [z; G];
+    let mut stop_base0 = [z; G];
+    let mut stopped = [0 as __mmask8; G];
+    while st.walking.iter().any(|&a| a != 0) {
         for g in 0..G {
-            let a = active[g];
+            let a = st.walking[g];
             if a == 0 {
                 continue;
             }
-            let i2 = _mm512_slli_epi64::<1>(idx[g]);
-            let z = _mm512_setzero_si512();
-            let vec = _mm512_mask_i64gather_epi64::<8>(z, a, i2, nodes);
-            let bases = _mm512_mask_i64gather_epi64::<8>(z, a, _mm512_add_epi64(i2, one), nodes);
+            let i3 = _mm512_add_epi64(_mm512_slli_epi64::<1>(st.idx[g]), st.idx[g]);
+            let vec = _mm512_mask_i64gather_epi64::<8>(z, a, i3, nodes);
+            let bases = _mm512_mask_i64gather_epi64::<8>(z, a, _mm512_add_epi64(i3, one), nodes);
             let v = chunk(g, off);
             let bit = _mm512_sllv_epi64(one, v);
             let m = _mm512_sub_epi64(_mm512_sllv_epi64(two, v), one);
             let child = _mm512_mask_test_epi64_mask(a, vec, bit);
-            let leaf = a & !child;
+            let stop = a & !child;
             let cc = _mm512_popcnt_epi64(_mm512_and_si512(vec, m));
             let base1 = _mm512_srli_epi64::<32>(bases);
-            // Lanes that stop here keep the node (for its leaf vector), mask and leaf base.
-            stop_m[g] = _mm512_mask_mov_epi64(stop_m[g], leaf, m);
+            stop_idx[g] = _mm512_mask_mov_epi64(stop_idx[g], stop, st.idx[g]);
+            stop_m[g] = _mm512_mask_mov_epi64(stop_m[g], stop, m);
             stop_base0[g] =
-                _mm512_mask_mov_epi64(stop_base0[g], leaf, _mm512_and_si512(bases, low32));
-            res[g] = _mm512_mask_mov_epi64(res[g], leaf, idx[g]);
-            idx[g] = _mm512_mask_mov_epi64(
-                idx[g],
+                _mm512_mask_mov_epi64(stop_base0[g], stop, _mm512_and_si512(bases, low32));
+            st.idx[g] = _mm512_mask_mov_epi64(
+                st.idx[g],
                 child,
                 _mm512_sub_epi64(_mm512_add_epi64(base1, cc), one),
             );
-            leafing[g] |= leaf;
-            active[g] = child;
+            stopped[g] |= stop;
+            st.walking[g] = child;
         }
         off += STRIDE;
     }
-    // Every lane that walked stopped at a leaf slot: read its node's leaf vector, rank the slot.
-    let mut lidx = [_mm512_setzero_si512(); G];
     for g in 0..G {
-        if leafing[g] != 0 {
-            let lv = _mm512_mask_i64gather_epi64::<8>(
-                _mm512_setzero_si512(),
-                leafing[g],
-                res[g],
-                leafvecs,
-            );
+        if stopped[g] != 0 {
+            // The leaf vector is the node's third word, in the cache line just read.
+            let i3 = _mm512_add_epi64(_mm512_slli_epi64::<1>(stop_idx[g]), stop_idx[g]);
+            let lv =
+                _mm512_mask_i64gather_epi64::<8>(z, stopped[g], _mm512_add_epi64(i3, two), nodes);
             let cl = _mm512_popcnt_epi64(_mm512_and_si512(lv, stop_m[g]));
-            lidx[g] = _mm512_sub_epi64(_mm512_add_epi64(stop_base0[g], cl), one);
+            let li = _mm512_sub_epi64(_mm512_add_epi64(stop_base0[g], cl), one);
+            st.lidx[g] = _mm512_mask_mov_epi64(st.lidx[g], stopped[g], li);
+            st.leafing[g] |= stopped[g];
         }
-    }
-    for g in 0..G {
-        if leafing[g] != 0 {
+        if st.leafing[g] != 0 {
             let l = _mm512_mask_i64gather_epi32::<2>(
                 _mm256_setzero_si256(),
-                leafing[g],
-                lidx[g],
+                st.leafing[g],
+                st.lidx[g],
                 leaves,
             );
             let l = _mm512_and_si512(_mm512_cvtepu32_epi64(l), _mm512_set1_epi64(0xffff));
-            res[g] = _mm512_mask_mov_epi64(res[g], leafing[g], l);
+            st.res[g] = _mm512_mask_mov_epi64(st.res[g], st.leafing[g], l);
         }
     }
-    res
+    st.res
 }
 
-/// Resolves the direct-pointing entries `d` (already gathered, zero-extended): leaf lanes get
-/// their next hop, node lanes become active.
+/// All lanes idle. Inlined into the `target_feature` callers, like every helper here.
 #[inline(always)]
-unsafe fn split_direct(d: __m512i) -> (__m512i, __mmask8, __m512i) {
-    let leafbit = _mm512_set1_epi64(LEAF as i64);
-    let is_leaf = _mm512_test_epi64_mask(d, leafbit);
-    let res = _mm512_andnot_si512(leafbit, d);
-    (d, !is_leaf, res)
+unsafe fn empty_lanes() -> Lanes {
+    let z = _mm512_setzero_si512();
+    Lanes {
+        idx: [z; G],
+        walking: [0; G],
+        leafing: [0; G],
+        lidx: [z; G],
+        res: [z; G],
+    }
 }
 
 /// Looks up IPv4 addresses in groups of `G * L`; returns how many it did (a multiple of
@@ -143,22 +187,21 @@ pub(super) unsafe fn bulk_v4(p: &Parts<'_>, addrs: &[u32], out: &mut [u32]) -> u
     let mut done = 0;
     while done + G * L <= n {
         let mut keys = [_mm512_setzero_si512(); G];
-        let mut idx = [_mm512_setzero_si512(); G];
-        let mut active = [0 as __mmask8; G];
-        let mut res = [_mm512_setzero_si512(); G];
+        let mut st = empty_lanes();
         for g in 0..G {
             let src = addrs.as_ptr().add(done + g * L) as *const __m256i;
             let k = _mm512_cvtepu32_epi64(_mm256_loadu_si256(src));
             keys[g] = _mm512_slli_epi64::<32>(k);
             if ds == 0 {
-                active[g] = 0xff;
+                st.walking[g] = 0xff;
             } else {
                 let di = _mm512_srl_epi64(keys[g], _mm_cvtsi32_si128(64 - ds as i32));
-                let d = _mm512_i64gather_epi32::<4>(di, direct);
-                (idx[g], active[g], res[g]) = split_direct(_mm512_cvtepu32_epi64(d));
+                let d = _mm512_cvtepu32_epi64(_mm512_i64gather_epi32::<4>(di, direct));
+                let s = _mm512_sll_epi64(keys[g], _mm_cvtsi32_si128(ds as i32));
+                start(p, &mut st, g, d, _mm512_srli_epi64::<58>(s));
             }
         }
-        let res = walk(p, idx, active, res, ds as u8, |g, off| {
+        let res = finish(p, st, ds as u8, |g, off| {
             let s = _mm512_sll_epi64(keys[g], _mm_cvtsi32_si128(off as i32));
             _mm512_srli_epi64::<58>(s)
         });
@@ -169,6 +212,20 @@ pub(super) unsafe fn bulk_v4(p: &Parts<'_>, addrs: &[u32], out: &mut [u32]) -> u
         done += G * L;
     }
     done
+}
+
+/// The 6-bit slot at bit `off` of 128-bit keys split into high and low halves.
+#[inline(always)]
+unsafe fn chunk6(hi: __m512i, lo: __m512i, off: i32) -> __m512i {
+    if off <= 58 {
+        _mm512_srli_epi64::<58>(_mm512_sll_epi64(hi, _mm_cvtsi32_si128(off)))
+    } else if off >= 64 {
+        _mm512_srli_epi64::<58>(_mm512_sll_epi64(lo, _mm_cvtsi32_si128(off - 64)))
+    } else {
+        let h = _mm512_srli_epi64::<58>(_mm512_sll_epi64(hi, _mm_cvtsi32_si128(off)));
+        let l = _mm512_srl_epi64(lo, _mm_cvtsi32_si128(122 - off));
+        _mm512_or_si512(h, l)
+    }
 }
 
 /// Looks up IPv6 addresses in groups of `G * L`, as [`bulk_v4`].
@@ -187,9 +244,7 @@ pub(super) unsafe fn bulk_v6(p: &Parts<'_>, addrs: &[u128], out: &mut [u32]) -> 
     while done + G * L <= n {
         let mut hi = [_mm512_setzero_si512(); G];
         let mut lo = [_mm512_setzero_si512(); G];
-        let mut idx = [_mm512_setzero_si512(); G];
-        let mut active = [0 as __mmask8; G];
-        let mut res = [_mm512_setzero_si512(); G];
+        let mut st = empty_lanes();
         for g in 0..G {
             let src = addrs.as_ptr().add(done + g * L) as *const __m512i;
             let a = _mm512_loadu_si512(src);
@@ -197,28 +252,14 @@ pub(super) unsafe fn bulk_v6(p: &Parts<'_>, addrs: &[u128], out: &mut [u32]) -> 
             lo[g] = _mm512_permutex2var_epi64(a, sel_lo, b);
             hi[g] = _mm512_permutex2var_epi64(a, sel_hi, b);
             if ds == 0 {
-                active[g] = 0xff;
+                st.walking[g] = 0xff;
             } else {
                 let di = _mm512_srl_epi64(hi[g], _mm_cvtsi32_si128(64 - ds as i32));
-                let d = _mm512_i64gather_epi32::<4>(di, direct);
-                (idx[g], active[g], res[g]) = split_direct(_mm512_cvtepu32_epi64(d));
+                let d = _mm512_cvtepu32_epi64(_mm512_i64gather_epi32::<4>(di, direct));
+                start(p, &mut st, g, d, chunk6(hi[g], lo[g], ds as i32));
             }
         }
-        let res = walk(p, idx, active, res, ds as u8, |g, off| {
-            let off = off as i32;
-            if off <= 58 {
-                let s = _mm512_sll_epi64(hi[g], _mm_cvtsi32_si128(off));
-                _mm512_srli_epi64::<58>(s)
-            } else if off >= 64 {
-                let s = _mm512_sll_epi64(lo[g], _mm_cvtsi32_si128(off - 64));
-                _mm512_srli_epi64::<58>(s)
-            } else {
-                let s = _mm512_sll_epi64(hi[g], _mm_cvtsi32_si128(off));
-                let h = _mm512_srli_epi64::<58>(s);
-                let l = _mm512_srl_epi64(lo[g], _mm_cvtsi32_si128(122 - off));
-                _mm512_or_si512(h, l)
-            }
-        });
+        let res = finish(p, st, ds as u8, |g, off| chunk6(hi[g], lo[g], off as i32));
         for (g, r) in res.iter().enumerate() {
             let dst = out.as_mut_ptr().add(done + g * L) as *mut __m256i;
             _mm256_storeu_si256(dst, _mm512_cvtepi64_epi32(*r));

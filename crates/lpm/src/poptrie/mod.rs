@@ -70,11 +70,15 @@ use crate::{BuildError, Lpm, LpmBuild};
 
 /// Bits consumed per trie level (64-ary nodes).
 const STRIDE: u8 = 6;
-/// Direct-pointing entry flag: the low bits hold a next hop, not a node index.
+/// Direct-pointing entry flag: the low bits hold a next hop.
 const LEAF: u32 = 1 << 31;
+/// Direct-pointing entry flag: the low bits index `lnodes`, a node without children.
+const LNODE: u32 = 1 << 30;
+/// The index bits of a direct-pointing entry.
+const INDEX: u32 = LNODE - 1;
 /// Largest next hop a leaf can hold.
 pub const MAX_NEXTHOP: NextHop = u16::MAX as NextHop;
-/// Lookups advanced together by [`Poptrie::lookup_bulk`].
+/// Lookups advanced together by the scalar bulk lookup.
 const GROUP: usize = 16;
 
 /// Build parameters.
@@ -90,16 +94,33 @@ impl Default for PoptrieConfig {
     }
 }
 
-/// One internal node without its leaf vector: 16 bytes, four to a cache line, never split
-/// across two. The leaf vector lives in a parallel array (`leafvecs[i]` belongs to
-/// `nodes[i]`) because a lookup reads it only once, at the node where it stops, while it reads
-/// `vector` and the bases at every level.
+/// An internal node, 24 bytes. The fields a lookup reads at every level (`vector` and the two
+/// bases) come first and share 16 bytes; `leafvec`, read once where the lookup stops, follows.
 #[derive(Clone, Copy, Debug, Default)]
-#[repr(C, align(16))]
+#[repr(C)]
 struct Node {
     vector: u64,
     base0: u32,
     base1: u32,
+    leafvec: u64,
+}
+
+/// A node without children below a direct-pointing entry, 12 bytes: only its leaf vector and
+/// leaf base. Most IPv4 nodes are of this kind (a /18 block holding /19../24 prefixes), so a
+/// lookup there reads one small record instead of a node, and the table is smaller.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C)]
+struct LeafNode {
+    /// The leaf vector, low half first (4-byte alignment keeps the record at 12 bytes).
+    leafvec: [u32; 2],
+    base0: u32,
+}
+
+impl LeafNode {
+    #[inline(always)]
+    fn leafvec(&self) -> u64 {
+        (self.leafvec[1] as u64) << 32 | self.leafvec[0] as u64
+    }
 }
 
 /// A Poptrie over keys `K` (IPv4: `u32`, IPv6: `u128`).
@@ -107,7 +128,9 @@ struct Node {
 pub struct Poptrie<K: Key> {
     direct: Vec<u32>,
     nodes: Vec<Node>,
-    leafvecs: Vec<u64>,
+    /// Childless nodes below direct pointing, plus one padding record for the vector gathers.
+    lnodes: Vec<LeafNode>,
+    /// Leaves plus one padding element for the vector gathers.
     leaves: Vec<u16>,
     direct_bits: u8,
     routes: usize,
@@ -147,9 +170,9 @@ fn upto(v: usize) -> u64 {
 }
 
 impl<K: Key> Poptrie<K> {
-    /// Number of internal nodes.
+    /// Number of internal nodes (childless nodes below direct pointing included).
     pub fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.nodes.len() + self.lnodes.len().saturating_sub(1)
     }
 
     /// Number of (compressed) leaves.
@@ -168,6 +191,16 @@ impl<K: Key> Poptrie<K> {
         self.simd
     }
 
+    /// Bits resolved by the direct-pointing array.
+    pub fn direct_bits(&self) -> u8 {
+        self.direct_bits
+    }
+
+    /// Number of routes the structure was built from.
+    pub fn route_count(&self) -> usize {
+        self.routes
+    }
+
     /// Runs the vector lookup over a prefix of `addrs`; returns how many it answered.
     #[inline]
     fn lookup_bulk_simd(&self, addrs: &[K], out: &mut [NextHop]) -> usize {
@@ -180,7 +213,7 @@ impl<K: Key> Poptrie<K> {
             let parts = avx512::Parts {
                 direct: &self.direct,
                 nodes: &self.nodes,
-                leafvecs: &self.leafvecs,
+                lnodes: &self.lnodes,
                 leaves: &self.leaves,
                 direct_bits: self.direct_bits,
             };
@@ -208,14 +241,10 @@ impl<K: Key> Poptrie<K> {
         }
     }
 
-    /// Bits resolved by the direct-pointing array.
-    pub fn direct_bits(&self) -> u8 {
-        self.direct_bits
-    }
-
-    /// Number of routes the structure was built from.
-    pub fn route_count(&self) -> usize {
-        self.routes
+    /// The leaf index for slot `v` of a node with leaf vector `leafvec` and leaf base `base0`.
+    #[inline(always)]
+    fn rank_leaf(leafvec: u64, base0: u32, v: usize) -> u32 {
+        base0 + (leafvec & upto(v)).count_ones() - 1
     }
 
     /// Continues a lookup at node `idx`, bit `off`.
@@ -224,27 +253,27 @@ impl<K: Key> Poptrie<K> {
         loop {
             let n = &self.nodes[idx as usize];
             let v = addr.chunk(off, STRIDE);
-            let m = upto(v);
             if n.vector & (1u64 << v) != 0 {
-                idx = n.base1 + (n.vector & m).count_ones() - 1;
+                idx = n.base1 + (n.vector & upto(v)).count_ones() - 1;
                 off += STRIDE;
             } else {
-                let lv = self.leafvecs[idx as usize];
-                let li = n.base0 + (lv & m).count_ones() - 1;
+                let li = Self::rank_leaf(n.leafvec, n.base0, v);
                 return self.leaves[li as usize] as NextHop;
             }
         }
     }
 
-    /// Looks up one group of at most [`GROUP`] addresses in lockstep.
+    /// Looks up one group of at most [`GROUP`] addresses in lockstep: each round advances every
+    /// unfinished lookup by one memory access and prefetches the next one.
     #[inline(always)]
     fn lookup_group(&self, addrs: &[K], out: &mut [NextHop]) {
         let n = addrs.len().min(out.len()).min(GROUP);
-        // Per lane: the node (or leaf) index to read next and the bit offset of its stride.
+        // Per lane: the index to read next (node, childless node or leaf) and the bit offset.
         let mut idx = [0u32; GROUP];
         let mut off = [0u8; GROUP];
-        // Lanes still walking nodes / lanes waiting for a leaf read.
+        // Lanes by what they read next.
         let mut walking: u32 = 0;
+        let mut lnode: u32 = 0;
         let mut leafing: u32 = 0;
         let ds = self.direct_bits;
         if ds > 0 {
@@ -257,6 +286,10 @@ impl<K: Key> Poptrie<K> {
                 let e = self.direct[idx[i] as usize];
                 if e & LEAF != 0 {
                     out[i] = e & !LEAF;
+                } else if e & LNODE != 0 {
+                    idx[i] = e & INDEX;
+                    lnode |= 1 << i;
+                    prefetch(self.lnodes.as_ptr().wrapping_add(idx[i] as usize));
                 } else {
                     idx[i] = e;
                     off[i] = ds;
@@ -267,7 +300,7 @@ impl<K: Key> Poptrie<K> {
         } else {
             walking = (1u32 << n) - 1;
         }
-        while walking | leafing != 0 {
+        while walking | lnode | leafing != 0 {
             let mut lanes = leafing;
             while lanes != 0 {
                 let i = lanes.trailing_zeros() as usize;
@@ -275,21 +308,30 @@ impl<K: Key> Poptrie<K> {
                 out[i] = self.leaves[idx[i] as usize] as NextHop;
             }
             leafing = 0;
+            let mut lanes = lnode;
+            while lanes != 0 {
+                let i = lanes.trailing_zeros() as usize;
+                lanes &= lanes - 1;
+                let ln = &self.lnodes[idx[i] as usize];
+                let l = Self::rank_leaf(ln.leafvec(), ln.base0, addrs[i].chunk(ds, STRIDE));
+                idx[i] = l;
+                leafing |= 1 << i;
+                prefetch(self.leaves.as_ptr().wrapping_add(l as usize));
+            }
+            lnode = 0;
             let mut lanes = walking;
             while lanes != 0 {
                 let i = lanes.trailing_zeros() as usize;
                 lanes &= lanes - 1;
                 let node = &self.nodes[idx[i] as usize];
                 let v = addrs[i].chunk(off[i], STRIDE);
-                let m = upto(v);
                 if node.vector & (1u64 << v) != 0 {
-                    let c = node.base1 + (node.vector & m).count_ones() - 1;
+                    let c = node.base1 + (node.vector & upto(v)).count_ones() - 1;
                     idx[i] = c;
                     off[i] += STRIDE;
                     prefetch(self.nodes.as_ptr().wrapping_add(c as usize));
                 } else {
-                    let lv = self.leafvecs[idx[i] as usize];
-                    let l = node.base0 + (lv & m).count_ones() - 1;
+                    let l = Self::rank_leaf(node.leafvec, node.base0, v);
                     idx[i] = l;
                     walking &= !(1 << i);
                     leafing |= 1 << i;
@@ -303,14 +345,19 @@ impl<K: Key> Poptrie<K> {
 impl<K: Key> Lpm<K> for Poptrie<K> {
     #[inline]
     fn lookup(&self, addr: K) -> NextHop {
-        if self.direct_bits == 0 {
+        let ds = self.direct_bits;
+        if ds == 0 {
             return self.walk(addr, 0, 0);
         }
-        let e = self.direct[addr.chunk(0, self.direct_bits)];
+        let e = self.direct[addr.chunk(0, ds)];
         if e & LEAF != 0 {
             e & !LEAF
+        } else if e & LNODE != 0 {
+            let ln = &self.lnodes[(e & INDEX) as usize];
+            let li = Self::rank_leaf(ln.leafvec(), ln.base0, addr.chunk(ds, STRIDE));
+            self.leaves[li as usize] as NextHop
         } else {
-            self.walk(addr, e, self.direct_bits)
+            self.walk(addr, e, ds)
         }
     }
 
@@ -327,7 +374,7 @@ impl<K: Key> Lpm<K> for Poptrie<K> {
         core::mem::size_of::<Self>()
             + self.direct.capacity() * 4
             + self.nodes.capacity() * core::mem::size_of::<Node>()
-            + self.leafvecs.capacity() * 8
+            + self.lnodes.capacity() * core::mem::size_of::<LeafNode>()
             + self.leaves.capacity() * 2
     }
 
@@ -354,14 +401,13 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
             });
         }
         let mut b = Builder::<K> {
-            nodes: Vec::with_capacity(routes.len() / 4 + 16),
-            leafvecs: Vec::with_capacity(routes.len() / 4 + 16),
-            leaves: Vec::with_capacity(routes.len() / 2 + 16),
+            nodes: Vec::with_capacity(routes.len() / 64 + 16),
+            lnodes: Vec::with_capacity(routes.len() / 8 + 16),
+            leaves: Vec::with_capacity(routes.len() + 16),
             _k: core::marker::PhantomData,
         };
         let direct = if ds == 0 {
             b.nodes.push(Node::default());
-            b.leafvecs.push(0);
             // Without direct pointing the root node starts at bit 0, so only a default route
             // is "no longer than the offset"; it becomes the root's default leaf.
             let default = routes
@@ -373,18 +419,22 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
         } else {
             b.build_direct(&routes, ds)?
         };
-        let mut nodes = b.nodes;
-        let mut leafvecs = b.leafvecs;
-        let mut leaves = b.leaves;
-        // Padding for the vector lookup's 4-byte gathers of 2-byte leaves.
+        let Builder {
+            mut nodes,
+            mut lnodes,
+            mut leaves,
+            ..
+        } = b;
+        // Padding for the vector lookup's gathers, which read a few bytes past a record.
+        lnodes.push(LeafNode::default());
         leaves.push(0);
         nodes.shrink_to_fit();
-        leafvecs.shrink_to_fit();
+        lnodes.shrink_to_fit();
         leaves.shrink_to_fit();
         Ok(Poptrie {
             direct,
             nodes,
-            leafvecs,
+            lnodes,
             leaves,
             direct_bits: ds,
             routes: routes.len(),
@@ -396,7 +446,7 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
 
 struct Builder<K: Key> {
     nodes: Vec<Node>,
-    leafvecs: Vec<u64>,
+    lnodes: Vec<LeafNode>,
     leaves: Vec<u16>,
     _k: core::marker::PhantomData<K>,
 }
@@ -442,15 +492,8 @@ impl<K: Key> Builder<K> {
                 deep[start] = true;
             }
         }
-        // Slots holding longer prefixes become nodes; their default is the painted leaf.
-        let count = deep.iter().filter(|&&d| d).count();
-        if count >= LEAF as usize {
-            return Err(BuildError::TooLarge("more than 2^31 nodes"));
-        }
-        let base = self.nodes.len();
-        self.nodes.resize(base + count, Node::default());
-        self.leafvecs.resize(base + count, 0);
-        let mut k = base;
+        // Slots holding longer prefixes become nodes, whose default is the painted leaf: a
+        // childless node record when nothing reaches past the node's stride, else a node.
         runs(
             routes,
             0,
@@ -458,13 +501,54 @@ impl<K: Key> Builder<K> {
             |c| deep[c],
             |slot, a, b| {
                 let default = (direct[slot] & !LEAF) as u16;
-                direct[slot] = k as u32;
-                self.fill(&routes[a..b], k, ds, default)?;
-                k += 1;
-                Ok(())
+                let run = &routes[a..b];
+                if run.iter().any(|r| r.prefix.len() > ds + STRIDE) {
+                    let k = self.nodes.len();
+                    if k > INDEX as usize {
+                        return Err(BuildError::TooLarge("more than 2^30 nodes"));
+                    }
+                    self.nodes.push(Node::default());
+                    direct[slot] = k as u32;
+                    self.fill(run, k, ds, default)
+                } else {
+                    let k = self.lnodes.len();
+                    if k > INDEX as usize {
+                        return Err(BuildError::TooLarge("more than 2^30 childless nodes"));
+                    }
+                    let (slots, _) = paint(run, ds, default);
+                    let (leafvec, base0) = self.emit_leaves(&slots, 0)?;
+                    self.lnodes.push(LeafNode {
+                        leafvec: [leafvec as u32, (leafvec >> 32) as u32],
+                        base0,
+                    });
+                    direct[slot] = LNODE | k as u32;
+                    Ok(())
+                }
             },
         )?;
         Ok(direct)
+    }
+
+    /// Appends the leaves of a node's leaf slots (those not in `vector`), one per run of
+    /// equal next hops; returns the leaf vector and the index of the first leaf.
+    fn emit_leaves(&mut self, slots: &[u16; 64], vector: u64) -> Result<(u64, u32), BuildError> {
+        let base0 = self.leaves.len();
+        if base0 + 64 > u32::MAX as usize {
+            return Err(BuildError::TooLarge("more than 2^32 leaves"));
+        }
+        let mut leafvec = 0u64;
+        let mut prev: Option<u16> = None;
+        for (i, &leaf) in slots.iter().enumerate() {
+            if vector & (1u64 << i) != 0 {
+                continue;
+            }
+            if prev != Some(leaf) {
+                leafvec |= 1u64 << i;
+                self.leaves.push(leaf);
+                prev = Some(leaf);
+            }
+        }
+        Ok((leafvec, base0 as u32))
     }
 
     /// Builds node `idx` at bit offset `off` from the routes whose addresses lie in its range.
@@ -476,62 +560,58 @@ impl<K: Key> Builder<K> {
         off: u8,
         default: u16,
     ) -> Result<(), BuildError> {
-        let end = off + STRIDE;
-        let mut slot = [default; 64];
-        let mut vector = 0u64;
-        for r in routes {
-            let len = r.prefix.len();
-            if len <= off {
-                continue;
-            }
-            let c = r.prefix.addr().chunk(off, STRIDE);
-            if len <= end {
-                let count = 1usize << (end - len);
-                slot[c..c + count].fill(r.nexthop as u16);
-            } else {
-                vector |= 1u64 << c;
-            }
-        }
-        let mut leafvec = 0u64;
-        let base0 = self.leaves.len();
-        let mut prev: Option<u16> = None;
-        for (i, &leaf) in slot.iter().enumerate() {
-            if vector & (1u64 << i) != 0 {
-                continue;
-            }
-            if prev != Some(leaf) {
-                leafvec |= 1u64 << i;
-                self.leaves.push(leaf);
-                prev = Some(leaf);
-            }
-        }
+        let (slots, vector) = paint(routes, off, default);
+        let (leafvec, base0) = self.emit_leaves(&slots, vector)?;
         let nchild = vector.count_ones() as usize;
         let base1 = self.nodes.len();
-        if base1 + nchild > u32::MAX as usize || self.leaves.len() > u32::MAX as usize {
-            return Err(BuildError::TooLarge("more than 2^32 nodes or leaves"));
+        if base1 + nchild > u32::MAX as usize {
+            return Err(BuildError::TooLarge("more than 2^32 nodes"));
         }
         self.nodes[idx] = Node {
             vector,
-            base0: base0 as u32,
+            base0,
             base1: base1 as u32,
+            leafvec,
         };
-        self.leafvecs[idx] = leafvec;
         if nchild == 0 {
             return Ok(());
         }
         self.nodes.resize(base1 + nchild, Node::default());
-        self.leafvecs.resize(base1 + nchild, 0);
         let mut k = base1;
+        let end = off + STRIDE;
         runs(
             routes,
             off,
             STRIDE,
             |c| vector & (1u64 << c) != 0,
             |c, a, b| {
-                self.fill(&routes[a..b], k, end, slot[c])?;
+                self.fill(&routes[a..b], k, end, slots[c])?;
                 k += 1;
                 Ok(())
             },
         )
     }
+}
+
+/// The 64 slots of the node at bit `off` over `routes` (all inside the node's range): each
+/// slot's longest-match next hop among the prefixes ending within the stride (over
+/// `default`), and the vector of slots that hold longer prefixes.
+fn paint<K: Key>(routes: &[Route<K>], off: u8, default: u16) -> ([u16; 64], u64) {
+    let end = off + STRIDE;
+    let mut slots = [default; 64];
+    let mut vector = 0u64;
+    for r in routes {
+        let len = r.prefix.len();
+        if len <= off {
+            continue;
+        }
+        let c = r.prefix.addr().chunk(off, STRIDE);
+        if len <= end {
+            let count = 1usize << (end - len);
+            slots[c..c + count].fill(r.nexthop as u16);
+        } else {
+            vector |= 1u64 << c;
+        }
+    }
+    (slots, vector)
 }
