@@ -186,6 +186,15 @@ pub(super) unsafe fn bulk_v4(p: &Parts<'_>, addrs: &[u32], out: &mut [u32]) -> u
     let direct = p.direct.as_ptr() as *const i32;
     let mut done = 0;
     while done + G * L <= n {
+        // Warm the next group's direct-pointing entries while this group walks.
+        for &a in addrs.get(done + G * L..done + 2 * G * L).unwrap_or(&[]) {
+            let d = if ds == 0 {
+                0
+            } else {
+                (a >> (32 - ds)) as usize
+            };
+            _mm_prefetch::<_MM_HINT_T0>(p.direct.as_ptr().wrapping_add(d) as *const i8);
+        }
         let mut keys = [_mm512_setzero_si512(); G];
         let mut st = empty_lanes();
         for g in 0..G {
@@ -242,6 +251,15 @@ pub(super) unsafe fn bulk_v6(p: &Parts<'_>, addrs: &[u128], out: &mut [u32]) -> 
     let sel_hi = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
     let mut done = 0;
     while done + G * L <= n {
+        // Warm the next group's direct-pointing entries while this group walks.
+        for &a in addrs.get(done + G * L..done + 2 * G * L).unwrap_or(&[]) {
+            let d = if ds == 0 {
+                0
+            } else {
+                (a >> (128 - ds)) as usize
+            };
+            _mm_prefetch::<_MM_HINT_T0>(p.direct.as_ptr().wrapping_add(d) as *const i8);
+        }
         let mut hi = [_mm512_setzero_si512(); G];
         let mut lo = [_mm512_setzero_si512(); G];
         let mut st = empty_lanes();
