@@ -26,14 +26,14 @@
 
 use core::arch::x86_64::*;
 
-use super::{LeafNode, Node, INDEX, LEAF, LNODE, STRIDE};
+use super::{Node, INDEX, LEAF, LNODE, LNODE_HEADER, STRIDE};
 
 /// The raw parts of a built Poptrie, as the gather code reads them.
 pub(super) struct Parts<'a> {
     pub direct: &'a [u32],
     pub nodes: &'a [Node],
-    /// Childless nodes plus one padding record.
-    pub lnodes: &'a [LeafNode],
+    /// Childless-node records plus one padding element.
+    pub lnodes: &'a [u16],
     /// Leaves plus one padding element.
     pub leaves: &'a [u16],
     pub direct_bits: u8,
@@ -58,8 +58,8 @@ struct Lanes {
 }
 
 /// Classifies gathered direct-pointing entries `d` (zero-extended) of vector `g`: leaf lanes
-/// are answered, childless-node lanes get their leaf index (`slot` holds each lane's 6 bits
-/// after the direct bits), node lanes start walking.
+/// are answered, childless-node lanes are answered from their record (`slot` holds each
+/// lane's 6 bits after the direct bits), node lanes start walking.
 #[inline(always)]
 unsafe fn start(p: &Parts<'_>, st: &mut Lanes, g: usize, d: __m512i, slot: __m512i) {
     let one = _mm512_set1_epi64(1);
@@ -70,18 +70,25 @@ unsafe fn start(p: &Parts<'_>, st: &mut Lanes, g: usize, d: __m512i, slot: __m51
     let idx = _mm512_and_si512(d, _mm512_set1_epi64(INDEX as i64));
     st.idx[g] = idx;
     st.walking[g] = !is_leaf & !is_lnode;
-    st.leafing[g] = is_lnode;
     if is_lnode != 0 {
-        // A 12-byte record: leaf vector at byte 12 * i, base at 12 * i + 8.
-        let lnodes = p.lnodes.as_ptr() as *const i64;
-        let i3 = _mm512_add_epi64(_mm512_slli_epi64::<1>(idx), idx);
+        // The record at u16 offset o: leaf vector in its first 8 bytes, leaves after it.
+        let lnodes = p.lnodes.as_ptr();
         let z = _mm512_setzero_si512();
-        let lv = _mm512_mask_i64gather_epi64::<4>(z, is_lnode, i3, lnodes);
-        let b0 = _mm512_mask_i64gather_epi64::<4>(z, is_lnode, _mm512_add_epi64(i3, two), lnodes);
-        let b0 = _mm512_and_si512(b0, _mm512_set1_epi64(0xffff_ffff));
+        let lv = _mm512_mask_i64gather_epi64::<2>(z, is_lnode, idx, lnodes as *const i64);
         let m = _mm512_sub_epi64(_mm512_sllv_epi64(two, slot), one);
         let cl = _mm512_popcnt_epi64(_mm512_and_si512(lv, m));
-        st.lidx[g] = _mm512_sub_epi64(_mm512_add_epi64(b0, cl), one);
+        let li = _mm512_add_epi64(
+            idx,
+            _mm512_add_epi64(cl, _mm512_set1_epi64(LNODE_HEADER as i64 - 1)),
+        );
+        let l = _mm512_mask_i64gather_epi32::<2>(
+            _mm256_setzero_si256(),
+            is_lnode,
+            li,
+            lnodes as *const i32,
+        );
+        let l = _mm512_and_si512(_mm512_cvtepu32_epi64(l), _mm512_set1_epi64(0xffff));
+        st.res[g] = _mm512_mask_mov_epi64(st.res[g], is_lnode, l);
     }
 }
 

@@ -72,7 +72,7 @@ use crate::{BuildError, Lpm, LpmBuild};
 const STRIDE: u8 = 6;
 /// Direct-pointing entry flag: the low bits hold a next hop.
 const LEAF: u32 = 1 << 31;
-/// Direct-pointing entry flag: the low bits index `lnodes`, a node without children.
+/// Direct-pointing entry flag: the low bits are the offset in `lnodes` of a childless node.
 const LNODE: u32 = 1 << 30;
 /// The index bits of a direct-pointing entry.
 const INDEX: u32 = LNODE - 1;
@@ -105,21 +105,26 @@ struct Node {
     leafvec: u64,
 }
 
-/// A node without children below a direct-pointing entry, 12 bytes: only its leaf vector and
-/// leaf base. Most IPv4 nodes are of this kind (a /18 block holding /19../24 prefixes), so a
-/// lookup there reads one small record instead of a node, and the table is smaller.
-#[derive(Clone, Copy, Debug, Default)]
-#[repr(C)]
-struct LeafNode {
-    /// The leaf vector, low half first (4-byte alignment keeps the record at 12 bytes).
-    leafvec: [u32; 2],
-    base0: u32,
-}
+/// Childless nodes below a direct-pointing entry are stored as variable-length records in one
+/// `u16` array: the leaf vector in four `u16` (low first), then the node's leaves.
+///
+/// ```text
+///   lnodes: … │ lv0 lv1 lv2 lv3 │ leaf0 leaf1 … leafN │ next record …
+///             └ offset in the direct-pointing entry
+/// ```
+///
+/// Most IPv4 nodes are of this kind (a /18 block holding /19../24 prefixes). A lookup there
+/// reads the record and then a leaf a few bytes further on, usually in the same cache line,
+/// instead of a node and then a leaf elsewhere; and the record needs no leaf base.
+const LNODE_HEADER: usize = 4;
 
-impl LeafNode {
-    #[inline(always)]
-    fn leafvec(&self) -> u64 {
-        (self.leafvec[1] as u64) << 32 | self.leafvec[0] as u64
+/// The leaf vector of the childless-node record at `o` (zero if the array is too short, which
+/// a built structure never is).
+#[inline(always)]
+fn lnode_leafvec(lnodes: &[u16], o: usize) -> u64 {
+    match lnodes.get(o..o + LNODE_HEADER) {
+        Some(&[a, b, c, d]) => a as u64 | (b as u64) << 16 | (c as u64) << 32 | (d as u64) << 48,
+        _ => 0,
     }
 }
 
@@ -128,8 +133,11 @@ impl LeafNode {
 pub struct Poptrie<K: Key> {
     direct: Vec<u32>,
     nodes: Vec<Node>,
-    /// Childless nodes below direct pointing, plus one padding record for the vector gathers.
-    lnodes: Vec<LeafNode>,
+    /// Childless-node records below direct pointing, plus one padding element for the vector
+    /// gathers.
+    lnodes: Vec<u16>,
+    /// Number of childless-node records in `lnodes`.
+    lnode_count: usize,
     /// Leaves plus one padding element for the vector gathers.
     leaves: Vec<u16>,
     direct_bits: u8,
@@ -172,12 +180,16 @@ fn upto(v: usize) -> u64 {
 impl<K: Key> Poptrie<K> {
     /// Number of internal nodes (childless nodes below direct pointing included).
     pub fn node_count(&self) -> usize {
-        self.nodes.len() + self.lnodes.len().saturating_sub(1)
+        self.nodes.len() + self.lnode_count
     }
 
-    /// Number of (compressed) leaves.
+    /// Number of (compressed) leaves, those in childless-node records included.
     pub fn leaf_count(&self) -> usize {
         self.leaves.len().saturating_sub(1)
+            + self
+                .lnodes
+                .len()
+                .saturating_sub(1 + LNODE_HEADER * self.lnode_count)
     }
 
     /// Turns the AVX-512 bulk lookup off (to measure the scalar one) or back on where the CPU
@@ -247,6 +259,14 @@ impl<K: Key> Poptrie<K> {
         base0 + (leafvec & upto(v)).count_ones() - 1
     }
 
+    /// The leaf of slot `v` of the childless-node record at offset `o`.
+    #[inline(always)]
+    fn lnode_lookup(&self, o: usize, v: usize) -> NextHop {
+        let lv = lnode_leafvec(&self.lnodes, o);
+        let li = o + LNODE_HEADER + (lv & upto(v)).count_ones() as usize - 1;
+        self.lnodes[li] as NextHop
+    }
+
     /// Continues a lookup at node `idx`, bit `off`.
     #[inline(always)]
     fn walk(&self, addr: K, mut idx: u32, mut off: u8) -> NextHop {
@@ -312,11 +332,8 @@ impl<K: Key> Poptrie<K> {
             while lanes != 0 {
                 let i = lanes.trailing_zeros() as usize;
                 lanes &= lanes - 1;
-                let ln = &self.lnodes[idx[i] as usize];
-                let l = Self::rank_leaf(ln.leafvec(), ln.base0, addrs[i].chunk(ds, STRIDE));
-                idx[i] = l;
-                leafing |= 1 << i;
-                prefetch(self.leaves.as_ptr().wrapping_add(l as usize));
+                // The leaf sits in the same record, mostly in the line just fetched.
+                out[i] = self.lnode_lookup(idx[i] as usize, addrs[i].chunk(ds, STRIDE));
             }
             lnode = 0;
             let mut lanes = walking;
@@ -353,9 +370,7 @@ impl<K: Key> Lpm<K> for Poptrie<K> {
         if e & LEAF != 0 {
             e & !LEAF
         } else if e & LNODE != 0 {
-            let ln = &self.lnodes[(e & INDEX) as usize];
-            let li = Self::rank_leaf(ln.leafvec(), ln.base0, addr.chunk(ds, STRIDE));
-            self.leaves[li as usize] as NextHop
+            self.lnode_lookup((e & INDEX) as usize, addr.chunk(ds, STRIDE))
         } else {
             self.walk(addr, e, ds)
         }
@@ -374,7 +389,7 @@ impl<K: Key> Lpm<K> for Poptrie<K> {
         core::mem::size_of::<Self>()
             + self.direct.capacity() * 4
             + self.nodes.capacity() * core::mem::size_of::<Node>()
-            + self.lnodes.capacity() * core::mem::size_of::<LeafNode>()
+            + self.lnodes.capacity() * 2
             + self.leaves.capacity() * 2
     }
 
@@ -402,7 +417,8 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
         }
         let mut b = Builder::<K> {
             nodes: Vec::with_capacity(routes.len() / 64 + 16),
-            lnodes: Vec::with_capacity(routes.len() / 8 + 16),
+            lnodes: Vec::with_capacity(routes.len() + 16),
+            lnode_count: 0,
             leaves: Vec::with_capacity(routes.len() + 16),
             _k: core::marker::PhantomData,
         };
@@ -422,11 +438,12 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
         let Builder {
             mut nodes,
             mut lnodes,
+            lnode_count,
             mut leaves,
             ..
         } = b;
         // Padding for the vector lookup's gathers, which read a few bytes past a record.
-        lnodes.push(LeafNode::default());
+        lnodes.push(0);
         leaves.push(0);
         nodes.shrink_to_fit();
         lnodes.shrink_to_fit();
@@ -435,6 +452,7 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
             direct,
             nodes,
             lnodes,
+            lnode_count,
             leaves,
             direct_bits: ds,
             routes: routes.len(),
@@ -446,7 +464,8 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
 
 struct Builder<K: Key> {
     nodes: Vec<Node>,
-    lnodes: Vec<LeafNode>,
+    lnodes: Vec<u16>,
+    lnode_count: usize,
     leaves: Vec<u16>,
     _k: core::marker::PhantomData<K>,
 }
@@ -511,44 +530,23 @@ impl<K: Key> Builder<K> {
                     direct[slot] = k as u32;
                     self.fill(run, k, ds, default)
                 } else {
-                    let k = self.lnodes.len();
-                    if k > INDEX as usize {
-                        return Err(BuildError::TooLarge("more than 2^30 childless nodes"));
+                    let o = self.lnodes.len();
+                    if o + LNODE_HEADER + 64 > INDEX as usize {
+                        return Err(BuildError::TooLarge("childless-node records past 2^30"));
                     }
                     let (slots, _) = paint(run, ds, default);
-                    let (leafvec, base0) = self.emit_leaves(&slots, 0)?;
-                    self.lnodes.push(LeafNode {
-                        leafvec: [leafvec as u32, (leafvec >> 32) as u32],
-                        base0,
-                    });
-                    direct[slot] = LNODE | k as u32;
+                    self.lnodes.extend_from_slice(&[0; LNODE_HEADER]);
+                    let leafvec = emit_leaves(&slots, 0, &mut self.lnodes);
+                    for (k, w) in self.lnodes[o..o + LNODE_HEADER].iter_mut().enumerate() {
+                        *w = (leafvec >> (16 * k)) as u16;
+                    }
+                    self.lnode_count += 1;
+                    direct[slot] = LNODE | o as u32;
                     Ok(())
                 }
             },
         )?;
         Ok(direct)
-    }
-
-    /// Appends the leaves of a node's leaf slots (those not in `vector`), one per run of
-    /// equal next hops; returns the leaf vector and the index of the first leaf.
-    fn emit_leaves(&mut self, slots: &[u16; 64], vector: u64) -> Result<(u64, u32), BuildError> {
-        let base0 = self.leaves.len();
-        if base0 + 64 > u32::MAX as usize {
-            return Err(BuildError::TooLarge("more than 2^32 leaves"));
-        }
-        let mut leafvec = 0u64;
-        let mut prev: Option<u16> = None;
-        for (i, &leaf) in slots.iter().enumerate() {
-            if vector & (1u64 << i) != 0 {
-                continue;
-            }
-            if prev != Some(leaf) {
-                leafvec |= 1u64 << i;
-                self.leaves.push(leaf);
-                prev = Some(leaf);
-            }
-        }
-        Ok((leafvec, base0 as u32))
     }
 
     /// Builds node `idx` at bit offset `off` from the routes whose addresses lie in its range.
@@ -561,7 +559,12 @@ impl<K: Key> Builder<K> {
         default: u16,
     ) -> Result<(), BuildError> {
         let (slots, vector) = paint(routes, off, default);
-        let (leafvec, base0) = self.emit_leaves(&slots, vector)?;
+        let base0 = self.leaves.len();
+        if base0 + 64 > u32::MAX as usize {
+            return Err(BuildError::TooLarge("more than 2^32 leaves"));
+        }
+        let leafvec = emit_leaves(&slots, vector, &mut self.leaves);
+        let base0 = base0 as u32;
         let nchild = vector.count_ones() as usize;
         let base1 = self.nodes.len();
         if base1 + nchild > u32::MAX as usize {
@@ -591,6 +594,24 @@ impl<K: Key> Builder<K> {
             },
         )
     }
+}
+
+/// Appends to `out` the leaves of a node's leaf slots (those not in `vector`), one per run of
+/// equal next hops, and returns the leaf vector.
+fn emit_leaves(slots: &[u16; 64], vector: u64, out: &mut Vec<u16>) -> u64 {
+    let mut leafvec = 0u64;
+    let mut prev: Option<u16> = None;
+    for (i, &leaf) in slots.iter().enumerate() {
+        if vector & (1u64 << i) != 0 {
+            continue;
+        }
+        if prev != Some(leaf) {
+            leafvec |= 1u64 << i;
+            out.push(leaf);
+            prev = Some(leaf);
+        }
+    }
+    leafvec
 }
 
 /// The 64 slots of the node at bit `off` over `routes` (all inside the node's range): each
