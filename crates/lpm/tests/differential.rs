@@ -117,7 +117,7 @@ fn check_all<K: Key>(routes: &[Route<K>], addrs: &[K]) -> Result<Golden<K>, Test
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    #![proptest_config(ProptestConfig::with_cases(200))]
 
     #[test]
     fn v4_engines_match_golden((routes, addrs) in table::<u32>()) {
@@ -147,6 +147,26 @@ proptest! {
         }
         prop_assert_eq!(a.node_count(), b.node_count());
         prop_assert_eq!(a.leaf_count(), b.leaf_count());
+        prop_assert_eq!(a.memory_bytes(), b.memory_bytes());
+        let pairs: Vec<(Box<dyn Lpm<u32>>, Box<dyn Lpm<u32>>)> = vec![
+            (
+                Box::new(LcTrie::build(&canon, &LcConfig::default()).unwrap()),
+                Box::new(LcTrie::build(&shuffled, &LcConfig::default()).unwrap()),
+            ),
+            (
+                Box::new(Radix::build(&canon, &()).unwrap()),
+                Box::new(Radix::build(&shuffled, &()).unwrap()),
+            ),
+            (
+                Box::new(Dir24::build(&canon, &()).unwrap()),
+                Box::new(Dir24::build(&shuffled, &()).unwrap()),
+            ),
+        ];
+        for (x, y) in &pairs {
+            for &a in &addrs {
+                prop_assert_eq!(x.lookup(a), y.lookup(a), "{}", x.name());
+            }
+        }
     }
 }
 
