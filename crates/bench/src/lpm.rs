@@ -1,11 +1,13 @@
 //! `vfsr lpm bench`: every engine and every peer on the same table and the same traffic, in one
 //! run, on one core.
 //!
-//! For each contender and traffic pattern the harness builds the structure (timed), checks its
-//! answers against the first contender's on the whole traffic array (a contender that disagrees
-//! is reported with its mismatch count, not hidden), then times `runs` passes of bulk lookups in
-//! batches of `batch` addresses and reports the median, minimum and maximum lookups per second.
-//! Ratios are taken against the radix baseline and DIR-24-8 measured in the same run.
+//! The harness builds every contender (timed), checks each one's answers against the first
+//! contender's on the whole traffic array (a contender that disagrees is reported with its
+//! mismatch count, not hidden), then times `runs` rounds in which every contender makes one pass
+//! of bulk lookups over every pattern, in batches of `batch` addresses, and reports the median,
+//! minimum and maximum lookups per second. Going round-robin spreads the machine's slow spells
+//! over all contenders, which keeps the ratios (to the radix baseline and to DIR-24-8, both
+//! measured in the same rounds) fair on a noisy host.
 
 use crate::stats::Stats;
 use serde::Serialize;
@@ -119,17 +121,12 @@ pub fn budget<K: Key>(e: &dyn Lpm<K>, addrs: &[K], p: &Params) -> usize {
 
 /// Times `runs` passes of bulk lookups over `addrs`; returns Mlps statistics and fills `out`.
 pub fn time_bulk<K: Key>(e: &dyn Lpm<K>, addrs: &[K], out: &mut [NextHop], p: &Params) -> Mlps {
-    let batch = p.batch.max(1);
     // One untimed pass warms caches and TLBs the way a running router has them warm.
-    for (a, o) in addrs.chunks(batch).zip(out.chunks_mut(batch)) {
-        e.lookup_bulk(a, o);
-    }
+    bulk_pass(e, addrs, out, p.batch);
     let mut rates = Vec::with_capacity(p.runs);
     for _ in 0..p.runs.max(1) {
         let t = Instant::now();
-        for (a, o) in addrs.chunks(batch).zip(out.chunks_mut(batch)) {
-            e.lookup_bulk(a, o);
-        }
+        bulk_pass(e, addrs, out, p.batch);
         let s = t.elapsed().as_secs_f64();
         std::hint::black_box(&out);
         rates.push(addrs.len() as f64 / s.max(1e-9) / 1e6);
@@ -144,6 +141,10 @@ pub fn time_bulk<K: Key>(e: &dyn Lpm<K>, addrs: &[K], out: &mut [NextHop], p: &P
 
 /// Measures every contender on every traffic pattern of one family. The first contender that
 /// builds is the reference for the answer check.
+///
+/// All contenders are built first; then the timed passes go round-robin (one pass of each
+/// contender and pattern per round), so that a slow spell of the machine falls on all of them
+/// alike and the ratios stay fair.
 pub fn run_family<K: Key>(
     routes: &[Route<K>],
     contenders: &[Contender<K>],
@@ -153,14 +154,33 @@ pub fn run_family<K: Key>(
     skipped: &mut Vec<Skipped>,
     mut progress: impl FnMut(&str),
 ) {
-    let mut reference: Vec<Vec<NextHop>> = Vec::new();
-    let first_row = rows.len();
+    struct Built<'c, K: Key> {
+        c: &'c Contender<K>,
+        e: Box<dyn Lpm<K>>,
+        build_s: f64,
+        /// Per pattern: addresses timed, answer mismatches, rates of the passes so far.
+        per: Vec<(usize, usize, Vec<f64>)>,
+    }
+    let mut built: Vec<Built<'_, K>> = Vec::new();
     for c in contenders {
         let t = Instant::now();
-        let built = (c.build)(routes);
-        let build_s = t.elapsed().as_secs_f64();
-        let e = match built {
-            Ok(e) => e,
+        match (c.build)(routes) {
+            Ok(e) => {
+                let build_s = t.elapsed().as_secs_f64();
+                progress(&format!(
+                    "{:>16} {:<12} {} built in {:.3} s",
+                    c.name,
+                    c.variant,
+                    K::FAMILY,
+                    build_s
+                ));
+                built.push(Built {
+                    c,
+                    e,
+                    build_s,
+                    per: Vec::new(),
+                });
+            }
             Err(reason) => {
                 progress(&format!("{} ({}): skipped: {}", c.name, K::FAMILY, reason));
                 skipped.push(Skipped {
@@ -168,15 +188,17 @@ pub fn run_family<K: Key>(
                     family: K::FAMILY.into(),
                     reason,
                 });
-                continue;
             }
-        };
-        let bytes = e.memory_bytes();
-        for (ti, (tname, addrs)) in traffic.iter().enumerate() {
-            let n = budget(e.as_ref(), addrs, p);
-            let addrs = &addrs[..n];
+        }
+    }
+    // An untimed pass per contender and pattern: sizes the pass, warms the structure, and
+    // gives the answers to check against the reference.
+    let mut reference: Vec<Vec<NextHop>> = Vec::new();
+    for b in &mut built {
+        for (ti, (_, addrs)) in traffic.iter().enumerate() {
+            let n = budget(b.e.as_ref(), addrs, p);
             let mut out = vec![0 as NextHop; n];
-            let mlps = time_bulk(e.as_ref(), addrs, &mut out, p);
+            bulk_pass(b.e.as_ref(), &addrs[..n], &mut out, p.batch);
             let mismatches = match reference.get(ti) {
                 Some(r) => r.iter().zip(&out).filter(|(a, b)| a != b).count(),
                 None => {
@@ -184,33 +206,66 @@ pub fn run_family<K: Key>(
                     0
                 }
             };
+            b.per.push((n, mismatches, Vec::with_capacity(p.runs)));
+        }
+    }
+    let mut out = vec![0 as NextHop; traffic.iter().map(|t| t.1.len()).max().unwrap_or(0)];
+    for _ in 0..p.runs.max(1) {
+        for b in &mut built {
+            for ((_, addrs), (n, _, rates)) in traffic.iter().zip(b.per.iter_mut()) {
+                let t = Instant::now();
+                bulk_pass(b.e.as_ref(), &addrs[..*n], &mut out[..*n], p.batch);
+                let secs = t.elapsed().as_secs_f64();
+                std::hint::black_box(&out);
+                rates.push(*n as f64 / secs.max(1e-9) / 1e6);
+            }
+        }
+    }
+    let first_row = rows.len();
+    for b in &built {
+        let bytes = b.e.memory_bytes();
+        for ((tname, _), (n, mismatches, rates)) in traffic.iter().zip(&b.per) {
+            let st = Stats::of(rates);
+            let mlps = Mlps {
+                median: st.median,
+                min: st.min,
+                max: st.max,
+            };
             progress(&format!(
                 "{:>16} {:<12} {} {:<9} {:>8.1} Mlps",
-                c.name,
-                c.variant,
+                b.c.name,
+                b.c.variant,
                 K::FAMILY,
                 tname,
                 mlps.median
             ));
             rows.push(Row {
-                backend: c.name.clone(),
-                variant: c.variant.clone(),
+                backend: b.c.name.clone(),
+                variant: b.c.variant.clone(),
                 family: K::FAMILY.into(),
                 traffic: (*tname).into(),
                 mlps,
                 ns_per_lookup: 1e3 / mlps.median.max(1e-9),
-                build_s,
+                build_s: b.build_s,
                 bytes,
                 bytes_per_route: bytes as f64 / routes.len().max(1) as f64,
                 routes: routes.len(),
-                lookups: addrs.len(),
-                mismatches,
+                lookups: *n,
+                mismatches: *mismatches,
                 ratio_to_radix: None,
                 ratio_to_dir24: None,
             });
         }
     }
     add_ratios(&mut rows[first_row..]);
+}
+
+/// One pass of bulk lookups over `addrs` in batches of `batch`.
+fn bulk_pass<K: Key>(e: &dyn Lpm<K>, addrs: &[K], out: &mut [NextHop], batch: usize) {
+    let batch = batch.max(1);
+    for (a, o) in addrs.chunks(batch).zip(out.chunks_mut(batch)) {
+        e.lookup_bulk(a, o);
+    }
 }
 
 /// Fills each row's ratios to the radix and DIR-24-8 rows of the same family and traffic.
