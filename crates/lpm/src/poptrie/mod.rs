@@ -41,11 +41,22 @@
 //! is 5, so the answer is `leaves[base0 + 4]` = C. Slot 10 has its `vector` bit set and
 //! `popcnt(vector & 0b111_1111_1111) = 1`, so the search continues at `nodes[base1 + 0]`.
 //!
-//! ## Direct pointing
+//! ## Direct pointing and childless nodes
 //!
-//! The first `s` bits (16 or 18 by default) index a flat array, as in the paper: each entry is
-//! either a leaf (top bit set, next hop in the low bits) or the index of the node covering the
-//! next 6 bits. A lookup that hits a short prefix is one array read.
+//! The first `s` bits (18 by default, 16 as the paper's other setting) index a flat array, as
+//! in the paper. Each entry is one of three things:
+//!
+//! ```text
+//!   1 nnnn…   a leaf: next hop n                      (a prefix of length <= s covers it)
+//!   01 oooo…  a childless node: its record at offset o in `lnodes`
+//!   00 iiii…  a node: nodes[i] covers the next 6 bits
+//! ```
+//!
+//! A *childless node* has only leaves, which is what most IPv4 nodes are: a /18 block holding
+//! /19../24 prefixes. It is stored as a record of its leaf vector followed by its leaves, so a
+//! lookup reads the record and then a leaf a few bytes on, usually in the same cache line, and
+//! the record needs neither `vector` nor bases. This is vfsr's addition to the paper's layout;
+//! it cuts the full IPv4 table from 4.4 to 3.4 MiB and one dependent miss off most lookups.
 //!
 //! ## Bulk lookup
 //!
