@@ -292,7 +292,10 @@ fn add_ratios(rows: &mut [Row]) {
 /// One threshold of the LC-trie fill-factor sweep.
 #[derive(Clone, Debug, Serialize)]
 pub struct SweepRow {
+    /// Inflate threshold in percent ("never": a Patricia trie).
     pub threshold: String,
+    /// Inflate threshold of the root node.
+    pub root_threshold: String,
     pub mlps: f64,
     pub mlps_min: f64,
     pub mlps_max: f64,
@@ -347,13 +350,14 @@ pub fn render_table(rows: &[Row]) -> String {
 /// Formats the sweep as an aligned text table.
 pub fn render_sweep(rows: &[SweepRow]) -> String {
     let mut s = format!(
-        "{:<10} {:>8} {:>8} {:>8} {:>10} {:>10} {:>8}\n",
-        "threshold", "Mlps", "min", "max", "nodes", "MiB", "build s"
+        "{:<10} {:<5} {:>8} {:>8} {:>8} {:>10} {:>10} {:>8}\n",
+        "threshold", "root", "Mlps", "min", "max", "nodes", "MiB", "build s"
     );
     for r in rows {
         s.push_str(&format!(
-            "{:<10} {:>8.1} {:>8.1} {:>8.1} {:>10} {:>10.2} {:>8.3}\n",
+            "{:<10} {:<5} {:>8.1} {:>8.1} {:>8.1} {:>10} {:>10.2} {:>8.3}\n",
             r.threshold,
+            r.root_threshold,
             r.mlps,
             r.mlps_min,
             r.mlps_max,

@@ -148,7 +148,8 @@ proptest! {
         prop_assert_eq!(a.node_count(), b.node_count());
         prop_assert_eq!(a.leaf_count(), b.leaf_count());
         prop_assert_eq!(a.memory_bytes(), b.memory_bytes());
-        let pairs: Vec<(Box<dyn Lpm<u32>>, Box<dyn Lpm<u32>>)> = vec![
+        type Engine = Box<dyn Lpm<u32>>;
+        let pairs: Vec<(Engine, Engine)> = vec![
             (
                 Box::new(LcTrie::build(&canon, &LcConfig::default()).unwrap()),
                 Box::new(LcTrie::build(&shuffled, &LcConfig::default()).unwrap()),
