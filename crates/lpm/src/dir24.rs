@@ -15,7 +15,7 @@
 //! users pick; it is here as the flat-table reference point, not as vfsr's forwarding engine.
 
 use crate::prefix::{canonicalize, NextHop, Route};
-use crate::{BuildError, Lpm, LpmBuild};
+use crate::{prefetch, BuildError, Lpm, LpmBuild};
 
 /// Entry flag: the low bits are a tbl8 group number, not a next hop.
 const EXT: u32 = 1 << 31;
@@ -36,17 +36,6 @@ impl Dir24 {
     pub fn tbl8_groups(&self) -> usize {
         self.tbl8.len() / 256
     }
-}
-
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint; it never faults, whatever the address.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 impl Lpm<u32> for Dir24 {
@@ -137,5 +126,34 @@ impl LpmBuild<u32> for Dir24 {
         }
         tbl8.shrink_to_fit();
         Ok(Dir24 { tbl24, tbl8 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{check_against_golden, edge_tables_v4, v4};
+
+    #[test]
+    fn edge_tables_match_golden() {
+        for (routes, addrs) in edge_tables_v4() {
+            let d = Dir24::build(&routes, &()).unwrap();
+            check_against_golden(&d, &routes, &addrs, "dir24");
+        }
+    }
+
+    #[test]
+    fn long_prefixes_share_one_group_per_slash24() {
+        let routes = [
+            v4([10, 0, 0, 0], 25, 1),
+            v4([10, 0, 0, 128], 26, 2),
+            v4([10, 0, 1, 7], 32, 3),
+        ];
+        let d = Dir24::build(&routes, &()).unwrap();
+        assert_eq!(d.tbl8_groups(), 2);
+        assert_eq!(d.lookup(0x0a00_0001), 1);
+        assert_eq!(d.lookup(0x0a00_00c1), 0);
+        assert_eq!(d.lookup(0x0a00_0081), 2);
+        assert_eq!(d.lookup(0x0a00_0107), 3);
     }
 }

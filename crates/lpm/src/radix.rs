@@ -277,37 +277,10 @@ impl<K: Key> LpmBuild<K> for Radix<K> {
 mod tests {
     use super::*;
     use crate::golden::Golden;
+    use crate::testkit::{
+        edge_tables_v4, edge_tables_v6, probes, routes_and_probes, v4, POOL4, POOL6,
+    };
     use proptest::prelude::*;
-
-    fn v4(a: [u8; 4], len: u8, nh: NextHop) -> Route<u32> {
-        Route::new(Prefix::new_masked(u32::from_be_bytes(a), len), nh)
-    }
-
-    fn v6(a: u128, len: u8, nh: NextHop) -> Route<u128> {
-        Route::new(Prefix::new_masked(a, len), nh)
-    }
-
-    /// Addresses on the edges of every prefix: its first and last address and one step
-    /// outside each, plus the ends of the address space and `extra`.
-    fn probes<K: Key>(routes: &[Route<K>], extra: &[K]) -> Vec<K> {
-        let step = 1u128 << (128 - K::BITS as u32);
-        let mut v = extra.to_vec();
-        v.push(K::ZERO);
-        v.push(K::from_u128_left(u128::MAX));
-        for r in routes {
-            let a = r.prefix.addr().to_u128_left();
-            let len = r.prefix.len();
-            let last = if len >= 128 {
-                a
-            } else {
-                a | (u128::MAX >> len)
-            };
-            for x in [a, last, a.wrapping_sub(step), last.wrapping_add(step)] {
-                v.push(K::from_u128_left(x));
-            }
-        }
-        v
-    }
 
     fn check<K: Key>(routes: &[Route<K>], addrs: &[K]) {
         let golden = Golden::build(routes, &()).unwrap();
@@ -409,116 +382,17 @@ mod tests {
 
     #[test]
     fn v4_edge_tables() {
-        let tables: Vec<Vec<Route<u32>>> = vec![
-            vec![v4([0, 0, 0, 0], 0, 7)],
-            vec![v4([0, 0, 0, 0], 1, 1), v4([128, 0, 0, 0], 1, 2)],
-            vec![v4([128, 0, 0, 0], 1, 2)],
-            vec![v4([10, 0, 0, 0], 31, 1), v4([10, 0, 0, 2], 31, 2)],
-            vec![v4([10, 0, 0, 0], 32, 1), v4([10, 0, 0, 1], 32, 2)],
-            vec![
-                v4([0, 0, 0, 0], 32, 1),
-                v4([255, 255, 255, 255], 32, 2),
-                v4([255, 255, 255, 254], 31, 3),
-                v4([0, 0, 0, 0], 31, 4),
-            ],
-            vec![
-                v4([0, 0, 0, 0], 0, 1),
-                v4([10, 0, 0, 0], 8, 2),
-                v4([10, 0, 0, 0], 16, 3),
-                v4([10, 0, 0, 0], 24, 4),
-                v4([10, 0, 0, 0], 31, 5),
-                v4([10, 0, 0, 0], 32, 6),
-                v4([10, 0, 0, 1], 32, 7),
-                v4([10, 0, 0, 128], 25, 8),
-                v4([10, 0, 1, 0], 24, 9),
-            ],
-            vec![
-                v4([10, 0, 0, 0], 8, 1),
-                v4([10, 0, 0, 0], 8, 2),
-                v4([10, 1, 0, 0], 16, 3),
-                v4([10, 1, 0, 0], 16, 0),
-            ],
-            (0..=32)
-                .map(|l| v4([0xa5, 0x5a, 0xc3, 0x3c], l, 1 + l as u32))
-                .collect(),
-            (0..256)
-                .map(|i| v4([192, 168, i as u8, 0], 24, 1 + i))
-                .collect(),
-        ];
-        for routes in &tables {
-            check(
-                routes,
-                &probes(routes, &[0x0a00_0001, 0x7fff_ffff, 0x8000_0000]),
-            );
+        for (routes, addrs) in edge_tables_v4() {
+            check(&routes, &addrs);
         }
     }
 
     #[test]
     fn v6_edge_tables() {
-        let top = u128::MAX;
-        let doc = 0x2001_0db8u128 << 96;
-        let tables: Vec<Vec<Route<u128>>> = vec![
-            vec![v6(0, 0, 7)],
-            vec![v6(0, 1, 1), v6(1 << 127, 1, 2)],
-            vec![v6(0, 127, 1), v6(2, 127, 2), v6(1, 128, 3)],
-            vec![
-                v6(top, 128, 1),
-                v6(top - 1, 127, 2),
-                v6(top, 120, 3),
-                v6(0, 128, 4),
-            ],
-            vec![
-                v6(0, 0, 1),
-                v6(doc, 32, 2),
-                v6(doc, 48, 3),
-                v6(doc, 64, 4),
-                v6(doc, 127, 5),
-                v6(doc, 128, 6),
-                v6(doc | 1, 128, 7),
-                v6(doc | (1 << 64), 64, 8),
-            ],
-            (0..=128).map(|l| v6(top / 3, l, 1 + l as u32)).collect(),
-        ];
-        for routes in &tables {
-            check(
-                routes,
-                &probes(routes, &[doc | 0xffff, 1 << 127, (1 << 127) - 1]),
-            );
+        for (routes, addrs) in edge_tables_v6() {
+            check(&routes, &addrs);
         }
     }
-
-    fn routes_and_probes<K: Key + Arbitrary>(
-        pool: &'static [K],
-    ) -> impl Strategy<Value = (Vec<Route<K>>, Vec<K>)> {
-        let route = (
-            0..pool.len() + 2,
-            any::<K>(),
-            0..=K::BITS as u32,
-            0..=K::BITS,
-            0u32..200,
-        );
-        (
-            prop::collection::vec(route, 0..160),
-            prop::collection::vec(any::<K>(), 0..64),
-        )
-            .prop_map(move |(raw, extra)| {
-                let routes: Vec<Route<K>> = raw
-                    .into_iter()
-                    .map(|(p, noise, shift, len, nh)| {
-                        // Most prefixes start from a few bases, so they nest and touch.
-                        let base = pool.get(p).map_or(0, |b| b.to_u128_left());
-                        let noise = noise.to_u128_left().checked_shr(shift).unwrap_or(0);
-                        let addr = K::from_u128_left(base ^ noise);
-                        Route::new(Prefix::new_masked(addr, len), nh)
-                    })
-                    .collect();
-                let addrs = probes(&routes, &extra);
-                (routes, addrs)
-            })
-    }
-
-    const POOL4: &[u32] = &[0, 0x0a00_0000, 0xc0a8_0000, 0xffff_ffff];
-    const POOL6: &[u128] = &[0, 0x2001_0db8 << 96, 0xfe80 << 112, u128::MAX];
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]

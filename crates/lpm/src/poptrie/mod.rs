@@ -77,7 +77,7 @@ mod avx512;
 
 use crate::key::Key;
 use crate::prefix::{canonicalize, NextHop, Route};
-use crate::{BuildError, Lpm, LpmBuild};
+use crate::{prefetch, BuildError, Lpm, LpmBuild};
 
 /// Bits consumed per trie level (64-ary nodes).
 const STRIDE: u8 = 6;
@@ -168,17 +168,6 @@ pub fn simd_available() -> bool {
     {
         false
     }
-}
-
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint; it never faults, whatever the address.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// Ones at bit positions `0..=v`.
@@ -646,4 +635,64 @@ fn paint<K: Key>(routes: &[Route<K>], off: u8, default: u16) -> ([u16; 64], u64)
         }
     }
     (slots, vector)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{
+        check_against_golden, check_edge_tables, routes_and_probes, POOL4, POOL6,
+    };
+    use proptest::prelude::*;
+
+    fn both_paths<K: Key>(routes: &[Route<K>], addrs: &[K]) {
+        for ds in [0u8, 6, 16, 18] {
+            let mut p = Poptrie::build(routes, &PoptrieConfig { direct_bits: ds }).unwrap();
+            check_against_golden(&p, routes, addrs, &format!("s={ds}"));
+            p.set_simd(false);
+            check_against_golden(&p, routes, addrs, &format!("s={ds}, scalar"));
+        }
+    }
+
+    #[test]
+    fn edge_tables_match_golden_for_every_direct_width() {
+        for ds in [0u8, 1, 6, 16, 18, 24] {
+            let cfg = PoptrieConfig { direct_bits: ds };
+            check_edge_tables(
+                |r| Poptrie::build(r, &cfg).unwrap(),
+                |r| Poptrie::build(r, &cfg).unwrap(),
+            );
+            let scalar = |r: &[Route<u32>]| {
+                let mut p = Poptrie::build(r, &cfg).unwrap();
+                p.set_simd(false);
+                p
+            };
+            let scalar6 = |r: &[Route<u128>]| {
+                let mut p = Poptrie::build(r, &cfg).unwrap();
+                p.set_simd(false);
+                p
+            };
+            check_edge_tables(scalar, scalar6);
+        }
+    }
+
+    #[test]
+    fn rejects_direct_widths_out_of_range() {
+        assert!(Poptrie::<u32>::build(&[], &PoptrieConfig { direct_bits: 25 }).is_err());
+        assert!(Poptrie::<u32>::build(&[], &PoptrieConfig { direct_bits: 32 }).is_err());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn v4_random_tables_match_golden((routes, addrs) in routes_and_probes(POOL4)) {
+            both_paths(&routes, &addrs);
+        }
+
+        #[test]
+        fn v6_random_tables_match_golden((routes, addrs) in routes_and_probes(POOL6)) {
+            both_paths(&routes, &addrs);
+        }
+    }
 }

@@ -1,0 +1,192 @@
+//! Tables and address sets shared by the engines' unit tests: the edge cases every engine must
+//! answer like the golden reference, random nested tables, and the addresses that probe them.
+
+use crate::golden::Golden;
+use crate::{Key, Lpm, LpmBuild, NextHop, Prefix, Route, NO_ROUTE};
+use proptest::prelude::*;
+
+pub(crate) fn v4(a: [u8; 4], len: u8, nh: NextHop) -> Route<u32> {
+    Route::new(Prefix::new_masked(u32::from_be_bytes(a), len), nh)
+}
+
+pub(crate) fn v6(a: u128, len: u8, nh: NextHop) -> Route<u128> {
+    Route::new(Prefix::new_masked(a, len), nh)
+}
+
+/// Addresses on the edges of every prefix: its first and last address and one step outside
+/// each, plus the ends of the address space and `extra`.
+pub(crate) fn probes<K: Key>(routes: &[Route<K>], extra: &[K]) -> Vec<K> {
+    let step = 1u128 << (128 - K::BITS as u32);
+    let mut v = extra.to_vec();
+    v.push(K::ZERO);
+    v.push(K::from_u128_left(u128::MAX));
+    for r in routes {
+        let a = r.prefix.addr().to_u128_left();
+        let len = r.prefix.len();
+        let last = if len >= 128 {
+            a
+        } else {
+            a | (u128::MAX >> len)
+        };
+        for x in [a, last, a.wrapping_sub(step), last.wrapping_add(step)] {
+            v.push(K::from_u128_left(x));
+        }
+    }
+    v
+}
+
+/// IPv4 tables that break engines: /0 alone, /1 halves, /31 and /32 neighbours, both ends of
+/// the space, a deep nest, repeats and withdrawals, every length at one address, a dense /16.
+pub(crate) fn edge_tables_v4() -> Vec<(Vec<Route<u32>>, Vec<u32>)> {
+    let tables: Vec<Vec<Route<u32>>> = vec![
+        vec![v4([0, 0, 0, 0], 0, 7)],
+        vec![v4([0, 0, 0, 0], 1, 1), v4([128, 0, 0, 0], 1, 2)],
+        vec![v4([128, 0, 0, 0], 1, 2)],
+        vec![v4([10, 0, 0, 0], 31, 1), v4([10, 0, 0, 2], 31, 2)],
+        vec![v4([10, 0, 0, 0], 32, 1), v4([10, 0, 0, 1], 32, 2)],
+        vec![
+            v4([0, 0, 0, 0], 32, 1),
+            v4([255, 255, 255, 255], 32, 2),
+            v4([255, 255, 255, 254], 31, 3),
+            v4([0, 0, 0, 0], 31, 4),
+        ],
+        vec![
+            v4([0, 0, 0, 0], 0, 1),
+            v4([10, 0, 0, 0], 8, 2),
+            v4([10, 0, 0, 0], 16, 3),
+            v4([10, 0, 0, 0], 24, 4),
+            v4([10, 0, 0, 0], 31, 5),
+            v4([10, 0, 0, 0], 32, 6),
+            v4([10, 0, 0, 1], 32, 7),
+            v4([10, 0, 0, 128], 25, 8),
+            v4([10, 0, 1, 0], 24, 9),
+        ],
+        // Repeats and withdrawals: the last word wins.
+        vec![
+            v4([10, 0, 0, 0], 8, 1),
+            v4([10, 0, 0, 0], 8, 2),
+            v4([10, 1, 0, 0], 16, 3),
+            v4([10, 1, 0, 0], 16, 0),
+        ],
+        (0..=32)
+            .map(|l| v4([0xa5, 0x5a, 0xc3, 0x3c], l, 1 + l as u32))
+            .collect(),
+        (0..256)
+            .map(|i| v4([192, 168, i as u8, 0], 24, 1 + i))
+            .collect(),
+    ];
+    let extra = [0x0a00_0001, 0x7fff_ffff, 0x8000_0000];
+    tables
+        .into_iter()
+        .map(|t| {
+            let p = probes(&t, &extra);
+            (t, p)
+        })
+        .collect()
+}
+
+/// IPv6 tables that break engines: /0, /1 halves, /127 and /128 at both ends of the space
+/// (strides that run past the last bit), a deep nest, every length at one address.
+pub(crate) fn edge_tables_v6() -> Vec<(Vec<Route<u128>>, Vec<u128>)> {
+    let top = u128::MAX;
+    let doc = 0x2001_0db8u128 << 96;
+    let tables: Vec<Vec<Route<u128>>> = vec![
+        vec![v6(0, 0, 7)],
+        vec![v6(0, 1, 1), v6(1 << 127, 1, 2)],
+        vec![v6(0, 127, 1), v6(2, 127, 2), v6(1, 128, 3)],
+        vec![
+            v6(top, 128, 1),
+            v6(top - 1, 127, 2),
+            v6(top, 120, 3),
+            v6(0, 128, 4),
+        ],
+        vec![
+            v6(0, 0, 1),
+            v6(doc, 32, 2),
+            v6(doc, 48, 3),
+            v6(doc, 64, 4),
+            v6(doc, 127, 5),
+            v6(doc, 128, 6),
+            v6(doc | 1, 128, 7),
+            v6(doc | (1 << 64), 64, 8),
+        ],
+        (0..=128).map(|l| v6(top / 3, l, 1 + l as u32)).collect(),
+    ];
+    let extra = [doc | 0xffff, 1 << 127, (1 << 127) - 1];
+    tables
+        .into_iter()
+        .map(|t| {
+            let p = probes(&t, &extra);
+            (t, p)
+        })
+        .collect()
+}
+
+/// Checks `e` against the golden reference on `addrs`, single and bulk lookups; returns the
+/// golden table for further checks.
+pub(crate) fn check_against_golden<K: Key>(
+    e: &dyn Lpm<K>,
+    routes: &[Route<K>],
+    addrs: &[K],
+    what: &str,
+) -> Golden<K> {
+    let golden = Golden::build(routes, &()).unwrap();
+    let want: Vec<NextHop> = addrs.iter().map(|&a| golden.lookup(a)).collect();
+    for (&a, &w) in addrs.iter().zip(&want) {
+        assert_eq!(e.lookup(a), w, "lookup {a:?} with {what}");
+    }
+    let mut out = vec![NO_ROUTE; addrs.len()];
+    e.lookup_bulk(addrs, &mut out);
+    assert_eq!(out, want, "bulk with {what}");
+    golden
+}
+
+/// Random tables whose prefixes mostly start from a few bases in `pool`, so that they nest and
+/// touch, with their edge addresses and some random ones.
+pub(crate) fn routes_and_probes<K: Key + Arbitrary>(
+    pool: &'static [K],
+) -> impl Strategy<Value = (Vec<Route<K>>, Vec<K>)> {
+    let route = (
+        0..pool.len() + 2,
+        any::<K>(),
+        0..=K::BITS as u32,
+        0..=K::BITS,
+        0u32..200,
+    );
+    (
+        prop::collection::vec(route, 0..160),
+        prop::collection::vec(any::<K>(), 0..64),
+    )
+        .prop_map(move |(raw, extra)| {
+            let routes: Vec<Route<K>> = raw
+                .into_iter()
+                .map(|(p, noise, shift, len, nh)| {
+                    let base = pool.get(p).map_or(0, |b| b.to_u128_left());
+                    let noise = noise.to_u128_left().checked_shr(shift).unwrap_or(0);
+                    let addr = K::from_u128_left(base ^ noise);
+                    Route::new(Prefix::new_masked(addr, len), nh)
+                })
+                .collect();
+            let addrs = probes(&routes, &extra);
+            (routes, addrs)
+        })
+}
+
+pub(crate) const POOL4: &[u32] = &[0, 0x0a00_0000, 0xc0a8_0000, 0xffff_ffff];
+pub(crate) const POOL6: &[u128] = &[0, 0x2001_0db8 << 96, 0xfe80 << 112, u128::MAX];
+
+/// Every edge table of both families through `build`, checked against golden.
+pub(crate) fn check_edge_tables<E4, E6>(
+    build4: impl Fn(&[Route<u32>]) -> E4,
+    build6: impl Fn(&[Route<u128>]) -> E6,
+) where
+    E4: Lpm<u32>,
+    E6: Lpm<u128>,
+{
+    for (routes, addrs) in edge_tables_v4() {
+        check_against_golden(&build4(&routes), &routes, &addrs, "v4 edge table");
+    }
+    for (routes, addrs) in edge_tables_v6() {
+        check_against_golden(&build6(&routes), &routes, &addrs, "v6 edge table");
+    }
+}
