@@ -26,17 +26,16 @@ pub struct LookupArgs {
 pub fn run(a: &LookupArgs) -> Result<(), String> {
     let t = tables::load(&a.table, a.skip_bad)?;
     let e4 = engines::build_v4(&a.backend, &t.v4).map_err(|e| format!("{}: {e}", a.backend))?;
-    // DIR-24-8 has no IPv6 form; IPv6 addresses then go to Poptrie, which is said once.
-    let e6 = match engines::build_v6(&a.backend, &t.v6) {
-        Ok(e) => e,
-        Err(_) => {
-            eprintln!(
-                "vfsr: {} serves IPv4 only; IPv6 lookups use poptrie",
-                a.backend
-            );
-            engines::build_v6("poptrie", &t.v6)?
+    // DIR-24-8 has no IPv6 form: IPv6 addresses then go to Poptrie, said once when it matters.
+    let v6_backend = if a.backend == "dir24" {
+        if !t.v6.is_empty() {
+            eprintln!("vfsr: dir24 serves IPv4 only; IPv6 lookups use poptrie");
         }
+        "poptrie"
+    } else {
+        a.backend.as_str()
     };
+    let e6 = engines::build_v6(v6_backend, &t.v6).map_err(|e| format!("{v6_backend}: {e}"))?;
     // The engines return next hops only; the radix tree also knows which prefix matched.
     let x4 = Radix::build(&t.v4, &()).map_err(|e| e.to_string())?;
     let x6 = Radix::build(&t.v6, &()).map_err(|e| e.to_string())?;
