@@ -56,6 +56,7 @@
 
 use super::PeerError;
 use std::ffi::{c_char, c_int, c_uint, CStr, CString};
+use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::OnceLock;
 use vfsr_lpm::{canonicalize, Key, Lpm, NextHop, Prefix, Route, NO_ROUTE};
@@ -84,18 +85,24 @@ const TBL24_ENTRIES: usize = 1 << 24;
 const TBL8_ENTRIES: usize = 256;
 const ENOSPC: c_int = 28;
 
-#[repr(C)]
-struct RteLpmT {
-    _opaque: [u8; 0],
+/// DPDK's opaque table types. They are `pub` inside this private module so that [`FibKey`]
+/// can name them without exporting them.
+mod sys {
+    #[repr(C)]
+    pub struct RteLpmT {
+        _opaque: [u8; 0],
+    }
+    #[repr(C)]
+    pub struct RteFibT {
+        _opaque: [u8; 0],
+    }
+    #[repr(C)]
+    pub struct RteFib6T {
+        _opaque: [u8; 0],
+    }
 }
-#[repr(C)]
-struct RteFibT {
-    _opaque: [u8; 0],
-}
-#[repr(C)]
-struct RteFib6T {
-    _opaque: [u8; 0],
-}
+
+use sys::{RteFib6T, RteFibT, RteLpmT};
 
 extern "C" {
     fn rte_eal_init(argc: c_int, argv: *mut *mut c_char) -> c_int;
@@ -364,6 +371,46 @@ fn route_count(peer: &'static str, n: usize) -> Result<c_int, PeerError> {
         .map_err(|_| PeerError::build(peer, format!("{n} routes are more than DPDK can hold")))
 }
 
+/// Creates a table with `tbl8s` groups and adds `routes` to it in order. When DPDK runs out of
+/// groups (`ENOSPC`) on the first attempt, that table is dropped and the whole build is done
+/// again with twice as many. `create` gets the group count and whether this is the second
+/// attempt; `add` returns DPDK's status for one route, and `add_fn` names it in errors.
+fn build_retrying<K: Key, T>(
+    peer: &'static str,
+    add_fn: &str,
+    routes: &[Route<K>],
+    mut tbl8s: u32,
+    mut create: impl FnMut(u32, bool) -> Result<T, PeerError>,
+    mut add: impl FnMut(&T, &Route<K>) -> c_int,
+) -> Result<T, PeerError>
+where
+    Prefix<K>: fmt::Display,
+{
+    for attempt in 0..2 {
+        let table = create(tbl8s, attempt > 0)?;
+        let failed = routes
+            .iter()
+            .map(|r| (add(&table, r), r))
+            .find(|&(rc, _)| rc < 0);
+        match failed {
+            None => return Ok(table),
+            Some((rc, _)) if -rc == ENOSPC && attempt == 0 => tbl8s = tbl8s.saturating_mul(2),
+            Some((rc, r)) => {
+                return Err(PeerError::build(
+                    peer,
+                    format!(
+                        "{add_fn}({}, {}) failed: {}",
+                        r.prefix,
+                        r.nexthop,
+                        strerror(rc)
+                    ),
+                ))
+            }
+        }
+    }
+    Err(PeerError::build(peer, "out of tbl8 groups"))
+}
+
 // ---- rte_lpm -----------------------------------------------------------------------------
 
 /// DPDK's `rte_lpm` (IPv4 DIR-24-8, 4-byte entries, 24-bit next hops). Bulk lookups are
@@ -410,8 +457,8 @@ impl RteLpm {
             ));
         }
         let max_rules = route_count(LPM_NAME, routes.len())? as u32;
-        let mut tbl8s = (v4_tbl8_groups(&routes) + spare).max(1);
-        for attempt in 0..2 {
+        let tbl8s = (v4_tbl8_groups(&routes) + spare).max(1);
+        let create = |tbl8s: u32, resized: bool| {
             let name = unique_name();
             // SAFETY: name is a valid C string; the config values are in range.
             let lpm = unsafe { vfsr_lpm_create(name.as_ptr(), max_rules, tbl8s) };
@@ -424,37 +471,17 @@ impl RteLpm {
                     ),
                 ));
             }
-            let table = RteLpm {
+            Ok(RteLpm {
                 lpm,
                 tbl8s,
-                resized: attempt > 0,
-            };
-            let mut failed = None;
-            for r in &routes {
-                // SAFETY: lpm is live; depth is 1..=32 (see lpm_routes).
-                let rc = unsafe { rte_lpm_add(lpm, r.prefix.addr(), r.prefix.len(), r.nexthop) };
-                if rc < 0 {
-                    failed = Some((rc, *r));
-                    break;
-                }
-            }
-            match failed {
-                None => return Ok(table),
-                Some((rc, _)) if -rc == ENOSPC && attempt == 0 => tbl8s = tbl8s.saturating_mul(2),
-                Some((rc, r)) => {
-                    return Err(PeerError::build(
-                        LPM_NAME,
-                        format!(
-                            "rte_lpm_add({}, {}) failed: {}",
-                            r.prefix,
-                            r.nexthop,
-                            strerror(rc)
-                        ),
-                    ))
-                }
-            }
-        }
-        Err(PeerError::build(LPM_NAME, "out of tbl8 groups"))
+                resized,
+            })
+        };
+        // SAFETY: the table is live; depth is 1..=32 (see lpm_routes).
+        let add = |t: &RteLpm, r: &Route<u32>| unsafe {
+            rte_lpm_add(t.lpm, r.prefix.addr(), r.prefix.len(), r.nexthop)
+        };
+        build_retrying(LPM_NAME, "rte_lpm_add", &routes, tbl8s, create, add)
     }
 
     /// Configured tbl8 groups.
@@ -507,186 +534,88 @@ impl Lpm<u32> for RteLpm {
     }
 }
 
-// ---- rte_fib (IPv4) ----------------------------------------------------------------------
+// ---- rte_fib (IPv4) and rte_fib6 (IPv6) --------------------------------------------------
 
-/// DPDK's `rte_fib` with the DIR24_8 data plane. [`RteFib::build`] selects the scalar lookup
-/// (`RTE_FIB_LOOKUP_DIR24_8_SCALAR_MACRO`, what DPDK picks when vector units may not be used),
-/// [`RteFib::build_avx512`] the AVX-512 one (`RTE_FIB_LOOKUP_DIR24_8_VECTOR_AVX512`). Lookups
-/// go through `rte_fib_lookup_bulk` in batches of 128 whose 8-byte results are narrowed to
-/// [`NextHop`].
-///
-/// `memory_bytes` is an estimate from the configuration: tbl24 (2^24 entries), every configured
-/// tbl8 group plus DPDK's spare one (256 entries each), at 2 or 4 bytes per entry, and the
-/// group bitmap; the RIB behind the FIB is not counted.
-pub struct RteFib {
-    fib: *mut RteFibT,
+mod private {
+    pub trait Sealed {}
+    impl Sealed for u32 {}
+    impl Sealed for u128 {}
+}
+
+/// What sets `rte_fib` (IPv4, DIR24_8) and `rte_fib6` (IPv6, TRIE) apart: names, DPDK calls
+/// and table layout (sealed: implemented for `u32` and `u128`).
+pub trait FibKey: Key + private::Sealed {
+    /// DPDK's opaque table type.
+    #[doc(hidden)]
+    type Raw;
+    /// Report name with the scalar lookup.
+    #[doc(hidden)]
+    const NAME: &'static str;
+    /// Report name with the AVX-512 lookup.
+    #[doc(hidden)]
+    const AVX512_NAME: &'static str;
+    /// Whether the AVX-512 lookup needs AVX-512 BW besides F and DQ.
+    #[doc(hidden)]
+    const AVX512_NEEDS_BW: bool;
+    /// DPDK's name of the AVX-512 lookup.
+    #[doc(hidden)]
+    const AVX512_LOOKUP: &'static str;
+    /// The create call and data plane, as errors name them.
+    #[doc(hidden)]
+    const CREATE_FN: &'static str;
+    #[doc(hidden)]
+    const PLANE: &'static str;
+    /// The add call, as errors name it.
+    #[doc(hidden)]
+    const ADD_FN: &'static str;
+
+    /// The tbl8 groups the canonical `routes` need, spares not included.
+    #[doc(hidden)]
+    fn tbl8_need(routes: &[Route<Self>]) -> u32;
+    /// Creates an empty FIB (null on failure, with `rte_errno` set).
+    #[doc(hidden)]
+    fn create(name: &CStr, max_routes: c_int, tbl8s: u32, entry_bytes: u32) -> *mut Self::Raw;
+    /// Selects the scalar or the AVX-512 lookup; DPDK's status.
+    #[doc(hidden)]
+    fn select(fib: &Fib<Self>, avx512: bool) -> c_int;
+    /// Adds one route; DPDK's status.
+    #[doc(hidden)]
+    fn add(fib: &Fib<Self>, r: &Route<Self>) -> c_int;
+    /// Looks up `addrs` in batches of [`CHUNK`].
+    #[doc(hidden)]
+    fn lookup_bulk(fib: &Fib<Self>, addrs: &[Self], out: &mut [NextHop]);
+    /// The estimate behind [`Lpm::memory_bytes`].
+    #[doc(hidden)]
+    fn memory_bytes(entry_bytes: usize, tbl8s: usize) -> usize;
+    /// # Safety
+    ///
+    /// `fib` comes from [`FibKey::create`], is not null and is not used afterwards.
+    #[doc(hidden)]
+    unsafe fn free(fib: *mut Self::Raw);
+}
+
+/// DPDK's `rte_fib` or `rte_fib6`, by address family: see [`RteFib`] and [`RteFib6`].
+pub struct Fib<K: FibKey> {
+    fib: *mut K::Raw,
     name: &'static str,
     entry_bytes: u32,
     tbl8s: u32,
     resized: bool,
 }
 
-// SAFETY: see RteLpm.
-unsafe impl Send for RteFib {}
-unsafe impl Sync for RteFib {}
-
-impl Drop for RteFib {
-    fn drop(&mut self) {
-        // SAFETY: created by rte_fib_create, freed only here.
-        unsafe { rte_fib_free(self.fib) }
-    }
-}
-
-impl RteFib {
-    /// Builds the FIB with the scalar lookup (starts the EAL if needed).
-    pub fn build(routes: &[Route<u32>]) -> Result<Self, PeerError> {
-        eal().map_err(|e| PeerError::unavailable(FIB_NAME, e))?;
-        Self::build_with(routes, FIB_NAME, false, SPARE_TBL8)
-    }
-
-    /// Builds the FIB with DPDK's AVX-512 lookup. Fails with
-    /// [`super::PeerErrorKind::Unavailable`] when the CPU, the SIMD limit or this DPDK build
-    /// does not allow selecting it; that is checked before any route is added.
-    pub fn build_avx512(routes: &[Route<u32>]) -> Result<Self, PeerError> {
-        avx512_precheck(false).map_err(|e| PeerError::unavailable(FIB_AVX512_NAME, e))?;
-        Self::build_with(routes, FIB_AVX512_NAME, true, SPARE_TBL8)
-    }
-
-    fn build_with(
-        routes: &[Route<u32>],
-        peer: &'static str,
-        avx512: bool,
-        spare: u32,
-    ) -> Result<Self, PeerError> {
-        let routes = canonicalize(routes);
-        let max_nh = max_nexthop(&routes);
-        let max_routes = route_count(peer, routes.len())?;
-        let mut tbl8s = (v4_tbl8_groups(&routes) + spare).max(1);
-        for attempt in 0..2 {
-            let entry_bytes = fib_entry_bytes(peer, max_nh, tbl8s)?;
-            let name = unique_name();
-            // SAFETY: name is a valid C string; the config values are in range.
-            let fib = unsafe { vfsr_fib_create(name.as_ptr(), max_routes, tbl8s, entry_bytes) };
-            if fib.is_null() {
-                return Err(PeerError::build(
-                    peer,
-                    format!(
-                        "rte_fib_create(DIR24_8, {max_routes} routes, {tbl8s} tbl8s, \
-                         {entry_bytes}-byte entries) failed: {}",
-                        last_error()
-                    ),
-                ));
-            }
-            let table = RteFib {
-                fib,
-                name: peer,
-                entry_bytes,
-                tbl8s,
-                resized: attempt > 0,
-            };
-            // SAFETY: fib is live.
-            let rc = unsafe { vfsr_fib_select(fib, avx512 as c_int) };
-            if rc < 0 {
-                let what = if avx512 {
-                    "the AVX-512 lookup (RTE_FIB_LOOKUP_DIR24_8_VECTOR_AVX512) cannot be \
-                     selected: this DPDK build lacks it"
-                } else {
-                    "the scalar lookup cannot be selected"
-                };
-                return Err(PeerError::unavailable(
-                    peer,
-                    format!("{what} ({})", strerror(rc)),
-                ));
-            }
-            let mut failed = None;
-            for r in &routes {
-                // SAFETY: fib is live; depth is at most 32.
-                let rc = unsafe {
-                    rte_fib_add(fib, r.prefix.addr(), r.prefix.len(), u64::from(r.nexthop))
-                };
-                if rc < 0 {
-                    failed = Some((rc, *r));
-                    break;
-                }
-            }
-            match failed {
-                None => return Ok(table),
-                Some((rc, _)) if -rc == ENOSPC && attempt == 0 => tbl8s = tbl8s.saturating_mul(2),
-                Some((rc, r)) => {
-                    return Err(PeerError::build(
-                        peer,
-                        format!(
-                            "rte_fib_add({}, {}) failed: {}",
-                            r.prefix,
-                            r.nexthop,
-                            strerror(rc)
-                        ),
-                    ))
-                }
-            }
-        }
-        Err(PeerError::build(peer, "out of tbl8 groups"))
-    }
-
-    /// Bytes per table entry (2 or 4).
-    pub fn entry_bytes(&self) -> u32 {
-        self.entry_bytes
-    }
-
-    /// Configured tbl8 groups.
-    pub fn tbl8_groups(&self) -> u32 {
-        self.tbl8s
-    }
-
-    /// Whether the computed tbl8 group count fell short and the table was built a second time
-    /// with twice as many (the build time then includes both attempts).
-    pub fn resized(&self) -> bool {
-        self.resized
-    }
-}
-
-impl Lpm<u32> for RteFib {
-    fn lookup(&self, addr: u32) -> NextHop {
-        let mut out = [NO_ROUTE];
-        self.lookup_bulk(&[addr], &mut out);
-        out[0]
-    }
-
-    fn lookup_bulk(&self, addrs: &[u32], out: &mut [NextHop]) {
-        let mut nh = [0u64; CHUNK];
-        for (a, o) in addrs.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
-            let n = a.len().min(o.len());
-            // SAFETY: fib is live; DPDK reads n addresses (it does not write through `ips`,
-            // the pointer is only non-const in the prototype) and writes n next hops.
-            unsafe {
-                rte_fib_lookup_bulk(
-                    self.fib,
-                    a.as_ptr() as *mut u32,
-                    nh.as_mut_ptr(),
-                    n as c_int,
-                )
-            };
-            for (d, s) in o[..n].iter_mut().zip(&nh[..n]) {
-                *d = *s as NextHop;
-            }
-        }
-    }
-
-    fn memory_bytes(&self) -> usize {
-        let e = self.entry_bytes as usize;
-        let groups = (self.tbl8s as usize).div_ceil(64) * 64;
-        TBL24_ENTRIES * e + (groups + 1) * TBL8_ENTRIES * e + groups / 8
-    }
-
-    fn name(&self) -> &'static str {
-        self.name
-    }
-}
-
-// ---- rte_fib6 (IPv6) ---------------------------------------------------------------------
+/// DPDK's `rte_fib` with the DIR24_8 data plane. [`Fib::build`] selects the scalar lookup
+/// (`RTE_FIB_LOOKUP_DIR24_8_SCALAR_MACRO`, what DPDK picks when vector units may not be used),
+/// [`Fib::build_avx512`] the AVX-512 one (`RTE_FIB_LOOKUP_DIR24_8_VECTOR_AVX512`). Lookups go
+/// through `rte_fib_lookup_bulk` in batches of 128 whose 8-byte results are narrowed to
+/// [`NextHop`].
+///
+/// `memory_bytes` is an estimate from the configuration: tbl24 (2^24 entries), every configured
+/// tbl8 group plus DPDK's spare one (256 entries each), at 2 or 4 bytes per entry, and the
+/// group bitmap; the RIB behind the FIB is not counted.
+pub type RteFib = Fib<u32>;
 
 /// DPDK's `rte_fib6` with the TRIE data plane (a 24-bit first level, then 8-bit tbl8 levels).
-/// [`RteFib6::build`] selects `RTE_FIB6_LOOKUP_TRIE_SCALAR`, [`RteFib6::build_avx512`]
+/// [`Fib::build`] selects `RTE_FIB6_LOOKUP_TRIE_SCALAR`, [`Fib::build_avx512`]
 /// `RTE_FIB6_LOOKUP_TRIE_VECTOR_AVX512`. Lookups go through `rte_fib6_lookup_bulk` in batches
 /// of 128; the addresses are written out in network byte order first (DPDK takes IPv6
 /// addresses as byte arrays), which is part of the measured cost.
@@ -694,40 +623,40 @@ impl Lpm<u32> for RteFib {
 /// `memory_bytes` is an estimate from the configuration: tbl24 (2^24 entries), every configured
 /// tbl8 group plus DPDK's spare one (256 entries each) at 2 or 4 bytes per entry, and the group
 /// pool (4 bytes per group); the RIB behind the FIB is not counted.
-pub struct RteFib6 {
-    fib: *mut RteFib6T,
-    name: &'static str,
-    entry_bytes: u32,
-    tbl8s: u32,
-    resized: bool,
-}
+pub type RteFib6 = Fib<u128>;
 
 // SAFETY: see RteLpm.
-unsafe impl Send for RteFib6 {}
-unsafe impl Sync for RteFib6 {}
+unsafe impl<K: FibKey> Send for Fib<K> {}
+unsafe impl<K: FibKey> Sync for Fib<K> {}
 
-impl Drop for RteFib6 {
+impl<K: FibKey> Drop for Fib<K> {
     fn drop(&mut self) {
-        // SAFETY: created by rte_fib6_create, freed only here.
-        unsafe { rte_fib6_free(self.fib) }
+        // SAFETY: created by K::create (never null here), freed only here.
+        unsafe { K::free(self.fib) }
     }
 }
 
-impl RteFib6 {
+impl<K: FibKey> Fib<K>
+where
+    Prefix<K>: fmt::Display,
+{
     /// Builds the FIB with the scalar lookup (starts the EAL if needed).
-    pub fn build(routes: &[Route<u128>]) -> Result<Self, PeerError> {
-        eal().map_err(|e| PeerError::unavailable(FIB6_NAME, e))?;
-        Self::build_with(routes, FIB6_NAME, false, SPARE_TBL8)
+    pub fn build(routes: &[Route<K>]) -> Result<Self, PeerError> {
+        eal().map_err(|e| PeerError::unavailable(K::NAME, e))?;
+        Self::build_with(routes, K::NAME, false, SPARE_TBL8)
     }
 
-    /// Builds the FIB with DPDK's AVX-512 lookup; see [`RteFib::build_avx512`].
-    pub fn build_avx512(routes: &[Route<u128>]) -> Result<Self, PeerError> {
-        avx512_precheck(true).map_err(|e| PeerError::unavailable(FIB6_AVX512_NAME, e))?;
-        Self::build_with(routes, FIB6_AVX512_NAME, true, SPARE_TBL8)
+    /// Builds the FIB with DPDK's AVX-512 lookup. Fails with
+    /// [`super::PeerErrorKind::Unavailable`] when the CPU, the SIMD limit or this DPDK build
+    /// does not allow selecting it; that is checked before any route is added.
+    pub fn build_avx512(routes: &[Route<K>]) -> Result<Self, PeerError> {
+        avx512_precheck(K::AVX512_NEEDS_BW)
+            .map_err(|e| PeerError::unavailable(K::AVX512_NAME, e))?;
+        Self::build_with(routes, K::AVX512_NAME, true, SPARE_TBL8)
     }
 
     fn build_with(
-        routes: &[Route<u128>],
+        routes: &[Route<K>],
         peer: &'static str,
         avx512: bool,
         spare: u32,
@@ -735,71 +664,47 @@ impl RteFib6 {
         let routes = canonicalize(routes);
         let max_nh = max_nexthop(&routes);
         let max_routes = route_count(peer, routes.len())?;
-        let mut tbl8s = v6_tbl8_reservation(&routes).saturating_add(spare).max(1);
-        for attempt in 0..2 {
+        let tbl8s = K::tbl8_need(&routes).saturating_add(spare).max(1);
+        let create = |tbl8s: u32, resized: bool| {
             let entry_bytes = fib_entry_bytes(peer, max_nh, tbl8s)?;
-            let name = unique_name();
-            // SAFETY: name is a valid C string; the config values are in range.
-            let fib = unsafe { vfsr_fib6_create(name.as_ptr(), max_routes, tbl8s, entry_bytes) };
+            let fib = K::create(&unique_name(), max_routes, tbl8s, entry_bytes);
             if fib.is_null() {
                 return Err(PeerError::build(
                     peer,
                     format!(
-                        "rte_fib6_create(TRIE, {max_routes} routes, {tbl8s} tbl8s, \
-                         {entry_bytes}-byte entries) failed: {}",
+                        "{}({}, {max_routes} routes, {tbl8s} tbl8s, {entry_bytes}-byte entries) \
+                         failed: {}",
+                        K::CREATE_FN,
+                        K::PLANE,
                         last_error()
                     ),
                 ));
             }
-            let table = RteFib6 {
+            let table = Fib {
                 fib,
                 name: peer,
                 entry_bytes,
                 tbl8s,
-                resized: attempt > 0,
+                resized,
             };
-            // SAFETY: fib is live.
-            let rc = unsafe { vfsr_fib6_select(fib, avx512 as c_int) };
+            let rc = K::select(&table, avx512);
             if rc < 0 {
                 let what = if avx512 {
-                    "the AVX-512 lookup (RTE_FIB6_LOOKUP_TRIE_VECTOR_AVX512) cannot be \
-                     selected: this DPDK build lacks it"
+                    format!(
+                        "the AVX-512 lookup ({}) cannot be selected: this DPDK build lacks it",
+                        K::AVX512_LOOKUP
+                    )
                 } else {
-                    "the scalar lookup cannot be selected"
+                    "the scalar lookup cannot be selected".to_string()
                 };
                 return Err(PeerError::unavailable(
                     peer,
                     format!("{what} ({})", strerror(rc)),
                 ));
             }
-            let mut failed = None;
-            for r in &routes {
-                let ip = r.prefix.addr().to_be_bytes();
-                // SAFETY: fib is live; ip is 16 bytes; depth is at most 128.
-                let rc =
-                    unsafe { rte_fib6_add(fib, ip.as_ptr(), r.prefix.len(), u64::from(r.nexthop)) };
-                if rc < 0 {
-                    failed = Some((rc, *r));
-                    break;
-                }
-            }
-            match failed {
-                None => return Ok(table),
-                Some((rc, _)) if -rc == ENOSPC && attempt == 0 => tbl8s = tbl8s.saturating_mul(2),
-                Some((rc, r)) => {
-                    return Err(PeerError::build(
-                        peer,
-                        format!(
-                            "rte_fib6_add({}, {}) failed: {}",
-                            r.prefix,
-                            r.nexthop,
-                            strerror(rc)
-                        ),
-                    ))
-                }
-            }
-        }
-        Err(PeerError::build(peer, "out of tbl8 groups"))
+            Ok(table)
+        };
+        build_retrying(peer, K::ADD_FN, &routes, tbl8s, create, K::add)
     }
 
     /// Bytes per table entry (2 or 4).
@@ -819,39 +724,156 @@ impl RteFib6 {
     }
 }
 
-impl Lpm<u128> for RteFib6 {
-    fn lookup(&self, addr: u128) -> NextHop {
+impl<K: FibKey> Lpm<K> for Fib<K> {
+    fn lookup(&self, addr: K) -> NextHop {
         let mut out = [NO_ROUTE];
         self.lookup_bulk(&[addr], &mut out);
         out[0]
     }
 
-    fn lookup_bulk(&self, addrs: &[u128], out: &mut [NextHop]) {
-        let mut ips = [[0u8; 16]; CHUNK];
-        let mut nh = [0u64; CHUNK];
-        for (a, o) in addrs.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
-            let n = a.len().min(o.len());
-            for (d, s) in ips.iter_mut().zip(&a[..n]) {
-                *d = s.to_be_bytes();
-            }
-            // SAFETY: fib is live; DPDK reads n addresses and writes n next hops.
-            unsafe {
-                rte_fib6_lookup_bulk(self.fib, ips.as_mut_ptr(), nh.as_mut_ptr(), n as c_int)
-            };
-            for (d, s) in o[..n].iter_mut().zip(&nh[..n]) {
-                *d = *s as NextHop;
-            }
-        }
+    fn lookup_bulk(&self, addrs: &[K], out: &mut [NextHop]) {
+        K::lookup_bulk(self, addrs, out)
     }
 
     fn memory_bytes(&self) -> usize {
-        let e = self.entry_bytes as usize;
-        let groups = self.tbl8s as usize;
-        TBL24_ENTRIES * e + (groups + 1) * TBL8_ENTRIES * e + groups * 4
+        K::memory_bytes(self.entry_bytes as usize, self.tbl8s as usize)
     }
 
     fn name(&self) -> &'static str {
         self.name
+    }
+}
+
+/// Hands `addrs` to `lookup` in chunks of [`CHUNK`], each with room for as many of DPDK's
+/// 8-byte next hops, and narrows those into `out`.
+fn fib_lookup_chunks<A>(
+    addrs: &[A],
+    out: &mut [NextHop],
+    mut lookup: impl FnMut(&[A], &mut [u64]),
+) {
+    let mut nh = [0u64; CHUNK];
+    for (a, o) in addrs.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+        let n = a.len().min(o.len());
+        lookup(&a[..n], &mut nh[..n]);
+        for (d, s) in o[..n].iter_mut().zip(&nh[..n]) {
+            *d = *s as NextHop;
+        }
+    }
+}
+
+impl FibKey for u32 {
+    type Raw = RteFibT;
+    const NAME: &'static str = FIB_NAME;
+    const AVX512_NAME: &'static str = FIB_AVX512_NAME;
+    const AVX512_NEEDS_BW: bool = false;
+    const AVX512_LOOKUP: &'static str = "RTE_FIB_LOOKUP_DIR24_8_VECTOR_AVX512";
+    const CREATE_FN: &'static str = "rte_fib_create";
+    const PLANE: &'static str = "DIR24_8";
+    const ADD_FN: &'static str = "rte_fib_add";
+
+    fn tbl8_need(routes: &[Route<u32>]) -> u32 {
+        v4_tbl8_groups(routes)
+    }
+
+    fn create(name: &CStr, max_routes: c_int, tbl8s: u32, entry_bytes: u32) -> *mut RteFibT {
+        // SAFETY: name is a valid C string; the config values are in range.
+        unsafe { vfsr_fib_create(name.as_ptr(), max_routes, tbl8s, entry_bytes) }
+    }
+
+    fn select(fib: &Fib<u32>, avx512: bool) -> c_int {
+        // SAFETY: fib is live.
+        unsafe { vfsr_fib_select(fib.fib, avx512 as c_int) }
+    }
+
+    fn add(fib: &Fib<u32>, r: &Route<u32>) -> c_int {
+        // SAFETY: fib is live; depth is at most 32.
+        unsafe {
+            rte_fib_add(
+                fib.fib,
+                r.prefix.addr(),
+                r.prefix.len(),
+                u64::from(r.nexthop),
+            )
+        }
+    }
+
+    fn lookup_bulk(fib: &Fib<u32>, addrs: &[u32], out: &mut [NextHop]) {
+        fib_lookup_chunks(addrs, out, |a, nh| {
+            // SAFETY: fib is live; DPDK reads a.len() addresses (it does not write through
+            // `ips`, the pointer is only non-const in the prototype) and writes as many next
+            // hops.
+            unsafe {
+                rte_fib_lookup_bulk(
+                    fib.fib,
+                    a.as_ptr() as *mut u32,
+                    nh.as_mut_ptr(),
+                    a.len() as c_int,
+                )
+            };
+        });
+    }
+
+    fn memory_bytes(entry_bytes: usize, tbl8s: usize) -> usize {
+        let groups = tbl8s.div_ceil(64) * 64;
+        TBL24_ENTRIES * entry_bytes + (groups + 1) * TBL8_ENTRIES * entry_bytes + groups / 8
+    }
+
+    unsafe fn free(fib: *mut RteFibT) {
+        // SAFETY: the caller's promise.
+        unsafe { rte_fib_free(fib) }
+    }
+}
+
+impl FibKey for u128 {
+    type Raw = RteFib6T;
+    const NAME: &'static str = FIB6_NAME;
+    const AVX512_NAME: &'static str = FIB6_AVX512_NAME;
+    const AVX512_NEEDS_BW: bool = true;
+    const AVX512_LOOKUP: &'static str = "RTE_FIB6_LOOKUP_TRIE_VECTOR_AVX512";
+    const CREATE_FN: &'static str = "rte_fib6_create";
+    const PLANE: &'static str = "TRIE";
+    const ADD_FN: &'static str = "rte_fib6_add";
+
+    fn tbl8_need(routes: &[Route<u128>]) -> u32 {
+        v6_tbl8_reservation(routes)
+    }
+
+    fn create(name: &CStr, max_routes: c_int, tbl8s: u32, entry_bytes: u32) -> *mut RteFib6T {
+        // SAFETY: name is a valid C string; the config values are in range.
+        unsafe { vfsr_fib6_create(name.as_ptr(), max_routes, tbl8s, entry_bytes) }
+    }
+
+    fn select(fib: &Fib<u128>, avx512: bool) -> c_int {
+        // SAFETY: fib is live.
+        unsafe { vfsr_fib6_select(fib.fib, avx512 as c_int) }
+    }
+
+    fn add(fib: &Fib<u128>, r: &Route<u128>) -> c_int {
+        let ip = r.prefix.addr().to_be_bytes();
+        // SAFETY: fib is live; ip is 16 bytes; depth is at most 128.
+        unsafe { rte_fib6_add(fib.fib, ip.as_ptr(), r.prefix.len(), u64::from(r.nexthop)) }
+    }
+
+    fn lookup_bulk(fib: &Fib<u128>, addrs: &[u128], out: &mut [NextHop]) {
+        let mut ips = [[0u8; 16]; CHUNK];
+        fib_lookup_chunks(addrs, out, |a, nh| {
+            for (d, s) in ips.iter_mut().zip(a) {
+                *d = s.to_be_bytes();
+            }
+            // SAFETY: fib is live; DPDK reads a.len() addresses and writes as many next hops.
+            unsafe {
+                rte_fib6_lookup_bulk(fib.fib, ips.as_mut_ptr(), nh.as_mut_ptr(), a.len() as c_int)
+            };
+        });
+    }
+
+    fn memory_bytes(entry_bytes: usize, tbl8s: usize) -> usize {
+        TBL24_ENTRIES * entry_bytes + (tbl8s + 1) * TBL8_ENTRIES * entry_bytes + tbl8s * 4
+    }
+
+    unsafe fn free(fib: *mut RteFib6T) {
+        // SAFETY: the caller's promise.
+        unsafe { rte_fib6_free(fib) }
     }
 }
 

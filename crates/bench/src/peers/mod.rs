@@ -118,23 +118,32 @@ fn boxed<K: Key, E: Lpm<K> + 'static>(r: Result<E, PeerError>) -> Result<DynLpm<
     r.map(|e| Box::new(e) as DynLpm<K>)
 }
 
+/// The peers written in Rust, which serve both families, in report order.
+fn rust_peers<K>() -> Vec<Peer<K>>
+where
+    K: ipnt::IpntKey + rotonda::RotondaKey,
+    (K, u8): prefix_trie::Prefix<R = K>,
+{
+    vec![
+        Peer {
+            name: ptrie::NAME,
+            build: |r| boxed(PrefixTriePeer::build(r)),
+        },
+        Peer {
+            name: ipnt::NAME,
+            build: |r| boxed(IpNetworkTablePeer::build(r)),
+        },
+        Peer {
+            name: rotonda::NAME,
+            build: |r| boxed(RotondaPeer::build(r)),
+        },
+    ]
+}
+
 impl PeerKey for u32 {
     fn peers() -> Vec<Peer<u32>> {
         #[allow(unused_mut)]
-        let mut v: Vec<Peer<u32>> = vec![
-            Peer {
-                name: ptrie::NAME,
-                build: |r| boxed(PrefixTriePeer::build(r)),
-            },
-            Peer {
-                name: ipnt::NAME,
-                build: |r| boxed(IpNetworkTablePeer::build(r)),
-            },
-            Peer {
-                name: rotonda::NAME,
-                build: |r| boxed(RotondaPeer::build(r)),
-            },
-        ];
+        let mut v = rust_peers();
         #[cfg(feature = "dpdk")]
         v.extend([
             Peer {
@@ -157,20 +166,7 @@ impl PeerKey for u32 {
 impl PeerKey for u128 {
     fn peers() -> Vec<Peer<u128>> {
         #[allow(unused_mut)]
-        let mut v: Vec<Peer<u128>> = vec![
-            Peer {
-                name: ptrie::NAME,
-                build: |r| boxed(PrefixTriePeer::build(r)),
-            },
-            Peer {
-                name: ipnt::NAME,
-                build: |r| boxed(IpNetworkTablePeer::build(r)),
-            },
-            Peer {
-                name: rotonda::NAME,
-                build: |r| boxed(RotondaPeer::build(r)),
-            },
-        ];
+        let mut v = rust_peers();
         #[cfg(feature = "dpdk")]
         v.extend([
             Peer {
