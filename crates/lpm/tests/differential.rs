@@ -102,10 +102,22 @@ fn check<K: Key, E: Lpm<K>>(e: &E, golden: &Golden<K>, addrs: &[K]) -> Result<()
     Ok(())
 }
 
+/// Flat direct pointing of several widths, none, and two-level direct pointing.
+fn poptrie_configs() -> Vec<PoptrieConfig> {
+    let mut v: Vec<PoptrieConfig> = [0u8, 6, 16, 18].map(PoptrieConfig::flat).to_vec();
+    for (direct_bits, top_bits) in [(24, 12), (16, 8), (18, 6), (7, 1)] {
+        v.push(PoptrieConfig {
+            direct_bits,
+            top_bits,
+        });
+    }
+    v
+}
+
 fn check_all<K: Key>(routes: &[Route<K>], addrs: &[K]) -> Result<Golden<K>, TestCaseError> {
     let golden = Golden::build(routes, &()).unwrap();
-    for ds in [0u8, 6, 16, 18] {
-        let p = Poptrie::build(routes, &PoptrieConfig { direct_bits: ds }).unwrap();
+    for cfg in poptrie_configs() {
+        let p = Poptrie::build(routes, &cfg).unwrap();
         check(&p, &golden, addrs)?;
     }
     for name in ["default", "never", "0", "20", "100"] {
@@ -214,7 +226,7 @@ fn default_route_without_direct_pointing() {
         Route::new(Prefix::<u128>::new_masked(0, 128), 1),
         Route::new(Prefix::<u128>::new_masked(0, 0), 2),
     ];
-    let p = Poptrie::build(&routes, &PoptrieConfig { direct_bits: 0 }).unwrap();
+    let p = Poptrie::build(&routes, &PoptrieConfig::flat(0)).unwrap();
     assert_eq!(p.lookup(u128::MAX), 2);
     assert_eq!(p.lookup(0), 1);
     let mut out = [0; 2];

@@ -67,15 +67,32 @@ fn own<K: Key>() -> Vec<Contender<K>> {
     let mut v = Vec::new();
     // Backend names are unique so that tools reading the JSON find the default engine under
     // "poptrie"; the other rows show what its parts are worth.
-    v.push(Contender::new("poptrie", "s=18", |r| {
-        ok(Poptrie::build(r, &PoptrieConfig { direct_bits: 18 }))
+    let family = PoptrieConfig::for_family::<K>();
+    let label = |c: &PoptrieConfig| match c.top_bits {
+        0 => format!("s={}", c.direct_bits),
+        t => format!("s={}+{}", t, c.direct_bits - t),
+    };
+    v.push(Contender::new("poptrie", label(&family), move |r| {
+        ok(Poptrie::build(r, &family))
     }));
     v.push(Contender::new("poptrie16", "s=16", |r| {
-        ok(Poptrie::build(r, &PoptrieConfig { direct_bits: 16 }))
+        ok(Poptrie::build(r, &PoptrieConfig::flat(16)))
     }));
+    let two_level = PoptrieConfig {
+        direct_bits: 24,
+        top_bits: 12,
+    };
+    if K::BITS == 128 {
+        v.push(Contender::new(
+            "poptrie_2level",
+            label(&two_level),
+            move |r| ok(Poptrie::build(r, &two_level)),
+        ));
+    }
     if vfsr_lpm::poptrie::simd_available() {
-        v.push(Contender::new("poptrie_scalar", "s=18,no simd", |r| {
-            Poptrie::build(r, &PoptrieConfig { direct_bits: 18 })
+        let variant = format!("{},no simd", label(&family));
+        v.push(Contender::new("poptrie_scalar", variant, move |r| {
+            Poptrie::build(r, &family)
                 .map(|mut p| {
                     p.set_simd(false);
                     Box::new(p) as Boxed<K>

@@ -22,8 +22,8 @@ fn boxed<K: Key, E: Lpm<K> + 'static>(
 /// Builds one of the engines every family has.
 fn build_common<K: Key>(name: &str, routes: &[Route<K>]) -> Result<Engine<K>, String> {
     match name {
-        "poptrie" => boxed(Poptrie::build(routes, &PoptrieConfig { direct_bits: 18 })),
-        "poptrie16" => boxed(Poptrie::build(routes, &PoptrieConfig { direct_bits: 16 })),
+        "poptrie" => boxed(Poptrie::build(routes, &PoptrieConfig::for_family::<K>())),
+        "poptrie16" => boxed(Poptrie::build(routes, &PoptrieConfig::flat(16))),
         "lctrie" => boxed(LcTrie::build(routes, &LcConfig::default())),
         "radix" => boxed(Radix::build(routes, &())),
         other => Err(format!(

@@ -85,8 +85,19 @@ fn check<K: Key>(name: &str, e: &dyn Lpm<K>, pattern: &str, addrs: &[K], want: &
 
 fn engines<K: Key>(routes: &[Route<K>]) -> Vec<(String, Box<dyn Lpm<K>>)> {
     let mut v: Vec<(String, Box<dyn Lpm<K>>)> = Vec::new();
-    for ds in [0u8, 16, 18] {
-        let p = Poptrie::build(routes, &PoptrieConfig { direct_bits: ds }).unwrap();
+    let configs = [
+        PoptrieConfig::flat(0),
+        PoptrieConfig::flat(16),
+        PoptrieConfig::flat(18),
+        PoptrieConfig::for_family::<K>(),
+        PoptrieConfig {
+            direct_bits: 24,
+            top_bits: 12,
+        },
+    ];
+    for cfg in configs {
+        let ds = format!("{}/{}", cfg.direct_bits, cfg.top_bits);
+        let p = Poptrie::build(routes, &cfg).unwrap();
         let mut scalar = p.clone();
         scalar.set_simd(false);
         v.push((format!("poptrie s={ds}"), Box::new(p)));

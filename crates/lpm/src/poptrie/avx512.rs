@@ -30,6 +30,9 @@ use super::{Node, INDEX, LEAF, LNODE, LNODE_HEADER, STRIDE};
 
 /// The raw parts of a built Poptrie, as the gather code reads them.
 pub(super) struct Parts<'a> {
+    /// Top level of two-level direct pointing (empty when flat).
+    pub top: &'a [u32],
+    pub top_bits: u8,
     pub direct: &'a [u32],
     pub nodes: &'a [Node],
     /// Childless-node records plus one padding element.
@@ -167,6 +170,50 @@ unsafe fn finish(
     st.res
 }
 
+/// The direct-pointing entries (zero-extended) of the lanes whose address starts with the 64
+/// bits in `k`, through the top level when direct pointing is two-level (a top-level leaf is
+/// returned as the entry itself).
+#[inline(always)]
+unsafe fn gather_direct(p: &Parts<'_>, k: __m512i) -> __m512i {
+    let ds = p.direct_bits as i32;
+    let direct = p.direct.as_ptr() as *const i32;
+    if p.top_bits == 0 {
+        let di = _mm512_srl_epi64(k, _mm_cvtsi32_si128(64 - ds));
+        return _mm512_cvtepu32_epi64(_mm512_i64gather_epi32::<4>(di, direct));
+    }
+    let tb = p.top_bits as i32;
+    let ti = _mm512_srl_epi64(k, _mm_cvtsi32_si128(64 - tb));
+    let t = _mm512_i64gather_epi32::<4>(ti, p.top.as_ptr() as *const i32);
+    let t64 = _mm512_cvtepu32_epi64(t);
+    let block = !_mm512_test_epi64_mask(t64, _mm512_set1_epi64(LEAF as i64));
+    let low = _mm512_srl_epi64(
+        _mm512_sll_epi64(k, _mm_cvtsi32_si128(tb)),
+        _mm_cvtsi32_si128(64 - (ds - tb)),
+    );
+    let di = _mm512_or_si512(_mm512_sll_epi64(t64, _mm_cvtsi32_si128(ds - tb)), low);
+    _mm512_cvtepu32_epi64(_mm512_mask_i64gather_epi32::<4>(t, block, di, direct))
+}
+
+/// Prefetches the direct-pointing entry of the address whose first 64 bits are `k` (reading
+/// the small top level on the way when direct pointing is two-level).
+#[inline(always)]
+unsafe fn prefetch_direct(p: &Parts<'_>, k: u64) {
+    let (ds, tb) = (p.direct_bits as u32, p.top_bits as u32);
+    let slot = if ds == 0 {
+        return;
+    } else if tb == 0 {
+        (k >> (64 - ds)) as usize
+    } else {
+        match p.top.get((k >> (64 - tb)) as usize) {
+            Some(&t) if t & LEAF == 0 => {
+                ((t as usize) << (ds - tb)) | ((k << tb) >> (64 - (ds - tb))) as usize
+            }
+            _ => return,
+        }
+    };
+    _mm_prefetch::<_MM_HINT_T0>(p.direct.as_ptr().wrapping_add(slot) as *const i8);
+}
+
 /// All lanes idle. Inlined into the `target_feature` callers, like every helper here.
 #[inline(always)]
 unsafe fn empty_lanes() -> Lanes {
@@ -190,17 +237,11 @@ unsafe fn empty_lanes() -> Lanes {
 pub(super) unsafe fn bulk_v4(p: &Parts<'_>, addrs: &[u32], out: &mut [u32]) -> usize {
     let n = addrs.len().min(out.len());
     let ds = p.direct_bits as u32;
-    let direct = p.direct.as_ptr() as *const i32;
     let mut done = 0;
     while done + G * L <= n {
         // Warm the next group's direct-pointing entries while this group walks.
         for &a in addrs.get(done + G * L..done + 2 * G * L).unwrap_or(&[]) {
-            let d = if ds == 0 {
-                0
-            } else {
-                (a >> (32 - ds)) as usize
-            };
-            _mm_prefetch::<_MM_HINT_T0>(p.direct.as_ptr().wrapping_add(d) as *const i8);
+            prefetch_direct(p, (a as u64) << 32);
         }
         let mut keys = [_mm512_setzero_si512(); G];
         let mut st = empty_lanes();
@@ -211,8 +252,7 @@ pub(super) unsafe fn bulk_v4(p: &Parts<'_>, addrs: &[u32], out: &mut [u32]) -> u
             if ds == 0 {
                 st.walking[g] = 0xff;
             } else {
-                let di = _mm512_srl_epi64(keys[g], _mm_cvtsi32_si128(64 - ds as i32));
-                let d = _mm512_cvtepu32_epi64(_mm512_i64gather_epi32::<4>(di, direct));
+                let d = gather_direct(p, keys[g]);
                 let s = _mm512_sll_epi64(keys[g], _mm_cvtsi32_si128(ds as i32));
                 start(p, &mut st, g, d, _mm512_srli_epi64::<58>(s));
             }
@@ -252,7 +292,6 @@ unsafe fn chunk6(hi: __m512i, lo: __m512i, off: i32) -> __m512i {
 pub(super) unsafe fn bulk_v6(p: &Parts<'_>, addrs: &[u128], out: &mut [u32]) -> usize {
     let n = addrs.len().min(out.len());
     let ds = p.direct_bits as u32;
-    let direct = p.direct.as_ptr() as *const i32;
     // u128 in memory: low word first. Even qwords are low halves, odd ones high halves.
     let sel_lo = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
     let sel_hi = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
@@ -260,12 +299,7 @@ pub(super) unsafe fn bulk_v6(p: &Parts<'_>, addrs: &[u128], out: &mut [u32]) -> 
     while done + G * L <= n {
         // Warm the next group's direct-pointing entries while this group walks.
         for &a in addrs.get(done + G * L..done + 2 * G * L).unwrap_or(&[]) {
-            let d = if ds == 0 {
-                0
-            } else {
-                (a >> (128 - ds)) as usize
-            };
-            _mm_prefetch::<_MM_HINT_T0>(p.direct.as_ptr().wrapping_add(d) as *const i8);
+            prefetch_direct(p, (a >> 64) as u64);
         }
         let mut hi = [_mm512_setzero_si512(); G];
         let mut lo = [_mm512_setzero_si512(); G];
@@ -279,8 +313,7 @@ pub(super) unsafe fn bulk_v6(p: &Parts<'_>, addrs: &[u128], out: &mut [u32]) -> 
             if ds == 0 {
                 st.walking[g] = 0xff;
             } else {
-                let di = _mm512_srl_epi64(hi[g], _mm_cvtsi32_si128(64 - ds as i32));
-                let d = _mm512_cvtepu32_epi64(_mm512_i64gather_epi32::<4>(di, direct));
+                let d = gather_direct(p, hi[g]);
                 start(p, &mut st, g, d, chunk6(hi[g], lo[g], ds as i32));
             }
         }
