@@ -84,14 +84,27 @@ unsafe fn start(p: &Parts<'_>, st: &mut Lanes, g: usize, d: __m512i, slot: __m51
             idx,
             _mm512_add_epi64(cl, _mm512_set1_epi64(LNODE_HEADER as i64 - 1)),
         );
+        st.leafing[g] = is_lnode;
+        st.lidx[g] = li;
+    }
+}
+
+/// Reads the leaves of the childless-node lanes of vector `g` (set up by [`start`]) from
+/// their records. Done for all vectors after all [`start`]s, so that the record reads of the
+/// group are in flight together.
+#[inline(always)]
+unsafe fn answer_lnodes(p: &Parts<'_>, st: &mut Lanes, g: usize) {
+    let k = st.leafing[g];
+    if k != 0 {
         let l = _mm512_mask_i64gather_epi32::<2>(
             _mm256_setzero_si256(),
-            is_lnode,
-            li,
-            lnodes as *const i32,
+            k,
+            st.lidx[g],
+            p.lnodes.as_ptr() as *const i32,
         );
         let l = _mm512_and_si512(_mm512_cvtepu32_epi64(l), _mm512_set1_epi64(0xffff));
-        st.res[g] = _mm512_mask_mov_epi64(st.res[g], is_lnode, l);
+        st.res[g] = _mm512_mask_mov_epi64(st.res[g], k, l);
+        st.leafing[g] = 0;
     }
 }
 
@@ -257,6 +270,9 @@ pub(super) unsafe fn bulk_v4(p: &Parts<'_>, addrs: &[u32], out: &mut [u32]) -> u
                 start(p, &mut st, g, d, _mm512_srli_epi64::<58>(s));
             }
         }
+        for g in 0..G {
+            answer_lnodes(p, &mut st, g);
+        }
         let res = finish(p, st, ds as u8, |g, off| {
             let s = _mm512_sll_epi64(keys[g], _mm_cvtsi32_si128(off as i32));
             _mm512_srli_epi64::<58>(s)
@@ -316,6 +332,9 @@ pub(super) unsafe fn bulk_v6(p: &Parts<'_>, addrs: &[u128], out: &mut [u32]) -> 
                 let d = gather_direct(p, hi[g]);
                 start(p, &mut st, g, d, chunk6(hi[g], lo[g], ds as i32));
             }
+        }
+        for g in 0..G {
+            answer_lnodes(p, &mut st, g);
         }
         let res = finish(p, st, ds as u8, |g, off| chunk6(hi[g], lo[g], off as i32));
         for (g, r) in res.iter().enumerate() {
