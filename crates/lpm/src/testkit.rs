@@ -75,11 +75,15 @@ pub(crate) fn edge_tables_v4() -> Vec<(Vec<Route<u32>>, Vec<u32>)> {
             .map(|i| v4([192, 168, i as u8, 0], 24, 1 + i))
             .collect(),
     ];
-    let extra = [0x0a00_0001, 0x7fff_ffff, 0x8000_0000];
+    with_probes(tables, &[0x0a00_0001, 0x7fff_ffff, 0x8000_0000])
+}
+
+/// Each table with its edge addresses and `extra`.
+fn with_probes<K: Key>(tables: Vec<Vec<Route<K>>>, extra: &[K]) -> Vec<(Vec<Route<K>>, Vec<K>)> {
     tables
         .into_iter()
         .map(|t| {
-            let p = probes(&t, &extra);
+            let p = probes(&t, extra);
             (t, p)
         })
         .collect()
@@ -112,14 +116,7 @@ pub(crate) fn edge_tables_v6() -> Vec<(Vec<Route<u128>>, Vec<u128>)> {
         ],
         (0..=128).map(|l| v6(top / 3, l, 1 + l as u32)).collect(),
     ];
-    let extra = [doc | 0xffff, 1 << 127, (1 << 127) - 1];
-    tables
-        .into_iter()
-        .map(|t| {
-            let p = probes(&t, &extra);
-            (t, p)
-        })
-        .collect()
+    with_probes(tables, &[doc | 0xffff, 1 << 127, (1 << 127) - 1])
 }
 
 /// Checks `e` against the golden reference on `addrs`, single and bulk lookups; returns the
