@@ -109,6 +109,24 @@ pub(crate) struct Opened<'a> {
     pub head: Vec<u8>,
 }
 
+/// [`open`] for a reader of `opts`, naming `file` in the error.
+pub(crate) fn open_input<'a, R: Read + 'a>(
+    raw: R,
+    file: &str,
+    opts: &crate::ReadOptions,
+) -> Result<Opened<'a>, Error> {
+    open(raw, opts.max_bytes).map_err(|e| read_error(file, e, opts.max_bytes))
+}
+
+/// Reads into a new [`Table`](crate::Table) with `read`, returning the table and the report.
+pub(crate) fn into_new_table<T>(
+    read: impl FnOnce(&mut crate::Table) -> Result<T, Error>,
+) -> Result<(crate::Table, T), Error> {
+    let mut table = crate::Table::new();
+    let report = read(&mut table)?;
+    Ok((table, report))
+}
+
 /// Opens a byte stream: un-gzips it when it starts with the gzip magic bytes, caps the
 /// decompressed size at `max_bytes`, and peeks at the first bytes. The raw (compressed)
 /// bytes are capped too, a little above `max_bytes` since incompressible data grows slightly

@@ -159,8 +159,7 @@ pub fn read_table_into<R: Read>(
     file: &str,
     opts: &ReadOptions,
 ) -> Result<Report, Error> {
-    let opened = input::open(input, opts.max_bytes)
-        .map_err(|e| input::read_error(file, e, opts.max_bytes))?;
+    let opened = input::open_input(input, file, opts)?;
     let mut reader = opened.reader;
     match detect_format(&opened.head) {
         Format::Text => text::read_stream(table, &mut reader, file, opts).map(Report::Text),
@@ -174,9 +173,7 @@ pub fn read_table<R: Read>(
     file: &str,
     opts: &ReadOptions,
 ) -> Result<(Table, Report), Error> {
-    let mut table = Table::new();
-    let report = read_table_into(&mut table, input, file, opts)?;
-    Ok((table, report))
+    input::into_new_table(|t| read_table_into(t, input, file, opts))
 }
 
 /// Reads a table file in either format.

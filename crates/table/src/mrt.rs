@@ -579,9 +579,7 @@ pub fn read_mrt_into<R: Read>(
     file: &str,
     opts: &ReadOptions,
 ) -> Result<MrtReport, Error> {
-    let opened = input::open(input, opts.max_bytes)
-        .map_err(|e| input::read_error(file, e, opts.max_bytes))?;
-    let mut reader = opened.reader;
+    let mut reader = input::open_input(input, file, opts)?.reader;
     read_stream(table, &mut reader, file, opts)
 }
 
@@ -591,9 +589,7 @@ pub fn read_mrt<R: Read>(
     file: &str,
     opts: &ReadOptions,
 ) -> Result<(Table, MrtReport), Error> {
-    let mut table = Table::new();
-    let report = read_mrt_into(&mut table, input, file, opts)?;
-    Ok((table, report))
+    input::into_new_table(|t| read_mrt_into(t, input, file, opts))
 }
 
 /// Reads an MRT TABLE_DUMP_V2 dump file (plain or gzip).

@@ -336,9 +336,7 @@ pub fn read_text_into<R: Read>(
     file: &str,
     opts: &ReadOptions,
 ) -> Result<TextReport, Error> {
-    let opened = input::open(input, opts.max_bytes)
-        .map_err(|e| input::read_error(file, e, opts.max_bytes))?;
-    let mut reader = opened.reader;
+    let mut reader = input::open_input(input, file, opts)?.reader;
     read_stream(table, &mut reader, file, opts)
 }
 
@@ -348,9 +346,7 @@ pub fn read_text<R: Read>(
     file: &str,
     opts: &ReadOptions,
 ) -> Result<(Table, TextReport), Error> {
-    let mut table = Table::new();
-    let report = read_text_into(&mut table, input, file, opts)?;
-    Ok((table, report))
+    input::into_new_table(|t| read_text_into(t, input, file, opts))
 }
 
 /// Reads a text table file (plain or gzip).
