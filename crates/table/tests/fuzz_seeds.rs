@@ -3,14 +3,15 @@
 //!
 //! `cargo test -p vfsr-table --test fuzz_seeds -- --ignored` rewrites the seed files.
 
-use std::io::Write;
+mod common;
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 use vfsr_lpm::Prefix;
 use vfsr_table::mrt::{
-    attributes_v4, attributes_v6, push_attribute, read_mrt, write_mrt, MrtPeer, MrtWriter,
-    RibEntry, TABLE_DUMP_V2,
+    attributes_v4, attributes_v6, push_attribute, read_mrt, MrtPeer, MrtWriter, RibEntry,
+    TABLE_DUMP_V2,
 };
 use vfsr_table::{read_text, ReadOptions};
 
@@ -39,22 +40,6 @@ fn corpus_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../fuzz/corpus")
         .join(target)
-}
-
-fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
-    e.write_all(data).unwrap();
-    e.finish().unwrap()
-}
-
-fn valid_dump() -> Vec<u8> {
-    let (t, _) = read_text(MIXED.as_bytes(), "mixed", &ReadOptions::default()).unwrap();
-    let mut gw = t.clone();
-    gw.v4.retain(|r| t.nexthops.gateway(r.nexthop).is_some());
-    gw.v6.retain(|r| t.nexthops.gateway(r.nexthop).is_some());
-    let mut out = Vec::new();
-    write_mrt(&gw, &mut out).unwrap();
-    out
 }
 
 /// Two peers (one IPv6), two entries per prefix, the full RFC 4760 MP_REACH_NLRI form with a
@@ -112,12 +97,12 @@ fn varied_dump() -> Vec<u8> {
 }
 
 fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
-    let valid = valid_dump();
+    let valid = common::mrt_of_gateway_routes(MIXED);
     let mut truncated = valid.clone();
     truncated.truncate(valid.len() - 7);
     vec![
         ("text_parse", "mixed.txt", MIXED.as_bytes().to_vec()),
-        ("text_parse", "mixed.txt.gz", gzip(MIXED.as_bytes())),
+        ("text_parse", "mixed.txt.gz", common::gzip(MIXED.as_bytes())),
         (
             "text_parse",
             "crlf.txt",
@@ -125,7 +110,7 @@ fn seeds() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ),
         ("text_parse", "bad_lines.txt", BAD_LINES.as_bytes().to_vec()),
         ("mrt_parse", "dump.mrt", valid.clone()),
-        ("mrt_parse", "dump.mrt.gz", gzip(&valid)),
+        ("mrt_parse", "dump.mrt.gz", common::gzip(&valid)),
         ("mrt_parse", "varied.mrt", varied_dump()),
         ("mrt_parse", "truncated.mrt", truncated),
     ]

@@ -1,30 +1,14 @@
 //! The readers take any bytes without panicking: arbitrary inputs and mutations of valid
 //! text, MRT and gzip inputs. Results are errors or counted skips.
 
-use std::io::Write;
+mod common;
 
 use proptest::prelude::*;
-use vfsr_table::mrt::{read_mrt, write_mrt};
+use vfsr_table::mrt::read_mrt;
 use vfsr_table::{read_table, read_text, Error, ReadOptions};
 
 const TEXT: &str = "10.0.0.0/8 192.0.2.1\n# c\n2001:db8::/32 2001:db8::1 # x\n192.0.2.0/24\n\
                     ::/0\n0.0.0.0/0 192.0.2.9\n";
-
-fn valid_mrt() -> Vec<u8> {
-    let (t, _) = read_text(TEXT.as_bytes(), "t", &ReadOptions::default()).unwrap();
-    let mut gw = t.clone();
-    gw.v4.retain(|r| t.nexthops.gateway(r.nexthop).is_some());
-    gw.v6.retain(|r| t.nexthops.gateway(r.nexthop).is_some());
-    let mut out = Vec::new();
-    write_mrt(&gw, &mut out).unwrap();
-    out
-}
-
-fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    e.write_all(data).unwrap();
-    e.finish().unwrap()
-}
 
 /// Small limits, so the caps are exercised too.
 fn option_sets() -> [ReadOptions; 3] {
@@ -140,12 +124,12 @@ proptest! {
 
     #[test]
     fn mutated_mrt(muts in prop::collection::vec(mutation(), 1..6)) {
-        read_everything(&apply(valid_mrt(), &muts));
+        read_everything(&apply(common::mrt_of_gateway_routes(TEXT), &muts));
     }
 
     #[test]
     fn mutated_mrt_gzip(muts in prop::collection::vec(mutation(), 1..4)) {
-        read_everything(&apply(gzip(&valid_mrt()), &muts));
+        read_everything(&apply(common::gzip(&common::mrt_of_gateway_routes(TEXT)), &muts));
     }
 
     #[test]

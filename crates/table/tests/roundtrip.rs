@@ -1,7 +1,8 @@
 //! Writers and readers agree: text to text, text to MRT and back, plain and gzip, and the
 //! format detection of `read_table`.
 
-use std::io::Write;
+mod common;
+
 use std::net::IpAddr;
 
 use vfsr_lpm::{Prefix, Route};
@@ -21,12 +22,6 @@ const SAMPLE: &str = "\
 ::/0                  fe80::1
 203.0.113.7/32        198.51.100.9
 ";
-
-fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    e.write_all(data).unwrap();
-    e.finish().unwrap()
-}
 
 fn opts() -> ReadOptions {
     ReadOptions::default()
@@ -69,7 +64,7 @@ fn synthetic_table_round_trips_through_text_and_gzip() {
     let t = Table::from_prefixes(&synth_v4(5, 20_000), &synth_v6(5, 5_000));
     let mut out = Vec::new();
     write_text(&t, &mut out).unwrap();
-    let (back, _) = read_text(&gzip(&out)[..], "gz", &opts()).unwrap();
+    let (back, _) = read_text(&common::gzip(&out)[..], "gz", &opts()).unwrap();
     assert_eq!(back, t);
 }
 
@@ -87,7 +82,7 @@ fn mrt_round_trip() {
     assert!(write_mrt(&t, Vec::new()).is_err());
     let mut dump = Vec::new();
     write_mrt(&gw_only, &mut dump).unwrap();
-    for input in [dump.clone(), gzip(&dump)] {
+    for input in [dump.clone(), common::gzip(&dump)] {
         let (back, report) = read_mrt(&input[..], "dump", &opts()).unwrap();
         assert_eq!(resolved(&back), resolved(&gw_only));
         assert_eq!((report.v4, report.v6), (4, 2));
@@ -97,7 +92,8 @@ fn mrt_round_trip() {
         assert!(matches!(report, Report::Mrt(_)));
         assert_eq!(auto, back);
     }
-    let (auto, report) = read_table(&gzip(SAMPLE.as_bytes())[..], "text.gz", &opts()).unwrap();
+    let (auto, report) =
+        read_table(&common::gzip(SAMPLE.as_bytes())[..], "text.gz", &opts()).unwrap();
     assert!(matches!(report, Report::Text(_)));
     assert_eq!(auto, t);
 }
