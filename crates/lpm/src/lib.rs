@@ -25,6 +25,7 @@ pub mod lctrie;
 pub mod poptrie;
 pub mod prefix;
 pub mod radix;
+pub mod update;
 
 #[cfg(test)]
 mod testkit;
@@ -34,6 +35,7 @@ pub mod golden;
 
 pub use key::Key;
 pub use prefix::{canonicalize, NextHop, Prefix, PrefixError, Route, NO_ROUTE};
+pub use update::{LpmUpdate, RouteMap};
 
 use core::fmt;
 

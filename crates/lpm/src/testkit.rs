@@ -187,3 +187,69 @@ pub(crate) fn check_edge_tables<E4, E6>(
         check_against_golden(&build6(&routes), &routes, &addrs, "v6 edge table");
     }
 }
+
+/// A table, then batches of changes (a next hop of [`NO_ROUTE`] withdraws), and addresses on
+/// the edges of every prefix involved. Half the changes hit prefixes of the table, so
+/// withdrawals and replacements of existing routes are common.
+pub(crate) type UpdateCase<K> = (Vec<Route<K>>, Vec<Vec<Route<K>>>, Vec<K>);
+
+pub(crate) fn updates_and_probes<K: Key + Arbitrary>(
+    pool: &'static [K],
+) -> impl Strategy<Value = UpdateCase<K>> {
+    let change = (
+        any::<bool>(),
+        any::<prop::sample::Index>(),
+        0u32..6,
+        0u32..200,
+    );
+    (
+        routes_and_probes(pool),
+        routes_and_probes(pool),
+        prop::collection::vec(prop::collection::vec(change, 1..12), 1..8),
+    )
+        .prop_map(|((table, mut addrs), (fresh, more), batches)| {
+            let batches: Vec<Vec<Route<K>>> = batches
+                .into_iter()
+                .map(|b| {
+                    b.into_iter()
+                        .filter_map(|(old, i, kind, nh)| {
+                            let from = if old && !table.is_empty() {
+                                &table
+                            } else {
+                                &fresh
+                            };
+                            if from.is_empty() {
+                                return None;
+                            }
+                            let r = from[i.index(from.len())];
+                            // kind 0..2: withdraw; otherwise announce or replace.
+                            let nh = if kind < 2 { NO_ROUTE } else { nh + 1 };
+                            Some(Route::new(r.prefix, nh))
+                        })
+                        .collect()
+                })
+                .collect();
+            addrs.extend(more);
+            (table, batches, addrs)
+        })
+}
+
+/// Builds `E` from the table, applies every batch through [`LpmUpdate::update`] and checks it
+/// against a golden build of the resulting table after each batch.
+pub(crate) fn check_updates<K: Key, E: crate::LpmUpdate<K>>(
+    config: &E::Config,
+    (table, batches, addrs): &UpdateCase<K>,
+    what: &str,
+) {
+    let mut map = crate::RouteMap::from_routes(table);
+    let mut e = E::build(table, config).unwrap();
+    for (i, batch) in batches.iter().enumerate() {
+        let mut changed = Vec::new();
+        for r in batch {
+            map.set(r.prefix, r.nexthop);
+            changed.push(r.prefix);
+        }
+        e.update(&map, &changed).unwrap();
+        check_against_golden(&e, &map.to_routes(), addrs, &format!("{what}, batch {i}"));
+    }
+}
