@@ -1,0 +1,1 @@
+//! The next-hop table as the forwarding path sees it (published snapshots).

@@ -1,0 +1,1 @@
+//! # vfsr-rib: the routing information base (control plane)
