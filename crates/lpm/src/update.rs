@@ -131,6 +131,10 @@ pub trait LpmUpdate<K: Key>: LpmBuild<K> {
     /// An error leaves the engine answering as before the call for the prefixes it had not
     /// reached yet; the live FIB then rebuilds it from `table`.
     fn update(&mut self, table: &RouteMap<K>, changed: &[Prefix<K>]) -> Result<(), BuildError>;
+
+    /// Makes, from the table the engine was built from, any side state updates need, so the
+    /// first update does not pay for it. Optional: `update` makes it when missing.
+    fn prepare(&mut self, _table: &RouteMap<K>) {}
 }
 
 #[cfg(test)]

@@ -74,6 +74,7 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod update;
 
 use crate::key::Key;
 use crate::prefix::{canonicalize, NextHop, Route};
@@ -182,6 +183,15 @@ pub struct Poptrie<K: Key> {
     lnode_count: usize,
     /// Leaves plus one padding element for the vector gathers.
     leaves: Vec<u16>,
+    /// For every node, the next hop it inherits from above (its slots' default). Read only by
+    /// updates, which rebuild a node in place.
+    ndef: Vec<u16>,
+    /// Blocks of `nodes`, `leaves` and `lnodes` freed by updates, for reuse.
+    free: FreeLists,
+    /// The next hop and length of the longest prefix of at most `direct_bits` bits covering
+    /// every direct-pointing slot: what updates need to repaint a slot. Made by the first
+    /// update (lookups never need it).
+    cover: Option<Box<update::Cover>>,
     direct_bits: u8,
     top_bits: u8,
     routes: usize,
@@ -212,16 +222,13 @@ fn upto(v: usize) -> u64 {
 impl<K: Key> Poptrie<K> {
     /// Number of internal nodes (childless nodes below direct pointing included).
     pub fn node_count(&self) -> usize {
-        self.nodes.len() + self.lnode_count
+        self.nodes.len() - self.free.node_slots() + self.lnode_count
     }
 
     /// Number of (compressed) leaves, those in childless-node records included.
     pub fn leaf_count(&self) -> usize {
-        self.leaves.len().saturating_sub(1)
-            + self
-                .lnodes
-                .len()
-                .saturating_sub(1 + LNODE_HEADER * self.lnode_count)
+        (self.leaves.len() + self.lnodes.len())
+            .saturating_sub(2 + LNODE_HEADER * self.lnode_count + self.free.leaf_slots())
     }
 
     /// Turns the AVX-512 bulk lookup off (to measure the scalar one) or back on where the CPU
@@ -453,6 +460,9 @@ impl<K: Key> Lpm<K> for Poptrie<K> {
             + self.nodes.capacity() * core::mem::size_of::<Node>()
             + self.lnodes.capacity() * 2
             + self.leaves.capacity() * 2
+            + self.ndef.capacity() * 2
+            + self.free.bytes()
+            + self.cover.as_ref().map_or(0, |c| c.bytes())
     }
 
     fn name(&self) -> &'static str {
@@ -484,14 +494,19 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
         }
         let mut b = Builder::<K> {
             nodes: Vec::with_capacity(routes.len() / 64 + 16),
+            ndef: Vec::with_capacity(routes.len() / 64 + 16),
             lnodes: Vec::with_capacity(routes.len() + 16),
             lnode_count: 0,
             leaves: Vec::with_capacity(routes.len() + 16),
+            free: FreeLists::default(),
             _k: core::marker::PhantomData,
         };
+        // The padding element the vector gathers may read; blocks are allocated before it.
+        b.lnodes.push(0);
+        b.leaves.push(0);
         let mut top = Vec::new();
         let direct = if ds == 0 {
-            b.nodes.push(Node::default());
+            b.alloc_nodes(1)?;
             // Without direct pointing the root node starts at bit 0, so only a default route
             // is "no longer than the offset"; it becomes the root's default leaf.
             let default = routes
@@ -509,15 +524,15 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
         };
         let Builder {
             mut nodes,
+            mut ndef,
             mut lnodes,
             lnode_count,
             mut leaves,
+            free,
             ..
         } = b;
-        // Padding for the vector lookup's gathers, which read a few bytes past a record.
-        lnodes.push(0);
-        leaves.push(0);
         nodes.shrink_to_fit();
+        ndef.shrink_to_fit();
         lnodes.shrink_to_fit();
         leaves.shrink_to_fit();
         Ok(Poptrie {
@@ -527,6 +542,9 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
             lnodes,
             lnode_count,
             leaves,
+            ndef,
+            free,
+            cover: None,
             direct_bits: ds,
             top_bits: tb,
             routes: routes.len(),
@@ -536,11 +554,59 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
     }
 }
 
+/// Free blocks by size: `lists[n]` holds the start of every free block of `n` elements.
+/// Blocks are reused only at their exact size; sizes are small (at most 64 children, 64
+/// leaves, or a 68-element record), so the lists stay few and short.
+#[derive(Clone, Debug, Default)]
+struct FreeLists {
+    nodes: Vec<Vec<u32>>,
+    leaves: Vec<Vec<u32>>,
+    lnodes: Vec<Vec<u32>>,
+}
+
+impl FreeLists {
+    fn take(lists: &mut [Vec<u32>], size: usize) -> Option<usize> {
+        lists.get_mut(size)?.pop().map(|i| i as usize)
+    }
+
+    fn put(lists: &mut Vec<Vec<u32>>, size: usize, at: usize) {
+        if lists.len() <= size {
+            lists.resize_with(size + 1, Vec::new);
+        }
+        lists[size].push(at as u32);
+    }
+
+    fn slots(lists: &[Vec<u32>]) -> usize {
+        lists.iter().enumerate().map(|(n, l)| n * l.len()).sum()
+    }
+
+    /// Node slots in free blocks.
+    fn node_slots(&self) -> usize {
+        Self::slots(&self.nodes)
+    }
+
+    /// Leaf slots in free blocks (childless-node records included, headers not).
+    fn leaf_slots(&self) -> usize {
+        Self::slots(&self.leaves) + Self::slots(&self.lnodes)
+    }
+
+    fn bytes(&self) -> usize {
+        [&self.nodes, &self.leaves, &self.lnodes]
+            .iter()
+            .map(|l| l.capacity() * 24 + l.iter().map(|v| v.capacity() * 4).sum::<usize>())
+            .sum()
+    }
+}
+
+/// Builds (and, for updates, rebuilds) the trie's arrays. A full build starts it empty; an
+/// update takes the arrays out of a live trie, so blocks come from the free lists first.
 struct Builder<K: Key> {
     nodes: Vec<Node>,
+    ndef: Vec<u16>,
     lnodes: Vec<u16>,
     lnode_count: usize,
     leaves: Vec<u16>,
+    free: FreeLists,
     _k: core::marker::PhantomData<K>,
 }
 
@@ -608,33 +674,83 @@ impl<K: Key> Builder<K> {
             |c| deep[c],
             |slot, a, b| {
                 let default = (direct[slot] & !LEAF) as u16;
-                let run = &routes[a..b];
-                if run.iter().any(|r| r.prefix.len() > ds + STRIDE) {
-                    let k = self.nodes.len();
-                    if k > INDEX as usize {
-                        return Err(BuildError::TooLarge("more than 2^30 nodes"));
-                    }
-                    self.nodes.push(Node::default());
-                    direct[slot] = k as u32;
-                    self.fill(run, k, ds, default)
-                } else {
-                    let o = self.lnodes.len();
-                    if o + LNODE_HEADER + 64 > INDEX as usize {
-                        return Err(BuildError::TooLarge("childless-node records past 2^30"));
-                    }
-                    let (slots, _) = paint(run, ds, default);
-                    self.lnodes.extend_from_slice(&[0; LNODE_HEADER]);
-                    let leafvec = emit_leaves(&slots, 0, &mut self.lnodes);
-                    for (k, w) in self.lnodes[o..o + LNODE_HEADER].iter_mut().enumerate() {
-                        *w = (leafvec >> (16 * k)) as u16;
-                    }
-                    self.lnode_count += 1;
-                    direct[slot] = LNODE | o as u32;
-                    Ok(())
-                }
+                direct[slot] = self.slot_entry(&routes[a..b], ds, default)?;
+                Ok(())
             },
         )?;
         Ok(direct)
+    }
+
+    /// The direct-pointing entry of a slot whose routes longer than the direct bits `ds` are
+    /// `run` (not empty, canonical order), below a slot default `default`: a childless-node
+    /// record when nothing reaches past the next stride, else a node.
+    fn slot_entry(&mut self, run: &[Route<K>], ds: u8, default: u16) -> Result<u32, BuildError> {
+        if run.iter().any(|r| r.prefix.len() > ds + STRIDE) {
+            let k = self.alloc_nodes(1)?;
+            self.fill(run, k, ds, default)?;
+            Ok(k as u32)
+        } else {
+            let (slots, _) = paint(run, ds, default);
+            let mut rec = [0u16; LNODE_HEADER + 64];
+            let (leafvec, n) = emit_leaves(&slots, 0, &mut rec[LNODE_HEADER..]);
+            for (k, w) in rec[..LNODE_HEADER].iter_mut().enumerate() {
+                *w = (leafvec >> (16 * k)) as u16;
+            }
+            let o = alloc_padded(
+                &mut self.lnodes,
+                &mut self.free.lnodes,
+                &rec[..LNODE_HEADER + n],
+            );
+            if o + LNODE_HEADER + 64 > INDEX as usize {
+                return Err(BuildError::TooLarge("childless-node records past 2^30"));
+            }
+            self.lnode_count += 1;
+            Ok(LNODE | o as u32)
+        }
+    }
+
+    /// A block of `n` nodes, reused or appended.
+    fn alloc_nodes(&mut self, n: usize) -> Result<usize, BuildError> {
+        if let Some(i) = FreeLists::take(&mut self.free.nodes, n) {
+            return Ok(i);
+        }
+        let k = self.nodes.len();
+        if k + n > INDEX as usize {
+            return Err(BuildError::TooLarge("more than 2^30 nodes"));
+        }
+        self.nodes.resize(k + n, Node::default());
+        self.ndef.resize(k + n, 0);
+        Ok(k)
+    }
+
+    /// Frees everything a direct-pointing entry owns (nothing for a leaf).
+    fn free_entry(&mut self, e: u32) {
+        if e & LEAF != 0 {
+        } else if e & LNODE != 0 {
+            let o = (e & INDEX) as usize;
+            let n = lnode_leafvec(&self.lnodes, o).count_ones() as usize;
+            FreeLists::put(&mut self.free.lnodes, LNODE_HEADER + n, o);
+            self.lnode_count -= 1;
+        } else {
+            self.free_below(e as usize);
+            FreeLists::put(&mut self.free.nodes, 1, e as usize);
+        }
+    }
+
+    /// Frees the leaves and the children (recursively) of node `idx`, not the node itself.
+    fn free_below(&mut self, idx: usize) {
+        let n = self.nodes[idx];
+        let nl = n.leafvec.count_ones() as usize;
+        if nl > 0 {
+            FreeLists::put(&mut self.free.leaves, nl, n.base0 as usize);
+        }
+        let nc = n.vector.count_ones() as usize;
+        for j in 0..nc {
+            self.free_below(n.base1 as usize + j);
+        }
+        if nc > 0 {
+            FreeLists::put(&mut self.free.nodes, nc, n.base1 as usize);
+        }
     }
 
     /// Two-level direct pointing: the top table over bits `0..tb` and, for every top slot
@@ -684,27 +800,33 @@ impl<K: Key> Builder<K> {
         default: u16,
     ) -> Result<(), BuildError> {
         let (slots, vector) = paint(routes, off, default);
-        let base0 = self.leaves.len();
+        let mut buf = [0u16; 64];
+        let (leafvec, nl) = emit_leaves(&slots, vector, &mut buf);
+        // A node of children only has no leaves; base 1 keeps `base0 - 1` in range anyway.
+        let base0 = if nl > 0 {
+            alloc_padded(&mut self.leaves, &mut self.free.leaves, &buf[..nl])
+        } else {
+            1
+        };
         if base0 + 64 > u32::MAX as usize {
             return Err(BuildError::TooLarge("more than 2^32 leaves"));
         }
-        let leafvec = emit_leaves(&slots, vector, &mut self.leaves);
-        let base0 = base0 as u32;
         let nchild = vector.count_ones() as usize;
-        let base1 = self.nodes.len();
-        if base1 + nchild > u32::MAX as usize {
-            return Err(BuildError::TooLarge("more than 2^32 nodes"));
-        }
+        let base1 = if nchild > 0 {
+            self.alloc_nodes(nchild)?
+        } else {
+            0
+        };
         self.nodes[idx] = Node {
             vector,
-            base0,
+            base0: base0 as u32,
             base1: base1 as u32,
             leafvec,
         };
+        self.ndef[idx] = default;
         if nchild == 0 {
             return Ok(());
         }
-        self.nodes.resize(base1 + nchild, Node::default());
         let mut k = base1;
         let end = off + STRIDE;
         runs(
@@ -721,10 +843,12 @@ impl<K: Key> Builder<K> {
     }
 }
 
-/// Appends to `out` the leaves of a node's leaf slots (those not in `vector`), one per run of
-/// equal next hops, and returns the leaf vector.
-fn emit_leaves(slots: &[u16; 64], vector: u64, out: &mut Vec<u16>) -> u64 {
+/// Writes to `out` the leaves of a node's leaf slots (those not in `vector`), one per run of
+/// equal next hops; returns the leaf vector and the number of leaves (at most 64, which `out`
+/// must hold).
+fn emit_leaves(slots: &[u16; 64], vector: u64, out: &mut [u16]) -> (u64, usize) {
     let mut leafvec = 0u64;
+    let mut n = 0;
     let mut prev: Option<u16> = None;
     for (i, &leaf) in slots.iter().enumerate() {
         if vector & (1u64 << i) != 0 {
@@ -732,11 +856,26 @@ fn emit_leaves(slots: &[u16; 64], vector: u64, out: &mut Vec<u16>) -> u64 {
         }
         if prev != Some(leaf) {
             leafvec |= 1u64 << i;
-            out.push(leaf);
+            out[n] = leaf;
+            n += 1;
             prev = Some(leaf);
         }
     }
-    leafvec
+    (leafvec, n)
+}
+
+/// Stores `data` in `v` (which ends with one padding element) in a free block of its size or
+/// before the padding; returns where.
+fn alloc_padded(v: &mut Vec<u16>, free: &mut [Vec<u32>], data: &[u16]) -> usize {
+    if let Some(at) = FreeLists::take(free, data.len()) {
+        v[at..at + data.len()].copy_from_slice(data);
+        return at;
+    }
+    let at = v.len().saturating_sub(1);
+    v.truncate(at);
+    v.extend_from_slice(data);
+    v.push(0);
+    at
 }
 
 /// The 64 slots of the node at bit `off` over `routes` (all inside the node's range): each
