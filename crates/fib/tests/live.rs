@@ -1,0 +1,262 @@
+//! The live FIB against fresh builds, and under concurrent readers.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use vfsr_fib::{FibError, LiveFib};
+use vfsr_lpm::golden::Golden;
+use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
+use vfsr_lpm::{Key, Lpm, LpmBuild, LpmUpdate, NextHop, Prefix, Route, NO_ROUTE};
+
+fn v4(a: u32, len: u8, nh: NextHop) -> Route<u32> {
+    Route::new(Prefix::new_masked(a, len), nh)
+}
+
+/// Every address of `addrs` answers as a fresh golden build of the FIB's table, in the
+/// published snapshot.
+fn check_published<K: Key, E: LpmUpdate<K> + Clone>(fib: &LiveFib<K, E>, addrs: &[K]) {
+    let golden = Golden::build(&fib.table().to_routes(), &()).unwrap();
+    let snap = fib.reader().load();
+    let mut out = vec![NO_ROUTE; addrs.len()];
+    snap.engine.lookup_bulk(addrs, &mut out);
+    for (a, got) in addrs.iter().zip(out) {
+        assert_eq!(
+            got,
+            golden.lookup(*a),
+            "address {a:?}, version {}",
+            snap.version
+        );
+    }
+}
+
+/// Random nested IPv4 routes around a few bases.
+fn route4() -> impl Strategy<Value = Route<u32>> {
+    (
+        prop::sample::select(vec![0u32, 0x0a00_0000, 0x0a01_0000, 0xc0a8_0000]),
+        any::<u32>(),
+        0u32..=32,
+        0u8..=32,
+        0u32..40,
+    )
+        .prop_map(|(base, noise, shift, len, nh)| {
+            v4(base ^ noise.checked_shr(shift).unwrap_or(0), len, nh)
+        })
+}
+
+fn run_sequence<E: LpmUpdate<u32> + Clone>(
+    config: E::Config,
+    table: &[Route<u32>],
+    steps: &[(Route<u32>, bool)],
+) {
+    let mut fib = LiveFib::<u32, E>::new(table, config).unwrap();
+    let mut addrs: Vec<u32> = table.iter().map(|r| r.prefix.addr()).collect();
+    addrs.extend(steps.iter().flat_map(|(r, _)| {
+        let a = r.prefix.addr();
+        [
+            a,
+            a.wrapping_sub(1),
+            a | (u32::MAX >> r.prefix.len().min(31)),
+        ]
+    }));
+    check_published(&fib, &addrs);
+    for (r, publish) in steps {
+        fib.set(r.prefix, r.nexthop).unwrap();
+        if *publish {
+            fib.publish().unwrap();
+            check_published(&fib, &addrs);
+        }
+    }
+    fib.publish().unwrap();
+    check_published(&fib, &addrs);
+    // A second publication with nothing pending keeps the version; the spare copy, one batch
+    // behind until now, must catch up when it is published next.
+    let v = fib.version();
+    fib.publish().unwrap();
+    assert_eq!(fib.version(), v);
+    if let Some((r, _)) = steps.first() {
+        fib.set(r.prefix, NO_ROUTE).unwrap();
+        fib.publish().unwrap();
+        check_published(&fib, &addrs);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn published_snapshots_match_a_fresh_build(
+        table in prop::collection::vec(route4(), 0..60),
+        steps in prop::collection::vec((route4(), any::<bool>()), 0..60),
+    ) {
+        run_sequence::<Poptrie<u32>>(PoptrieConfig::default(), &table, &steps);
+        run_sequence::<Poptrie<u32>>(PoptrieConfig::flat(16), &table, &steps);
+        run_sequence::<Golden<u32>>((), &table, &steps);
+    }
+}
+
+#[test]
+fn next_hops_the_engine_cannot_store_are_refused_and_change_nothing() {
+    let mut fib =
+        LiveFib::<u32, Poptrie<u32>>::new(&[v4(0x0a00_0000, 8, 5)], PoptrieConfig::default())
+            .unwrap();
+    let p = Prefix::new_masked(0x0a00_0000u32, 8);
+    assert_eq!(
+        fib.set(p, 70_000),
+        Err(FibError::NextHopTooLarge {
+            nexthop: 70_000,
+            max: 65_535
+        })
+    );
+    assert_eq!(fib.pending(), 0);
+    assert_eq!(fib.stats().rejected, 1);
+    fib.publish().unwrap();
+    assert_eq!(fib.reader().load().engine.lookup(0x0a01_0101), 5);
+    assert!(
+        LiveFib::<u32, Poptrie<u32>>::new(&[v4(0, 0, 1 << 20)], PoptrieConfig::default()).is_err()
+    );
+}
+
+#[test]
+fn poll_publishes_after_the_delay_bound() {
+    let mut fib = LiveFib::<u32, Poptrie<u32>>::new(&[], PoptrieConfig::default()).unwrap();
+    fib.set_max_delay(Duration::from_millis(5));
+    let t0 = Instant::now();
+    fib.set(Prefix::new_masked(0x0a00_0000, 8), 3).unwrap();
+    assert!(!fib.poll(t0).unwrap(), "not due yet");
+    assert_eq!(fib.reader().load().engine.lookup(0x0a00_0001), NO_ROUTE);
+    let due = fib.deadline().unwrap();
+    assert!(due <= Instant::now() + Duration::from_millis(5));
+    assert!(fib.poll(due).unwrap());
+    assert_eq!(fib.reader().load().engine.lookup(0x0a00_0001), 3);
+    assert_eq!(fib.deadline(), None);
+    assert_eq!(fib.reader().load().version, 1);
+}
+
+#[test]
+fn a_full_load_replaces_the_table() {
+    let mut fib =
+        LiveFib::<u32, Poptrie<u32>>::new(&[v4(0, 0, 1)], PoptrieConfig::default()).unwrap();
+    fib.set(Prefix::new_masked(0x0a00_0000, 8), 3).unwrap();
+    fib.load(&[v4(0xc0a8_0000, 16, 4)]).unwrap();
+    assert_eq!(fib.pending(), 0);
+    let s = fib.reader().load();
+    assert_eq!(s.engine.lookup(0x0a00_0001), NO_ROUTE);
+    assert_eq!(s.engine.lookup(0xc0a8_0101), 4);
+    drop(s);
+    fib.set(Prefix::new_masked(0xc0a8_0000, 16), 5).unwrap();
+    fib.publish().unwrap();
+    fib.set(Prefix::new_masked(0x0a00_0000, 8), 6).unwrap();
+    fib.publish().unwrap();
+    let s = fib.reader().load();
+    assert_eq!(
+        (s.engine.lookup(0xc0a8_0101), s.engine.lookup(0x0a00_0001)),
+        (5, 6)
+    );
+}
+
+/// Reader threads look up addresses whose covering routes never change, and a group of
+/// addresses whose routes always change together in one batch, while a writer churns
+/// thousands of other routes. No reader may ever see a wrong answer, a missing one, or a
+/// batch half applied.
+fn stress<E: LpmUpdate<u32> + Clone + 'static>(config: E::Config, what: &str) {
+    // Stable: 10.s.0.0/16 -> 100 + s for s in 0..64 (and a 10.0.0.0/8 over them).
+    let mut table = vec![v4(0x0a00_0000, 8, 1)];
+    for s in 0..64u32 {
+        table.push(v4(0x0a00_0000 | s << 16, 16, 100 + s));
+    }
+    let mut fib = LiveFib::<u32, E>::new(&table, config).unwrap();
+    fib.set_max_delay(Duration::from_micros(200));
+    // Churned: /24s and /32s under 20.0.0.0/8, and a group of eight /24s under 30.0.0.0/8
+    // that always carry the same next hop.
+    let group: Vec<u32> = (0..8u32).map(|i| 0x1e00_0000 | i << 12).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let checked = Arc::new(AtomicU64::new(0));
+    let mut readers = Vec::new();
+    for t in 0..3u32 {
+        let r = fib.reader();
+        let group = group.clone();
+        let (stop, checked) = (Arc::clone(&stop), Arc::clone(&checked));
+        readers.push(std::thread::spawn(move || -> Result<(), String> {
+            let mut addrs = Vec::new();
+            for s in 0..64u32 {
+                addrs.push(0x0a00_0000 | s << 16 | (t * 7919 + s * 31) & 0xffff);
+            }
+            addrs.push(0x0aff_0001); // under the /8 only
+            let stable: Vec<NextHop> = (0..64).map(|s| 100 + s).chain([1]).collect();
+            let mut out = vec![0; addrs.len()];
+            let mut gout = vec![0; group.len()];
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let snap = r.load();
+                snap.engine.lookup_bulk(&addrs, &mut out);
+                if out != stable {
+                    return Err(format!(
+                        "stable answers changed at version {}: {out:?}",
+                        snap.version
+                    ));
+                }
+                snap.engine.lookup_bulk(&group, &mut gout);
+                if gout.iter().any(|&g| g != gout[0]) {
+                    return Err(format!(
+                        "half-applied batch at version {}: {gout:?}",
+                        snap.version
+                    ));
+                }
+                n += 1;
+            }
+            checked.fetch_add(n, Ordering::Relaxed);
+            Ok(())
+        }));
+    }
+    let mut x = 0x2545_f491_u32;
+    let t0 = Instant::now();
+    let mut round = 0u32;
+    while t0.elapsed() < Duration::from_millis(1500) {
+        round += 1;
+        for _ in 0..200 {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            let len = if x & 1 == 0 { 24 } else { 32 };
+            let nh = if x & 6 == 0 {
+                NO_ROUTE
+            } else {
+                1 + (x >> 20) % 500
+            };
+            fib.set(Prefix::new_masked(0x1400_0000 | (x & 0x00ff_ffff), len), nh)
+                .unwrap();
+        }
+        let g = if round.is_multiple_of(5) {
+            NO_ROUTE
+        } else {
+            1 + round % 700
+        };
+        for &a in &group {
+            fib.set(Prefix::new_masked(a, 24), g).unwrap();
+        }
+        fib.poll(Instant::now()).unwrap();
+        if round.is_multiple_of(3) {
+            fib.publish().unwrap();
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap().unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    // Few when readers outnumber the cores (a preempted reader holds its copy), never none.
+    assert!(fib.stats().publications > 10, "{what}: {:?}", fib.stats());
+    assert!(
+        checked.load(Ordering::Relaxed) > 1000,
+        "{what}: readers hardly ran"
+    );
+    fib.publish().unwrap();
+    check_published(&fib, &[0x1400_0000, 0x1e00_0001, 0x0a05_0505]);
+}
+
+#[test]
+fn readers_never_see_a_wrong_answer_while_writers_churn_poptrie() {
+    stress::<Poptrie<u32>>(PoptrieConfig::default(), "poptrie");
+}
+
