@@ -42,6 +42,7 @@ pub mod rng;
 pub mod shared;
 pub mod synth;
 pub mod text;
+pub mod trace;
 pub mod traffic;
 
 use std::fmt;
