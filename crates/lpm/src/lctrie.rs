@@ -93,11 +93,63 @@
 //! sparsity guard: a node never has more than 16 slots per key beneath it. The guard only binds
 //! for thresholds below about 6 % (with 50 % a node can have at most two slots per key); a
 //! threshold of 0 therefore means "as large as the guard allows".
+//!
+//! ## Updates
+//!
+//! An update has three things to bring in line: the chain (entries and parent links), the
+//! leaves (one per distinct address, naming its longest prefix) and the empty slots
+//! (representatives). [`LpmUpdate::update`] takes a batch in three passes, all reading the
+//! route map after the changes:
+//!
+//! 1. **Entries.** A new prefix takes a free chain entry (or one at the end), a withdrawn one
+//!    frees its entry, a replaced one gets its next hop in place. A prefix → entry map, made
+//!    by the first update, finds them; entries keep their index while their prefix lives.
+//! 2. **Parent links.** For a changed prefix `P`, `P`'s own parent is `parent(P)`, and the
+//!    routes right below it (the ones of `within(P)` no other route inside `P` covers) get `P`,
+//!    or `parent(P)` if `P` is gone. No other prefix's longest cover can have changed.
+//! 3. **The trie**, once per changed address `k`, whose leaf must name its longest prefix:
+//!    * *same longest prefix*: nothing (the entry kept its index);
+//!    * *another one*: the leaf slot is re-pointed;
+//!    * *address gone*: its leaf slot is emptied; a node left with no used slot is freed, a
+//!      node of at most 16 slots left with one is replaced by that slot (path compression);
+//!    * *new address*: the descent of `k` reaches a leaf `k'`; the deepest node passed whose
+//!      skipped bits `k` agrees with (`pos <= common_prefix_len(k, k')`) gets it, and the
+//!      subtree under the slot `k` picks there, the smallest whose key range (the *span*: the
+//!      node's path and that slot, `pos + bits` bits) holds `k`, is rebuilt by the builder from
+//!      the routes in the span (`within(span)` and the span's own address at shorter lengths),
+//!      with the inner fill factor.
+//!
+//!    After each, the empty slots beside the slot that changed are re-pointed on every node
+//!    of the descent, bottom up (only the run between its used neighbours: a representative
+//!    always names the leftmost leaf of the nearest used slot).
+//!
+//! ```text
+//!   add 192.168.200.0/24 to the worked example: new entry e5, parent e2 (192.168.0.0/16)
+//!   descent: root slot 10 -> node B slot 11 (~> e4, 192.168.128.0); 192.168.200.0 and
+//!   192.168.128.0 share 17 bits >= B.pos 16, so B's slot 11 (span 192.168.192.0/18) is the
+//!   smallest subtree that holds it; rebuilt from the one route in the span, a leaf:
+//!        node B: pos 16, bits 2
+//!        ┌──────────┬──────────┬──────────┬──────────┐
+//!        │ 00  e2   │ 01  e3   │ 10  e4   │ 11  e5   │
+//!        └──────────┴──────────┴──────────┴──────────┘
+//!   withdraw it again: slot 11 is emptied and re-pointed ~> e4; e5 goes to the free list.
+//! ```
+//!
+//! **Full rebuild** happens only when the root itself must change: a new address disagrees
+//! with the bits every key shared so far (the root's skipped bits, before its `pos`), or the
+//! trie was empty or a single leaf. It also serves as **compaction**: freed node blocks
+//! (reused by size) and freed chain entries are taken before the arrays grow, and once either
+//! kind of freed space outgrows the live part (with at least 64 slots or entries), the trie is
+//! rebuilt packed, so memory stays within twice the live size over any run of updates. Nodes
+//! keep their branching factor while keys come and go; a rebuild restores the exact rule.
+//! [`Lpm::memory_bytes`] counts the lookup arrays only, not the update bookkeeping.
 
 use crate::key::Key;
 use crate::prefix::{canonicalize, NextHop, Prefix, Route, NO_ROUTE};
+use crate::update::{LpmUpdate, RouteMap};
 use crate::{BuildError, Lpm, LpmBuild};
 use core::fmt;
+use std::collections::HashMap;
 
 /// "No entry": the parent link of a prefix that nothing covers, and the chain index of the
 /// root of an empty trie. The chain is kept shorter than this, so it never indexes anything.
@@ -267,11 +319,12 @@ struct Entry<K: Key> {
     addr: K,
     len: u8,
     nexthop: NextHop,
-    /// Chain index of the covering prefix, always smaller than this entry's; [`NONE`] if none.
+    /// Chain index of the covering prefix, always a shorter prefix; [`NONE`] if none.
     parent: u32,
 }
 
-/// Level- and path-compressed trie with Linux's fill-factor rule, built once from a table.
+/// Level- and path-compressed trie with Linux's fill-factor rule, built from a table and kept
+/// in line with it by [`LpmUpdate::update`].
 #[derive(Clone, Debug)]
 pub struct LcTrie<K: Key> {
     root: Slot,
@@ -280,7 +333,37 @@ pub struct LcTrie<K: Key> {
     internal: usize,
     leaves: usize,
     config: LcConfig,
+    /// What updates need beside the lookup arrays; made by the first update.
+    spare: Option<Box<Spare<K>>>,
 }
+
+/// Bookkeeping of updates, kept apart from the lookup arrays.
+#[derive(Clone, Debug, Default)]
+struct Spare<K: Key> {
+    /// The chain entry of every prefix.
+    index: HashMap<Prefix<K>, u32>,
+    /// Chain entries no prefix uses, reused before the chain grows.
+    free_entries: Vec<u32>,
+    /// Bases of freed node blocks, by `bits` (a block of `2^bits` slots).
+    free_nodes: Vec<Vec<u32>>,
+    /// Slots in freed blocks.
+    free_slots: usize,
+}
+
+/// One level of a descent: the node, where its header is kept (`None`: the root), and the
+/// slot the descent took.
+#[derive(Clone, Copy, Debug)]
+struct Step {
+    at: Option<usize>,
+    node: Slot,
+    i: usize,
+}
+
+/// Nodes of at most this many bits that are left with one used slot are replaced by it.
+const COLLAPSE_BITS: u8 = 4;
+
+/// Below this many slots or chain entries, freed space is not worth a compacting rebuild.
+const COMPACT_MIN: usize = 64;
 
 impl<K: Key> LcTrie<K> {
     /// Internal nodes plus leaves (one leaf per distinct prefix address).
@@ -320,9 +403,9 @@ impl<K: Key> LcTrie<K> {
         }
     }
 
-    /// Descends to a leaf and returns its chain index ([`NONE`] for an empty trie). Every
-    /// node's children were allocated after the node, so the walk moves forward in `slots`
-    /// and ends.
+    /// Descends to a leaf and returns its chain index ([`NONE`] for an empty trie). A child
+    /// node's `pos` is at least its parent's `pos + bits`, so every level consumes bits and
+    /// the walk ends.
     #[inline(always)]
     fn descend(&self, addr: K) -> u32 {
         let mut s = self.root;
@@ -332,8 +415,8 @@ impl<K: Key> LcTrie<K> {
         s.base
     }
 
-    /// Walks the chain from entry `e` to the first prefix containing `addr`. Parents have
-    /// smaller indices than their children, so the walk ends.
+    /// Walks the chain from entry `e` to the first prefix containing `addr`. Parents are
+    /// shorter than their children, so the walk ends.
     #[inline(always)]
     fn resolve(&self, addr: K, e: u32) -> Option<&Entry<K>> {
         let mut cur = self.chain.get(e as usize)?;
@@ -413,7 +496,10 @@ impl<K: Key> LpmBuild<K> for LcTrie<K> {
             keys: &keys,
             leaf_entry: &leaf_entry,
             slots: Vec::new(),
+            free_nodes: Vec::new(),
+            free_slots: 0,
             internal: 0,
+            top_is_root: true,
         };
         let root = b.run()?;
         let mut slots = b.slots;
@@ -426,8 +512,433 @@ impl<K: Key> LpmBuild<K> for LcTrie<K> {
             internal,
             leaves: keys.len(),
             config: *config,
+            spare: None,
         })
     }
+}
+
+/// What an update of one address did to the trie.
+enum Outcome {
+    Done,
+    /// The root itself has to change: the caller rebuilds everything.
+    NeedsRebuild,
+}
+
+impl<K: Key> LpmUpdate<K> for LcTrie<K> {
+    fn update(&mut self, table: &RouteMap<K>, changed: &[Prefix<K>]) -> Result<(), BuildError> {
+        let mut todo = changed.to_vec();
+        todo.sort_unstable();
+        todo.dedup();
+        if todo.is_empty() {
+            return Ok(());
+        }
+        let mut sp = match self.spare.take() {
+            Some(sp) => sp,
+            None => Box::new(self.make_spare()),
+        };
+        let rebuild = self.apply(table, &todo, &mut sp);
+        self.spare = Some(sp);
+        if rebuild? {
+            *self = LcTrie::build(&table.to_routes(), &self.config)?;
+        }
+        Ok(())
+    }
+}
+
+impl<K: Key> LcTrie<K> {
+    /// The update bookkeeping of a freshly built trie: every chain entry is in use.
+    fn make_spare(&self) -> Spare<K> {
+        let index = (0u32..)
+            .zip(&self.chain)
+            .map(|(i, e)| (Prefix::new_masked(e.addr, e.len), i))
+            .collect();
+        Spare {
+            index,
+            free_entries: Vec::new(),
+            free_nodes: vec![Vec::new(); LcConfig::MAX_BITS_LIMIT as usize + 1],
+            free_slots: 0,
+        }
+    }
+
+    /// The three passes of an update (see the module doc). `Ok(true)`: the caller rebuilds.
+    fn apply(
+        &mut self,
+        table: &RouteMap<K>,
+        todo: &[Prefix<K>],
+        sp: &mut Spare<K>,
+    ) -> Result<bool, BuildError> {
+        // 1. Chain entries. Room is checked before anything changes.
+        let grow = todo
+            .iter()
+            .filter(|p| table.get(p).is_some() && !sp.index.contains_key(p))
+            .count();
+        let live = self.chain.len().saturating_sub(sp.free_entries.len());
+        if live.saturating_add(grow) >= NONE as usize {
+            return Err(BuildError::TooLarge(
+                "LC-trie chain holds fewer than 2^32 - 1 prefixes",
+            ));
+        }
+        // Entries freed now are reused from the next batch on, so that no slot still naming
+        // one can be mistaken for a leaf of a prefix announced in this batch.
+        let mut freed = Vec::new();
+        for &p in todo {
+            match (table.get(&p), sp.index.get(&p).copied()) {
+                (Some(nexthop), Some(e)) => {
+                    if let Some(x) = self.chain.get_mut(e as usize) {
+                        x.nexthop = nexthop;
+                    }
+                }
+                (Some(nexthop), None) => {
+                    let entry = Entry {
+                        addr: p.addr(),
+                        len: p.len(),
+                        nexthop,
+                        parent: NONE,
+                    };
+                    let e = match sp.free_entries.pop() {
+                        Some(e) => {
+                            if let Some(x) = self.chain.get_mut(e as usize) {
+                                *x = entry;
+                            }
+                            e
+                        }
+                        None => {
+                            self.chain.push(entry);
+                            (self.chain.len() - 1) as u32
+                        }
+                    };
+                    sp.index.insert(p, e);
+                }
+                (None, Some(e)) => {
+                    sp.index.remove(&p);
+                    freed.push(e);
+                }
+                (None, None) => {}
+            }
+        }
+
+        // 2. Parent links: a prefix's own, and those of the routes right below it.
+        for &p in todo {
+            let up = table
+                .parent(p)
+                .and_then(|r| sp.index.get(&r.prefix).copied())
+                .unwrap_or(NONE);
+            let own = sp.index.get(&p).copied();
+            if let Some(x) = own.and_then(|e| self.chain.get_mut(e as usize)) {
+                x.parent = up;
+            }
+            let above = own.unwrap_or(up);
+            let mut top: Option<Prefix<K>> = None;
+            for r in table.within(p) {
+                if r.prefix == p || top.is_some_and(|t| t.covers(&r.prefix)) {
+                    continue;
+                }
+                top = Some(r.prefix);
+                if let Some(x) = sp
+                    .index
+                    .get(&r.prefix)
+                    .and_then(|&c| self.chain.get_mut(c as usize))
+                {
+                    x.parent = above;
+                }
+            }
+        }
+
+        // 3. The trie, once per changed address.
+        let mut keys: Vec<K> = todo.iter().map(|p| p.addr()).collect();
+        keys.dedup(); // sorted by address already
+        for k in keys {
+            let e = self.descend(k);
+            let old = self
+                .chain
+                .get(e as usize)
+                .filter(|x| x.addr == k)
+                .map(|_| e);
+            let new = longest_at(&sp.index, k);
+            let outcome = match (old, new) {
+                (Some(o), Some(n)) if o == n => Outcome::Done,
+                (Some(_), Some(n)) => {
+                    let (steps, at) = self.path(k);
+                    self.put(at, Slot::leaf(n));
+                    self.settle(&steps, sp);
+                    Outcome::Done
+                }
+                (Some(_), None) => {
+                    let (steps, at) = self.path(k);
+                    self.put(at, Slot::EMPTY);
+                    self.leaves = self.leaves.saturating_sub(1);
+                    self.settle(&steps, sp);
+                    Outcome::Done
+                }
+                (None, Some(_)) => self.insert_key(k, table, sp)?,
+                (None, None) => Outcome::Done,
+            };
+            if let Outcome::NeedsRebuild = outcome {
+                return Ok(true);
+            }
+        }
+        sp.free_entries.extend(freed);
+
+        // Compaction: once freed space outgrows the live part, a rebuild packs it.
+        let live_slots = self.slots.len().saturating_sub(sp.free_slots);
+        let live_entries = self.chain.len().saturating_sub(sp.free_entries.len());
+        Ok(
+            (self.slots.len() >= COMPACT_MIN && sp.free_slots > live_slots)
+                || (self.chain.len() >= COMPACT_MIN && sp.free_entries.len() > live_entries),
+        )
+    }
+
+    /// The descent of `k`: every node passed, and where the leaf reached is kept.
+    fn path(&self, k: K) -> (Vec<Step>, Option<usize>) {
+        let mut steps = Vec::new();
+        let (mut s, mut at) = (self.root, None);
+        for _ in 0..=K::BITS {
+            if s.bits == 0 {
+                break;
+            }
+            let i = k.chunk(s.pos, s.bits);
+            steps.push(Step { at, node: s, i });
+            let child = s.base as usize + i;
+            at = Some(child);
+            s = self.slots.get(child).copied().unwrap_or(Slot::EMPTY);
+        }
+        (steps, at)
+    }
+
+    /// Stores `s` at `at` (`None`: the root).
+    fn put(&mut self, at: Option<usize>, s: Slot) {
+        match at {
+            None => self.root = s,
+            Some(i) => {
+                if let Some(dst) = self.slots.get_mut(i) {
+                    *dst = s;
+                }
+            }
+        }
+    }
+
+    /// Whether slot `j` of `node` holds a subtree of its own (a node, or the leaf of a key
+    /// whose bits pick `j`) rather than a representative or nothing.
+    fn is_used(&self, node: Slot, j: usize) -> bool {
+        match self.slots.get(node.base as usize + j) {
+            Some(c) if c.bits != 0 => true,
+            Some(c) => self
+                .chain
+                .get(c.base as usize)
+                .is_some_and(|e| e.addr.chunk(node.pos, node.bits) == j),
+            None => false,
+        }
+    }
+
+    /// The chain entry of the leftmost leaf below `s` (slot 0 always leads to it: if it is
+    /// empty it stands for the first used slot).
+    fn leftmost(&self, mut s: Slot) -> u32 {
+        for _ in 0..=K::BITS {
+            if s.bits == 0 {
+                return s.base;
+            }
+            s = self
+                .slots
+                .get(s.base as usize)
+                .copied()
+                .unwrap_or(Slot::EMPTY);
+        }
+        NONE
+    }
+
+    /// Re-points the empty slots of `node` between the used neighbours of slot `j` (whose
+    /// content just changed), with the rule of `Builder::fill_empty_slots`. Returns whether
+    /// the node still has a used slot.
+    fn refresh(&mut self, node: Slot, j: usize) -> bool {
+        let size = 1usize << node.bits;
+        let base = node.base as usize;
+        let before = (0..j).rev().find(|&s| self.is_used(node, s));
+        let after = (j + 1..size).find(|&s| self.is_used(node, s));
+        let here = self.is_used(node, j).then_some(j);
+        let with_leaf = |s: Option<usize>| {
+            s.map(|s| {
+                let c = self.slots.get(base + s).copied().unwrap_or(Slot::EMPTY);
+                (s, self.leftmost(c))
+            })
+        };
+        let (b, h, a) = (with_leaf(before), with_leaf(here), with_leaf(after));
+        if b.is_none() && h.is_none() && a.is_none() {
+            return false;
+        }
+        let lo = before.map_or(0, |b| b + 1);
+        let hi = after.unwrap_or(size);
+        for i in lo..hi {
+            if here == Some(i) {
+                continue;
+            }
+            let (l, r) = match h {
+                Some(h) if i < h.0 => (b, Some(h)),
+                Some(h) => (Some(h), a),
+                None => (b, a),
+            };
+            let pick = match (l, r) {
+                (Some(x), Some(y)) => {
+                    if (i ^ x.0).leading_zeros() >= (i ^ y.0).leading_zeros() {
+                        x
+                    } else {
+                        y
+                    }
+                }
+                (Some(x), None) | (None, Some(x)) => x,
+                (None, None) => continue,
+            };
+            if let Some(dst) = self.slots.get_mut(base + i) {
+                *dst = Slot::leaf(pick.1);
+            }
+        }
+        true
+    }
+
+    /// After the slot at the end of `steps` changed: re-points representatives on every
+    /// node above it, bottom up, frees nodes left empty and replaces small nodes left with
+    /// one used slot by that slot.
+    fn settle(&mut self, steps: &[Step], sp: &mut Spare<K>) {
+        for st in steps.iter().rev() {
+            if !self.refresh(st.node, st.i) {
+                self.free_block(st.node, sp);
+                self.put(st.at, Slot::EMPTY);
+                continue;
+            }
+            if st.node.bits <= COLLAPSE_BITS {
+                let mut used = (0..1usize << st.node.bits).filter(|&j| self.is_used(st.node, j));
+                if let (Some(only), None) = (used.next(), used.next()) {
+                    let child = self
+                        .slots
+                        .get(st.node.base as usize + only)
+                        .copied()
+                        .unwrap_or(Slot::EMPTY);
+                    self.free_block(st.node, sp);
+                    self.put(st.at, child);
+                }
+            }
+        }
+    }
+
+    /// Puts the slots of one node on the free list.
+    fn free_block(&mut self, node: Slot, sp: &mut Spare<K>) {
+        if let Some(list) = sp.free_nodes.get_mut(node.bits as usize) {
+            list.push(node.base);
+            sp.free_slots += 1usize << node.bits;
+            self.internal = self.internal.saturating_sub(1);
+        }
+    }
+
+    /// Frees every node of the subtree under node `top`; returns the keys it held.
+    fn free_subtree(&mut self, top: Slot, sp: &mut Spare<K>) -> usize {
+        let mut keys = 0;
+        let mut stack = vec![top];
+        while let Some(n) = stack.pop() {
+            for j in 0..1usize << n.bits {
+                match self.slots.get(n.base as usize + j) {
+                    Some(&c) if c.bits != 0 => stack.push(c),
+                    Some(_) if self.is_used(n, j) => keys += 1,
+                    _ => {}
+                }
+            }
+            self.free_block(n, sp);
+        }
+        keys
+    }
+
+    /// A new address `k`: rebuilds the smallest subtree whose key range holds it.
+    fn insert_key(
+        &mut self,
+        k: K,
+        table: &RouteMap<K>,
+        sp: &mut Spare<K>,
+    ) -> Result<Outcome, BuildError> {
+        let (steps, _) = self.path(k);
+        // A key the descent reaches shares bits 0..pos with every key of each node passed.
+        let Some(reached) = self.chain.get(self.descend(k) as usize).map(|e| e.addr) else {
+            return Ok(Outcome::NeedsRebuild);
+        };
+        let shared = k.common_prefix_len(reached);
+        // The deepest node whose skipped bits `k` agrees with; none: the root must change.
+        let Some(m) = steps.iter().rposition(|st| st.node.pos <= shared) else {
+            return Ok(Outcome::NeedsRebuild);
+        };
+        let Some(&st) = steps.get(m) else {
+            return Ok(Outcome::NeedsRebuild);
+        };
+        let span = Prefix::new_masked(k, st.node.pos + st.node.bits);
+        let (keys, leaf_entry) = span_keys(table, span, &sp.index)?;
+
+        let at = st.node.base as usize + st.i;
+        let old = self.slots.get(at).copied().unwrap_or(Slot::EMPTY);
+        let old_keys = if old.bits != 0 {
+            self.free_subtree(old, sp)
+        } else {
+            usize::from(self.is_used(st.node, st.i))
+        };
+        let mut b = Builder {
+            config: &self.config,
+            keys: &keys,
+            leaf_entry: &leaf_entry,
+            slots: core::mem::take(&mut self.slots),
+            free_nodes: core::mem::take(&mut sp.free_nodes),
+            free_slots: sp.free_slots,
+            internal: 0,
+            top_is_root: false,
+        };
+        let built = b.run();
+        self.slots = b.slots;
+        sp.free_nodes = b.free_nodes;
+        sp.free_slots = b.free_slots;
+        self.internal += b.internal;
+        self.put(Some(at), built?);
+        self.leaves = (self.leaves + keys.len()).saturating_sub(old_keys);
+        self.settle(steps.get(..=m).unwrap_or(&[]), sp);
+        Ok(Outcome::Done)
+    }
+}
+
+/// The chain entry of the longest prefix whose address is `k`.
+fn longest_at<K: Key>(index: &HashMap<Prefix<K>, u32>, k: K) -> Option<u32> {
+    for len in (0..=K::BITS).rev() {
+        let p = Prefix::new_masked(k, len);
+        if p.addr() != k {
+            break; // `k` has bits set past `len`: no shorter prefix has it as address
+        }
+        if let Some(&e) = index.get(&p) {
+            return Some(e);
+        }
+    }
+    None
+}
+
+/// The distinct addresses of the routes lying in `span` (routes inside it, and shorter ones
+/// whose address is the span's), with the chain entry of the longest route at each.
+fn span_keys<K: Key>(
+    table: &RouteMap<K>,
+    span: Prefix<K>,
+    index: &HashMap<Prefix<K>, u32>,
+) -> Result<(Vec<K>, Vec<u32>), BuildError> {
+    let mut keys: Vec<K> = Vec::new();
+    let mut leaf_entry: Vec<u32> = Vec::new();
+    for r in table.within(span) {
+        let Some(&e) = index.get(&r.prefix) else {
+            return Err(BuildError::TooLarge("LC-trie update index out of step"));
+        };
+        match (keys.last(), leaf_entry.last_mut()) {
+            (Some(&k), Some(last)) if k == r.prefix.addr() => *last = e,
+            _ => {
+                keys.push(r.prefix.addr());
+                leaf_entry.push(e);
+            }
+        }
+    }
+    if keys.first() != Some(&span.addr()) {
+        if let Some(e) = longest_at(index, span.addr()) {
+            keys.insert(0, span.addr());
+            leaf_entry.insert(0, e);
+        }
+    }
+    Ok((keys, leaf_entry))
 }
 
 /// The chain: one entry per prefix in canonical order, each linked to its longest strict
@@ -481,7 +992,13 @@ struct Builder<'a, K: Key> {
     keys: &'a [K],
     leaf_entry: &'a [u32],
     slots: Vec<Slot>,
+    /// Freed node blocks by `bits` (see [`Spare`]), taken before `slots` grows.
+    free_nodes: Vec<Vec<u32>>,
+    free_slots: usize,
+    /// Nodes made.
     internal: usize,
+    /// Whether the top node is the trie's root (it then uses the root threshold).
+    top_is_root: bool,
 }
 
 impl<K: Key> Builder<'_, K> {
@@ -515,6 +1032,27 @@ impl<K: Key> Builder<'_, K> {
         Ok(root)
     }
 
+    /// A block of `2^bits` empty slots: a freed one of that size, else new ones at the end.
+    fn alloc(&mut self, bits: u8) -> Result<usize, BuildError> {
+        let size = 1usize << bits;
+        if let Some(base) = self.free_nodes.get_mut(bits as usize).and_then(|v| v.pop()) {
+            let base = base as usize;
+            self.free_slots = self.free_slots.saturating_sub(size);
+            if let Some(block) = self.slots.get_mut(base..base + size) {
+                block.fill(Slot::EMPTY);
+            }
+            return Ok(base);
+        }
+        let base = self.slots.len();
+        if base + size > NONE as usize {
+            return Err(BuildError::TooLarge(
+                "LC-trie holds fewer than 2^32 - 1 slots",
+            ));
+        }
+        self.slots.resize(base + size, Slot::EMPTY);
+        Ok(base)
+    }
+
     /// The chain entry of key `i`'s leaf.
     fn leaf_of(&self, i: usize) -> u32 {
         self.leaf_entry.get(i).copied().unwrap_or(NONE)
@@ -536,21 +1074,14 @@ impl<K: Key> Builder<'_, K> {
         // Path compression: the keys are sorted, so the first and the last differ first where
         // any two of them do. They are distinct, so `pos < K::BITS`.
         let pos = first.common_prefix_len(last);
-        let threshold = if t.slot.is_none() {
+        let threshold = if t.slot.is_none() && self.top_is_root {
             self.config.root_threshold
         } else {
             self.config.inflate_threshold
         };
         let bits = choose_bits(keys, pos, threshold, self.config.max_bits);
         let size = 1usize << bits;
-        let base = self.slots.len();
-        let end = base + size;
-        if end > NONE as usize {
-            return Err(BuildError::TooLarge(
-                "LC-trie holds fewer than 2^32 - 1 slots",
-            ));
-        }
-        self.slots.resize(end, Slot::EMPTY);
+        let base = self.alloc(bits)?;
         self.internal += 1;
 
         // Group the keys by slot; sorted keys sharing bits 0..pos give ascending slots.
@@ -682,7 +1213,8 @@ mod tests {
     use super::*;
     use crate::golden::Golden;
     use crate::testkit::{
-        edge_tables_v4, edge_tables_v6, probes, routes_and_probes, v4, POOL4, POOL6,
+        check_against_golden, check_updates, edge_tables_v4, edge_tables_v6, probes,
+        routes_and_probes, updates_and_probes, v4, v6, UpdateCase, POOL4, POOL6,
     };
     use proptest::prelude::*;
 
@@ -723,25 +1255,98 @@ mod tests {
         }
     }
 
-    /// Structural promises: no empty slot is reachable, node sizes respect the limits.
+    /// Structural promises: no empty slot is reachable, node sizes respect the limits,
+    /// positions grow downwards, every empty slot names the leftmost leaf of its nearest used
+    /// slot, every leaf its key's longest prefix, and every parent link the longest cover.
     fn check_shape<K: Key>(t: &LcTrie<K>) {
-        let mut nodes = 0;
-        let mut stack = vec![t.root];
-        while let Some(s) = stack.pop() {
+        let free: std::collections::HashSet<u32> = t
+            .spare
+            .as_ref()
+            .map(|sp| sp.free_entries.iter().copied().collect())
+            .unwrap_or_default();
+        let live: Vec<u32> = (0..t.chain.len() as u32)
+            .filter(|i| !free.contains(i))
+            .collect();
+        for &i in &live {
+            let e = t.chain[i as usize];
+            let p = Prefix::new_masked(e.addr, e.len);
+            let best = live
+                .iter()
+                .copied()
+                .filter(|&j| {
+                    let c = t.chain[j as usize];
+                    c.len < e.len && Prefix::new_masked(c.addr, c.len).covers(&p)
+                })
+                .max_by_key(|&j| t.chain[j as usize].len);
+            assert_eq!(best.unwrap_or(NONE), e.parent, "parent of {p:?}");
+        }
+        let longest = |k: K| {
+            live.iter()
+                .copied()
+                .filter(|&j| t.chain[j as usize].addr == k)
+                .max_by_key(|&j| t.chain[j as usize].len)
+        };
+
+        let (mut nodes, mut keys) = (0, 0);
+        let mut stack = vec![(t.root, true)];
+        while let Some((s, is_root)) = stack.pop() {
             if s.bits == 0 {
-                assert!(t.leaf_count() == 0 || (s.base as usize) < t.chain.len());
+                if t.leaf_count() == 0 {
+                    assert_eq!(s, Slot::EMPTY);
+                } else {
+                    assert!(!free.contains(&s.base));
+                    assert!((s.base as usize) < t.chain.len());
+                }
+                if is_root && s.base != NONE {
+                    keys += 1;
+                }
                 continue;
             }
             nodes += 1;
+            assert!(nodes <= t.slots.len(), "a cycle");
             assert!(s.bits <= t.config.max_bits);
             assert!((s.pos + s.bits) as usize <= K::BITS as usize);
-            if t.config.inflate_threshold.is_none() && nodes > 1 {
+            if t.config.inflate_threshold.is_none() && !is_root {
                 assert_eq!(s.bits, 1);
             }
             let kids = &t.slots[s.base as usize..s.base as usize + (1 << s.bits)];
-            stack.extend(kids.iter().filter(|k| k.bits == 0 || k.base > s.base));
+            let used: Vec<usize> = (0..kids.len()).filter(|&j| t.is_used(s, j)).collect();
+            assert!(!used.is_empty());
+            for (j, k) in kids.iter().enumerate() {
+                if k.bits != 0 {
+                    assert!(k.pos >= s.pos + s.bits);
+                    stack.push((*k, false));
+                    continue;
+                }
+                let e = t.chain[k.base as usize];
+                if used.contains(&j) {
+                    keys += 1;
+                    assert_eq!(Some(k.base), longest(e.addr), "leaf of {:?}", e.addr);
+                    continue;
+                }
+                // Empty: the leftmost leaf of the nearest used slot, ties to the left.
+                let b = used.iter().rev().find(|&&u| u < j);
+                let a = used.iter().find(|&&u| u > j);
+                let pick = match (b, a) {
+                    (Some(&b), Some(&a)) => {
+                        if (j ^ b).leading_zeros() >= (j ^ a).leading_zeros() {
+                            b
+                        } else {
+                            a
+                        }
+                    }
+                    (Some(&x), None) | (None, Some(&x)) => x,
+                    (None, None) => unreachable!(),
+                };
+                assert_eq!(k.base, t.leftmost(kids[pick]), "slot {j} of {s:?}");
+            }
         }
         assert_eq!(nodes, t.internal_node_count());
+        assert_eq!(keys, t.leaf_count());
+        let mut distinct: Vec<K> = live.iter().map(|&i| t.chain[i as usize].addr).collect();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), t.leaf_count());
     }
 
     #[test]
@@ -854,6 +1459,178 @@ mod tests {
         #[test]
         fn v6_random_tables_match_golden((routes, addrs) in routes_and_probes(POOL6)) {
             check(&routes, &addrs);
+        }
+    }
+
+    /// `check_updates` with every config, then the same batches again with the shape checked
+    /// after each.
+    fn check_updates_all_configs<K: Key>(case: &UpdateCase<K>) {
+        for cfg in configs() {
+            check_updates::<K, LcTrie<K>>(&cfg, case, &format!("lctrie {cfg}"));
+            let (table, batches, _) = case;
+            let mut map = RouteMap::from_routes(table);
+            let mut t = LcTrie::build(table, &cfg).unwrap();
+            for batch in batches {
+                for r in batch {
+                    map.set(r.prefix, r.nexthop);
+                }
+                let changed: Vec<Prefix<K>> = batch.iter().map(|r| r.prefix).collect();
+                t.update(&map, &changed).unwrap();
+                check_shape(&t);
+            }
+        }
+    }
+
+    #[test]
+    fn update_example_from_the_module_doc() {
+        let routes = [
+            v4([172, 16, 0, 0], 16, 1),
+            v4([172, 16, 0, 0], 24, 2),
+            v4([192, 168, 0, 0], 16, 3),
+            v4([192, 168, 64, 0], 18, 4),
+            v4([192, 168, 128, 0], 18, 5),
+        ];
+        let mut t = LcTrie::build(&routes, &LcConfig::default()).unwrap();
+        let mut map = RouteMap::from_routes(&routes);
+        let add = v4([192, 168, 200, 0], 24, 6);
+        map.set(add.prefix, add.nexthop);
+        t.update(&map, &[add.prefix]).unwrap();
+        let b = t.slots[t.root.base as usize + 0b10];
+        assert_eq!((b.pos, b.bits), (16, 2));
+        assert_eq!(t.slots[b.base as usize + 3], Slot::leaf(5)); // 11  e5
+        assert_eq!(t.chain[5].parent, 2);
+        assert_eq!(t.lookup(u32::from_be_bytes([192, 168, 200, 9])), 6);
+        assert_eq!(t.lookup(u32::from_be_bytes([192, 168, 201, 9])), 3);
+        check_shape(&t);
+        map.set(add.prefix, NO_ROUTE);
+        t.update(&map, &[add.prefix]).unwrap();
+        assert_eq!(t.slots[b.base as usize + 3], Slot::leaf(4)); // 11 ~> e4
+        assert_eq!(t.lookup(u32::from_be_bytes([192, 168, 200, 9])), 3);
+        assert_eq!(t.spare.as_ref().unwrap().free_entries, [5]);
+        check_shape(&t);
+        // The next announcement takes the freed entry.
+        let again = v4([10, 0, 0, 0], 8, 7);
+        map.set(again.prefix, again.nexthop);
+        t.update(&map, &[again.prefix]).unwrap();
+        assert_eq!(t.chain.len(), 6);
+        assert_eq!(t.lookup(u32::from_be_bytes([10, 1, 2, 3])), 7);
+        check_shape(&t);
+    }
+
+    #[test]
+    fn announce_replace_withdraw_nested_prefixes() {
+        let steps4 = [
+            v4([10, 0, 0, 0], 8, 1),
+            v4([10, 1, 0, 0], 16, 2),
+            v4([0, 0, 0, 0], 0, 3),
+            v4([10, 1, 2, 0], 24, 4),
+            v4([10, 1, 3, 0], 24, 5),
+            v4([10, 0, 0, 0], 16, 6), // a longer prefix at key 10.0.0.0: a new leaf entry
+            v4([10, 1, 2, 3], 32, 7),
+            v4([255, 255, 255, 255], 32, 8), // outside the root's skipped bits
+            v4([10, 1, 0, 0], 16, 9),        // replace
+            v4([10, 0, 0, 0], 8, NO_ROUTE),  // a parent, its children stay
+            v4([10, 1, 3, 0], 24, NO_ROUTE),
+            v4([0, 0, 0, 0], 0, 10), // replace /0
+            v4([10, 1, 2, 3], 32, NO_ROUTE),
+            v4([0, 0, 0, 0], 0, NO_ROUTE),
+            v4([10, 0, 0, 0], 8, 11),
+            v4([10, 0, 0, 0], 16, NO_ROUTE), // the leaf entry goes back to the /8
+        ];
+        let addrs = probes(&steps4, &[0x0a01_0304, 0x0b00_0001]);
+        for cfg in configs() {
+            let mut t = LcTrie::<u32>::build(&[], &cfg).unwrap();
+            let mut map = RouteMap::new();
+            for (i, r) in steps4.iter().enumerate() {
+                map.set(r.prefix, r.nexthop);
+                t.update(&map, &[r.prefix]).unwrap();
+                check_against_golden(&t, &map.to_routes(), &addrs, &format!("{cfg} step {i}"));
+                check_shape(&t);
+            }
+            assert_eq!(t.lookup(u32::from_be_bytes([10, 1, 2, 3])), 4);
+            assert_eq!(t.lookup(u32::from_be_bytes([10, 0, 0, 9])), 11);
+            // Withdraw everything in one batch, then announce it again.
+            let all: Vec<Prefix<u32>> = map.iter().map(|r| r.prefix).collect();
+            t.update(&RouteMap::new(), &all).unwrap();
+            assert_eq!((t.lookup(0x0a01_0203), t.leaf_count()), (NO_ROUTE, 0));
+            check_shape(&t);
+            t.update(&map, &all).unwrap();
+            check_against_golden(&t, &map.to_routes(), &addrs, &format!("{cfg} again"));
+            check_shape(&t);
+        }
+
+        let top = u128::MAX;
+        let steps6 = [
+            v6(top, 128, 1),
+            v6(top, 1, 2),
+            v6(0, 0, 3),
+            v6(top - 1, 127, 4),
+            v6(top, 128, 5),
+            v6(top, 1, NO_ROUTE),
+            v6(0, 128, 6),
+            v6(top, 128, NO_ROUTE),
+            v6(0, 0, NO_ROUTE),
+        ];
+        let addrs = probes(&steps6, &[1 << 127]);
+        for cfg in configs() {
+            let mut t = LcTrie::<u128>::build(&[], &cfg).unwrap();
+            let mut map = RouteMap::new();
+            for (i, r) in steps6.iter().enumerate() {
+                map.set(r.prefix, r.nexthop);
+                t.update(&map, &[r.prefix, r.prefix]).unwrap();
+                check_against_golden(&t, &map.to_routes(), &addrs, &format!("{cfg} v6 {i}"));
+                check_shape(&t);
+            }
+            assert_eq!(t.lookup(top), 4);
+            assert_eq!(t.lookup(0), 6);
+        }
+    }
+
+    #[test]
+    fn churn_keeps_memory_bounded() {
+        // 512 /24s, then 40 rounds that withdraw half of them and announce others.
+        let route = |i: u32, nh: u32| v4([10, (i >> 8) as u8, i as u8, 0], 24, nh);
+        let table: Vec<Route<u32>> = (0..512).map(|i| route(i * 3, 1 + i)).collect();
+        let mut map = RouteMap::from_routes(&table);
+        let mut t = LcTrie::build(&table, &LcConfig::default()).unwrap();
+        let mut peak = 0;
+        for round in 0..40u32 {
+            let mut changed = Vec::new();
+            for i in 0..512u32 {
+                let r = route((i * 7 + round * 13) % 2048, round + 1);
+                let nh = if (i + round) % 2 == 0 {
+                    NO_ROUTE
+                } else {
+                    r.nexthop
+                };
+                map.set(r.prefix, nh);
+                changed.push(r.prefix);
+            }
+            t.update(&map, &changed).unwrap();
+            peak = peak.max(t.memory_bytes());
+        }
+        let fresh = LcTrie::build(&map.to_routes(), &LcConfig::default()).unwrap();
+        let addrs = probes(&map.to_routes(), &[]);
+        check_against_golden(&t, &map.to_routes(), &addrs, "after churn");
+        check_shape(&t);
+        assert!(
+            peak <= 4 * fresh.memory_bytes().max(8192),
+            "{peak} vs {}",
+            fresh.memory_bytes()
+        );
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        #[test]
+        fn v4_updates_match_a_fresh_build(case in updates_and_probes(POOL4)) {
+            check_updates_all_configs(&case);
+        }
+
+        #[test]
+        fn v6_updates_match_a_fresh_build(case in updates_and_probes(POOL6)) {
+            check_updates_all_configs(&case);
         }
     }
 }
