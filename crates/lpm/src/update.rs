@@ -17,25 +17,77 @@
 //! as a fresh [`LpmBuild::build`] from the map would. The property tests of every engine check
 //! that after random sequences of changes.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Bound;
 
 use crate::key::Key;
 use crate::prefix::{NextHop, Prefix, Route, NO_ROUTE};
 use crate::{BuildError, LpmBuild};
 
-/// The canonical table of one address family: one next hop per prefix, ordered by (address,
-/// length), so that the routes inside a prefix form one contiguous range.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RouteMap<K: Key> {
-    map: BTreeMap<Prefix<K>, NextHop>,
+/// A multiplicative hash for bucket numbers (already well spread integers); SipHash would
+/// cost more than the bucket's own search.
+#[derive(Default)]
+struct BucketHasher(u64);
+
+impl Hasher for BucketHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
+    }
 }
 
+type Buckets<K> = HashMap<u64, BTreeMap<Prefix<K>, NextHop>, BuildHasherDefault<BucketHasher>>;
+
+/// The canonical table of one address family: one next hop per prefix, in (address, length)
+/// order, so that the routes inside a prefix form one contiguous range.
+///
+/// A single ordered map of a full table is deep (a million IPv4 routes: five to six B-tree
+/// levels, one cache miss each), and every change pays for it twice (the change, then the
+/// engine's look at the routes around it). So routes are kept in buckets by their first
+/// `B` address bits (18 for IPv4, the direct-pointing width of Poptrie, so a Poptrie slot's routes are one small bucket; 20 for IPv6), each a small ordered map found by hashing;
+/// routes shorter than `B` bits sit in one ordered map of their own:
+///
+/// ```text
+///   short  (len < B):  0.0.0.0/0  10.0.0.0/8  ...            one BTreeMap
+///   bucket 10.1.0 ───▶ 10.1.0.0/18  10.1.2.0/24  10.1.2.128/25  ...  a BTreeMap per bucket
+///   bucket 10.1.64 ──▶ ...                                           (HashMap by bucket)
+/// ```
+///
+/// A short prefix starts exactly at a bucket boundary, so the canonical order is: for each
+/// bucket in address order, the short prefixes at its first address, then the bucket.
+#[derive(Clone, Debug, Default)]
+pub struct RouteMap<K: Key> {
+    short: BTreeMap<Prefix<K>, NextHop>,
+    buckets: Buckets<K>,
+    len: usize,
+}
+
+impl<K: Key> PartialEq for RouteMap<K> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len == other.len && self.iter().eq(other.iter())
+    }
+}
+
+impl<K: Key> Eq for RouteMap<K> {}
+
 impl<K: Key> RouteMap<K> {
+    /// Address bits that choose a bucket.
+    const B: u8 = if K::BITS == 32 { 18 } else { 20 };
+
     /// An empty map.
     pub fn new() -> Self {
         RouteMap {
-            map: BTreeMap::new(),
+            short: BTreeMap::new(),
+            buckets: Buckets::default(),
+            len: 0,
         }
     }
 
@@ -48,34 +100,74 @@ impl<K: Key> RouteMap<K> {
         m
     }
 
+    fn bucket_of(addr: K) -> u64 {
+        addr.chunk(0, Self::B) as u64
+    }
+
+    /// The first address of bucket `b`.
+    fn bucket_addr(b: u64) -> K {
+        K::from_u128_left((b as u128) << (128 - Self::B as u32))
+    }
+
     /// Sets `prefix` to `nexthop` ([`NO_ROUTE`] removes it); returns the previous next hop
     /// ([`NO_ROUTE`] if there was none).
     pub fn set(&mut self, prefix: Prefix<K>, nexthop: NextHop) -> NextHop {
-        if nexthop == NO_ROUTE {
-            self.map.remove(&prefix).unwrap_or(NO_ROUTE)
+        let old = if prefix.len() < Self::B {
+            if nexthop == NO_ROUTE {
+                self.short.remove(&prefix)
+            } else {
+                self.short.insert(prefix, nexthop)
+            }
         } else {
-            self.map.insert(prefix, nexthop).unwrap_or(NO_ROUTE)
+            let b = Self::bucket_of(prefix.addr());
+            if nexthop == NO_ROUTE {
+                match self.buckets.get_mut(&b) {
+                    Some(m) => {
+                        let old = m.remove(&prefix);
+                        if m.is_empty() {
+                            self.buckets.remove(&b);
+                        }
+                        old
+                    }
+                    None => None,
+                }
+            } else {
+                self.buckets.entry(b).or_default().insert(prefix, nexthop)
+            }
+        };
+        match (old, nexthop) {
+            (None, n) if n != NO_ROUTE => self.len += 1,
+            (Some(_), NO_ROUTE) => self.len -= 1,
+            _ => {}
         }
+        old.unwrap_or(NO_ROUTE)
     }
 
     /// The next hop of exactly `prefix`.
     pub fn get(&self, prefix: &Prefix<K>) -> Option<NextHop> {
-        self.map.get(prefix).copied()
+        if prefix.len() < Self::B {
+            self.short.get(prefix).copied()
+        } else {
+            self.buckets
+                .get(&Self::bucket_of(prefix.addr()))?
+                .get(prefix)
+                .copied()
+        }
     }
 
     /// Number of prefixes.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.len
     }
 
     /// Whether the map is empty.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.len == 0
     }
 
     /// Every route in canonical order.
     pub fn iter(&self) -> impl Iterator<Item = Route<K>> + '_ {
-        self.map.iter().map(|(p, n)| Route::new(*p, *n))
+        self.within(Prefix::new_masked(K::ZERO, 0))
     }
 
     /// Every route as a list in canonical order (what [`LpmBuild::build`] takes).
@@ -87,10 +179,44 @@ impl<K: Key> RouteMap<K> {
     pub fn within(&self, outer: Prefix<K>) -> impl Iterator<Item = Route<K>> + '_ {
         let last = last_addr(outer);
         let hi = Prefix::new_masked(last, K::BITS);
-        self.map
-            .range((Bound::Included(outer), Bound::Included(hi)))
-            .filter(move |(p, _)| outer.covers(p))
-            .map(|(p, n)| Route::new(*p, *n))
+        let range = (Bound::Included(outer), Bound::Included(hi));
+        let as_route = |(p, n): (&Prefix<K>, &NextHop)| Route::new(*p, *n);
+        if outer.len() >= Self::B {
+            let one = self.buckets.get(&Self::bucket_of(outer.addr()));
+            return Within::One(
+                one.into_iter()
+                    .flat_map(move |m| m.range(range))
+                    .map(as_route),
+            );
+        }
+        // The buckets under `outer`: probed one by one when they are few, else every
+        // populated bucket, sorted.
+        let (first, n) = (
+            Self::bucket_of(outer.addr()),
+            1u64 << (Self::B - outer.len()),
+        );
+        let mut keys: Vec<u64> = if (n as usize) <= 2 * self.buckets.len().max(16) {
+            (first..first + n)
+                .filter(|b| self.buckets.contains_key(b))
+                .collect()
+        } else {
+            let mut k: Vec<u64> = self
+                .buckets
+                .keys()
+                .copied()
+                .filter(|b| (first..first + n).contains(b))
+                .collect();
+            k.sort_unstable();
+            k
+        };
+        keys.reverse();
+        Within::Many(Merge {
+            map: self,
+            short: self.short.range(range).peekable(),
+            keys,
+            current: None,
+        })
+        .map_many(as_route)
     }
 
     /// The longest route that covers `p` and is strictly shorter than it.
@@ -107,6 +233,71 @@ impl<K: Key> RouteMap<K> {
             let q = Prefix::new_masked(addr, len);
             self.get(&q).map(|nh| Route::new(q, nh))
         })
+    }
+}
+
+type Entries<'a, K> = std::collections::btree_map::Range<'a, Prefix<K>, NextHop>;
+
+/// The short prefixes and the buckets under one prefix, merged in canonical order.
+struct Merge<'a, K: Key> {
+    map: &'a RouteMap<K>,
+    short: std::iter::Peekable<Entries<'a, K>>,
+    /// Buckets still to visit, last first.
+    keys: Vec<u64>,
+    current: Option<Entries<'a, K>>,
+}
+
+impl<'a, K: Key> Iterator for Merge<'a, K> {
+    type Item = (&'a Prefix<K>, &'a NextHop);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(c) = self.current.as_mut() {
+                if let Some(e) = c.next() {
+                    return Some(e);
+                }
+                self.current = None;
+            }
+            // Between buckets: short prefixes up to the next bucket's first address come
+            // first (a short prefix at that address is shorter than all of the bucket's).
+            let next_bucket = self.keys.last().map(|&b| RouteMap::<K>::bucket_addr(b));
+            if let Some((p, _)) = self.short.peek() {
+                if next_bucket.is_none_or(|a| p.addr() <= a) {
+                    return self.short.next();
+                }
+            }
+            let b = self.keys.pop()?;
+            self.current = self.map.buckets.get(&b).map(|m| m.range(..));
+        }
+    }
+}
+
+/// One bucket's range, or a merge over several (two iterator types behind one).
+enum Within<A, B> {
+    One(A),
+    Many(B),
+}
+
+impl<A, B> Within<A, B> {
+    fn map_many<F, T, I>(self, f: F) -> Within<A, std::iter::Map<B, F>>
+    where
+        B: Iterator<Item = I>,
+        F: FnMut(I) -> T,
+    {
+        match self {
+            Within::One(a) => Within::One(a),
+            Within::Many(b) => Within::Many(b.map(f)),
+        }
+    }
+}
+
+impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for Within<A, B> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        match self {
+            Within::One(a) => a.next(),
+            Within::Many(b) => b.next(),
+        }
     }
 }
 
@@ -168,6 +359,54 @@ mod tests {
         assert_eq!(m.parent(Prefix::new_masked(0u32, 0)), None);
         assert_eq!(m.lookup(0x0aff_ffff).map(|r| r.nexthop), Some(3));
         assert_eq!(m.lookup(0x0c00_0000).map(|r| r.nexthop), Some(6));
+    }
+
+    fn same_order<K: Key>(
+        routes: &[Route<K>],
+        addrs: &[K],
+        outer_len: u8,
+    ) -> Result<(), proptest::test_runner::TestCaseError> {
+        let m = RouteMap::from_routes(routes);
+        let plain: BTreeMap<Prefix<K>, NextHop> = crate::canonicalize(routes)
+            .into_iter()
+            .map(|r| (r.prefix, r.nexthop))
+            .collect();
+        let want: Vec<Route<K>> = plain.iter().map(|(p, n)| Route::new(*p, *n)).collect();
+        proptest::prop_assert_eq!(m.to_routes(), want.clone());
+        proptest::prop_assert_eq!(m.len(), want.len());
+        for a in addrs.iter().take(8) {
+            let outer = Prefix::new_masked(*a, outer_len);
+            let got: Vec<Route<K>> = m.within(outer).collect();
+            let w: Vec<Route<K>> = want
+                .iter()
+                .filter(|r| outer.covers(&r.prefix))
+                .copied()
+                .collect();
+            proptest::prop_assert_eq!(got, w);
+        }
+        Ok(())
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+        /// Buckets and short prefixes merge into the order of one plain ordered map, for the
+        /// whole map and under any prefix.
+        #[test]
+        fn buckets_keep_the_canonical_order_v4(
+            (routes, addrs) in crate::testkit::routes_and_probes(crate::testkit::POOL4),
+            outer_len in 0u8..=32,
+        ) {
+            same_order(&routes, &addrs, outer_len)?;
+        }
+
+        #[test]
+        fn buckets_keep_the_canonical_order_v6(
+            (routes, addrs) in crate::testkit::routes_and_probes(crate::testkit::POOL6),
+            outer_len in 0u8..=128,
+        ) {
+            same_order(&routes, &addrs, outer_len)?;
+        }
     }
 
     #[test]
