@@ -31,7 +31,10 @@
 //! A live FIB updates a copy no reader can see (see `vfsr-fib`), so the trie is changed in
 //! place through `&mut self`.
 
-use super::{Builder, Poptrie, LEAF, LNODE, MAX_NEXTHOP, STRIDE};
+use super::{
+    alloc_padded, emit_leaves, lnode_leafvec, Builder, Poptrie, INDEX, LEAF, LNODE, LNODE_HEADER,
+    MAX_NEXTHOP, STRIDE,
+};
 use crate::key::Key;
 use crate::prefix::{NextHop, Prefix, Route};
 use crate::update::{LpmUpdate, RouteMap};
@@ -48,7 +51,7 @@ pub(super) struct Cover {
 }
 
 impl Cover {
-    fn new<K: Key>(table: &RouteMap<K>, ds: u8) -> Cover {
+    fn new<K: Key>(table: &RouteMap<K>, ds: u8) -> Result<Cover, BuildError> {
         let n = 1usize << ds;
         let mut c = Cover {
             nh: vec![0; n],
@@ -57,15 +60,40 @@ impl Cover {
         // Canonical order puts a covering prefix before the prefixes it covers.
         for r in table.iter().filter(|r| r.prefix.len() <= ds) {
             let (a, b) = slot_range(r.prefix, ds);
-            c.nh[a..b].fill(r.nexthop as u16);
+            c.nh[a..b].fill(leaf(r.nexthop)?);
             c.len1[a..b].fill(r.prefix.len() + 1);
         }
-        c
+        Ok(c)
     }
 
     pub(super) fn bytes(&self) -> usize {
         self.nh.capacity() * 2 + self.len1.capacity()
     }
+}
+
+/// A next hop as a leaf, or the error that it does not fit. Checked where the update reads
+/// the table, so no change reaches the trie with a truncated next hop.
+fn leaf(nh: NextHop) -> Result<u16, BuildError> {
+    u16::try_from(nh).map_err(|_| BuildError::NextHopTooLarge {
+        nexthop: nh,
+        max: MAX_NEXTHOP,
+    })
+}
+
+/// The routes of `table` inside `q` longer than `off`, with their next hops checked.
+fn run_below<K: Key>(
+    table: &RouteMap<K>,
+    q: Prefix<K>,
+    off: u8,
+) -> Result<Vec<Route<K>>, BuildError> {
+    let mut run = Vec::new();
+    for r in table.within(q) {
+        if r.prefix.len() > off {
+            leaf(r.nexthop)?;
+            run.push(r);
+        }
+    }
+    Ok(run)
 }
 
 /// The direct slots a prefix of at most `ds` bits covers.
@@ -129,6 +157,8 @@ impl<K: Key> Poptrie<K> {
         // Slots to rebuild whole, and prefixes to rebuild below a node.
         let mut whole: Vec<usize> = Vec::new();
         let mut deep: Vec<Prefix<K>> = Vec::new();
+        // Prefixes within one stride below the direct bits, in childless-node slots.
+        let mut shallow: Vec<Prefix<K>> = Vec::new();
         let repaint = |s: usize, direct: &mut [u32], cover: &Cover, whole: &mut Vec<usize>| {
             if direct[s] & LEAF != 0 {
                 direct[s] = LEAF | cover.nh[s] as u32;
@@ -140,8 +170,11 @@ impl<K: Key> Poptrie<K> {
             let len = p.len();
             if len > ds {
                 let s = p.addr().chunk(0, ds);
-                if self.direct[s] & LEAF != 0 || self.direct[s] & LNODE != 0 {
+                let e = self.direct[s];
+                if e & LEAF != 0 || (e & LNODE != 0 && len > ds + STRIDE) {
                     whole.push(s);
+                } else if e & LNODE != 0 {
+                    shallow.push(p);
                 } else {
                     deep.push(p);
                 }
@@ -156,10 +189,11 @@ impl<K: Key> Poptrie<K> {
                 continue;
             }
             let (nh, l1) = match table.get(&p) {
-                Some(nh) => (nh as u16, len + 1),
-                None => table
-                    .parent(p)
-                    .map_or((0, 0), |r| (r.nexthop as u16, r.prefix.len() + 1)),
+                Some(nh) => (leaf(nh)?, len + 1),
+                None => match table.parent(p) {
+                    Some(r) => (leaf(r.nexthop)?, r.prefix.len() + 1),
+                    None => (0, 0),
+                },
             };
             for s in a..z {
                 // Slots under a longer prefix of the direct range keep it; the others take
@@ -175,15 +209,13 @@ impl<K: Key> Poptrie<K> {
         whole.sort_unstable();
         whole.dedup();
         for &s in &whole {
-            let q = slot_prefix::<K>(s, ds);
-            let run: Vec<Route<K>> = table.within(q).filter(|r| r.prefix.len() > ds).collect();
-            let old = self.direct[s];
-            self.direct[s] = if run.is_empty() {
-                LEAF | cover.nh[s] as u32
-            } else {
-                b.slot_entry(&run, ds, cover.nh[s])?
-            };
-            b.free_entry(old);
+            self.rebuild_slot(b, cover, table, s)?;
+        }
+        for p in shallow {
+            let s = p.addr().chunk(0, ds);
+            if whole.binary_search(&s).is_err() {
+                self.update_lnode(b, cover, table, p, s)?;
+            }
         }
         for p in deep {
             let s = p.addr().chunk(0, ds);
@@ -191,6 +223,95 @@ impl<K: Key> Poptrie<K> {
                 self.update_below(b, cover, table, p, s)?;
             }
         }
+        Ok(())
+    }
+
+    /// Repaints, for a prefix ending within the stride below the direct bits, the slots it
+    /// covers in a childless-node record, without reading the rest of the direct slot's
+    /// routes: they take the route just above the prefix (or the slot's cover), then the
+    /// prefix and the routes inside it. The record is rewritten in place when its leaf count
+    /// stays, moved otherwise, and turned back into a leaf when all its slots agree with the
+    /// cover.
+    fn update_lnode(
+        &mut self,
+        b: &mut Builder<K>,
+        cover: &Cover,
+        table: &RouteMap<K>,
+        p: Prefix<K>,
+        s: usize,
+    ) -> Result<(), BuildError> {
+        let ds = self.direct_bits;
+        let end = ds + STRIDE;
+        let old = self.direct[s];
+        let o = (old & INDEX) as usize;
+        let lv = lnode_leafvec(&b.lnodes, o);
+        let n_old = lv.count_ones() as usize;
+        let mut slots = [0u16; 64];
+        let mut li = o + LNODE_HEADER;
+        for (i, v) in slots.iter_mut().enumerate() {
+            if lv & (1u64 << i) != 0 && i > 0 {
+                li += 1;
+            }
+            *v = b.lnodes[li];
+        }
+        let mut above = cover.nh[s];
+        for l in (ds + 1..p.len()).rev() {
+            if let Some(nh) = table.get(&Prefix::new_masked(p.addr(), l)) {
+                above = leaf(nh)?;
+                break;
+            }
+        }
+        let c = p.addr().chunk(ds, STRIDE);
+        slots[c..c + (1usize << (end - p.len()))].fill(above);
+        for r in table.within(p) {
+            if r.prefix.len() > end {
+                // Cannot happen while the slot is a childless node; rebuild it whole.
+                return self.rebuild_slot(b, cover, table, s);
+            }
+            let c = r.prefix.addr().chunk(ds, STRIDE);
+            slots[c..c + (1usize << (end - r.prefix.len()))].fill(leaf(r.nexthop)?);
+        }
+        let mut rec = [0u16; LNODE_HEADER + 64];
+        let (leafvec, n) = emit_leaves(&slots, 0, &mut rec[LNODE_HEADER..]);
+        if n == 1 && slots[0] == cover.nh[s] {
+            self.direct[s] = LEAF | cover.nh[s] as u32;
+            b.free_entry(old);
+            return Ok(());
+        }
+        for (k, w) in rec[..LNODE_HEADER].iter_mut().enumerate() {
+            *w = (leafvec >> (16 * k)) as u16;
+        }
+        if n == n_old {
+            b.lnodes[o..o + LNODE_HEADER + n].copy_from_slice(&rec[..LNODE_HEADER + n]);
+        } else {
+            let at = alloc_padded(&mut b.lnodes, &mut b.free.lnodes, &rec[..LNODE_HEADER + n]);
+            if at + LNODE_HEADER + 64 > INDEX as usize {
+                return Err(BuildError::TooLarge("childless-node records past 2^30"));
+            }
+            b.lnode_count += 1;
+            self.direct[s] = LNODE | at as u32;
+            b.free_entry(old);
+        }
+        Ok(())
+    }
+
+    /// Rebuilds direct slot `s` whole from the table.
+    fn rebuild_slot(
+        &mut self,
+        b: &mut Builder<K>,
+        cover: &Cover,
+        table: &RouteMap<K>,
+        s: usize,
+    ) -> Result<(), BuildError> {
+        let ds = self.direct_bits;
+        let run = run_below(table, slot_prefix::<K>(s, ds), ds)?;
+        let old = self.direct[s];
+        self.direct[s] = if run.is_empty() {
+            LEAF | cover.nh[s] as u32
+        } else {
+            b.slot_entry(&run, ds, cover.nh[s])?
+        };
+        b.free_entry(old);
         Ok(())
     }
 
@@ -217,7 +338,7 @@ impl<K: Key> Poptrie<K> {
             off += STRIDE;
         }
         let q = Prefix::new_masked(p.addr(), off);
-        let run: Vec<Route<K>> = table.within(q).filter(|r| r.prefix.len() > off).collect();
+        let run = run_below(table, q, off)?;
         if run.is_empty() && off == ds {
             let old = self.direct[s];
             self.direct[s] = LEAF | cover.nh[s] as u32;
@@ -234,16 +355,6 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
     const MAX_NEXTHOP: NextHop = MAX_NEXTHOP;
 
     fn update(&mut self, table: &RouteMap<K>, changed: &[Prefix<K>]) -> Result<(), BuildError> {
-        if let Some(nh) = changed
-            .iter()
-            .filter_map(|p| table.get(p))
-            .find(|&nh| nh > MAX_NEXTHOP)
-        {
-            return Err(BuildError::NextHopTooLarge {
-                nexthop: nh,
-                max: MAX_NEXTHOP,
-            });
-        }
         let ds = self.direct_bits;
         let bulk = changed.len() > 1024 && changed.len() * 4 > table.len();
         if ds == 0 || self.top_bits != 0 || bulk {
@@ -251,7 +362,7 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
         }
         let (mut cover, fresh) = match self.cover.take() {
             Some(c) => (c, false),
-            None => (Box::new(Cover::new(table, ds)), true),
+            None => (Box::new(Cover::new(table, ds)?), true),
         };
         let mut b = self.take_builder();
         let r = self.update_flat(&mut b, &mut cover, fresh, table, changed);
@@ -267,7 +378,8 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
 
     fn prepare(&mut self, table: &RouteMap<K>) {
         if self.cover.is_none() && self.direct_bits > 0 && self.top_bits == 0 {
-            self.cover = Some(Box::new(Cover::new(table, self.direct_bits)));
+            // A table the trie could not hold was refused by the build; nothing to prepare.
+            self.cover = Cover::new(table, self.direct_bits).ok().map(Box::new);
         }
     }
 }
