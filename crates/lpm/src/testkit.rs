@@ -202,6 +202,8 @@ pub(crate) fn updates_and_probes<K: Key + Arbitrary>(
         0u32..6,
         0u32..200,
     );
+    // Half the announcements take the next hop of another route of the table, so that a
+    // change often carries the next hop of the routes around it (uniform nodes, merged runs).
     (
         routes_and_probes(pool),
         routes_and_probes(pool),
@@ -222,8 +224,15 @@ pub(crate) fn updates_and_probes<K: Key + Arbitrary>(
                                 return None;
                             }
                             let r = from[i.index(from.len())];
+                            let borrowed = table
+                                .get(nh as usize % table.len().max(1))
+                                .map_or(1, |t| t.nexthop.max(1));
                             // kind 0..2: withdraw; otherwise announce or replace.
-                            let nh = if kind < 2 { NO_ROUTE } else { nh + 1 };
+                            let nh = match kind {
+                                0 | 1 => NO_ROUTE,
+                                2 | 3 => borrowed,
+                                _ => nh + 1,
+                            };
                             Some(Route::new(r.prefix, nh))
                         })
                         .collect()

@@ -230,8 +230,9 @@ impl<K: Key> Poptrie<K> {
     /// covers in a childless-node record, without reading the rest of the direct slot's
     /// routes: they take the route just above the prefix (or the slot's cover), then the
     /// prefix and the routes inside it. The record is rewritten in place when its leaf count
-    /// stays, moved otherwise, and turned back into a leaf when all its slots agree with the
-    /// cover.
+    /// stays, moved otherwise. It stays a record even when all its slots agree with the
+    /// cover: a leaf entry promises that no route of the slot is longer than the direct
+    /// bits, which a route carrying the cover's own next hop would break.
     fn update_lnode(
         &mut self,
         b: &mut Builder<K>,
@@ -243,6 +244,9 @@ impl<K: Key> Poptrie<K> {
         let ds = self.direct_bits;
         let end = ds + STRIDE;
         let old = self.direct[s];
+        if old & LEAF != 0 || old & LNODE == 0 {
+            return self.rebuild_slot(b, cover, table, s);
+        }
         let o = (old & INDEX) as usize;
         let lv = lnode_leafvec(&b.lnodes, o);
         let n_old = lv.count_ones() as usize;
@@ -273,11 +277,6 @@ impl<K: Key> Poptrie<K> {
         }
         let mut rec = [0u16; LNODE_HEADER + 64];
         let (leafvec, n) = emit_leaves(&slots, 0, &mut rec[LNODE_HEADER..]);
-        if n == 1 && slots[0] == cover.nh[s] {
-            self.direct[s] = LEAF | cover.nh[s] as u32;
-            b.free_entry(old);
-            return Ok(());
-        }
         for (k, w) in rec[..LNODE_HEADER].iter_mut().enumerate() {
             *w = (leafvec >> (16 * k)) as u16;
         }
@@ -326,6 +325,10 @@ impl<K: Key> Poptrie<K> {
         s: usize,
     ) -> Result<(), BuildError> {
         let ds = self.direct_bits;
+        if self.direct[s] & (LEAF | LNODE) != 0 {
+            // An earlier change of the batch emptied the slot's node.
+            return self.rebuild_slot(b, cover, table, s);
+        }
         let mut idx = self.direct[s] as usize;
         let mut off = ds;
         while p.len() > off + STRIDE {
@@ -440,6 +443,26 @@ mod tests {
         }
         assert_eq!(p.lookup(a), 1);
         assert!(p.memory_bytes() <= before + 4096);
+    }
+
+    /// A /24 with the next hop of the /18 over it leaves the record uniform once its sibling
+    /// goes; withdrawing the /18 afterwards must still leave the /24 answering.
+    #[test]
+    fn a_uniform_record_is_not_a_leaf() {
+        let table = [
+            v4([213, 235, 192, 0], 18, 34),
+            v4([213, 235, 196, 0], 24, 16),
+            v4([213, 235, 234, 0], 24, 34),
+        ];
+        let mut m = RouteMap::from_routes(&table);
+        let mut p = Poptrie::build(&table, &PoptrieConfig::default()).unwrap();
+        p.prepare(&m);
+        for r in [table[1], table[0]] {
+            m.set(r.prefix, 0);
+            p.update(&m, &[r.prefix]).unwrap();
+        }
+        assert_eq!(p.lookup(u32::from_be_bytes([213, 235, 234, 9])), 34);
+        assert_eq!(p.lookup(u32::from_be_bytes([213, 235, 196, 9])), 0);
     }
 
     #[test]
