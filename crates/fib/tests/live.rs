@@ -259,4 +259,3 @@ fn stress<E: LpmUpdate<u32> + Clone + 'static>(config: E::Config, what: &str) {
 fn readers_never_see_a_wrong_answer_while_writers_churn_poptrie() {
     stress::<Poptrie<u32>>(PoptrieConfig::default(), "poptrie");
 }
-

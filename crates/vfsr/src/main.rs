@@ -5,11 +5,13 @@
 //! vfsr table gen                    write the synthetic full table as text
 //! vfsr lookup --table FILE [ADDR]   answer lookups from a table (text, gzip or MRT)
 //! vfsr lpm bench                    every engine and peer, one core, table + JSON
+//! vfsr fib bench                    live FIB: load, update rates, readers under updates
 //! ```
 
 mod bench;
 mod demo;
 mod engines;
+mod fibbench;
 mod lookup;
 mod pin;
 mod tables;
@@ -37,6 +39,15 @@ enum Command {
     /// Longest-prefix-match engines.
     #[command(subcommand)]
     Lpm(LpmCommand),
+    /// The live FIB.
+    #[command(subcommand)]
+    Fib(FibCommand),
+}
+
+#[derive(Subcommand)]
+enum FibCommand {
+    /// Load time, single-route update rates, reader throughput under updates, update trace.
+    Bench(fibbench::FibBenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -74,6 +85,7 @@ fn main() -> ExitCode {
         Command::Table(TableCommand::Gen(a)) => tables::generate(a.seed, a.v4, a.v6, a.out),
         Command::Lookup(a) => lookup::run(&a),
         Command::Lpm(LpmCommand::Bench(a)) => bench::run(&a),
+        Command::Fib(FibCommand::Bench(a)) => fibbench::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,450 @@
+//! `vfsr fib bench`: how fast the live FIB loads, absorbs updates, and how much updates cost
+//! the readers.
+//!
+//! Four measurements, all on the same table (the reference table by default):
+//!
+//! 1. **load**: from a route list in memory to a published, ready FIB, per family (the route
+//!    map, the engine build, the spare copy), with and without the RIB in front.
+//! 2. **updates**: 100,000 random table routes (seeded) get a new next hop (`change`), are
+//!    withdrawn (`withdraw`), then announced again (`announce`), one change at a time, with
+//!    batched publication (the FIB's 1 ms delay bound) and with a publication after every
+//!    change (`each`). The time includes bringing the second copy up to date at the end.
+//! 3. **reader**: a reader thread pinned to the benchmark core looks up matched IPv4 traffic
+//!    in batches of 256, while the writer, pinned to core 0 as the control plane would be,
+//!    streams next-hop changes at 10k, 100k and the most updates per second it can. Each
+//!    phase's lookup rate is divided by the rate of the idle phases around it.
+//! 4. **trace**: the seeded update trace of `vfsr_table::trace` (withdraw and re-announce a
+//!    share of the table, next-hop changes, a session reset of the busiest next hop), phase
+//!    by phase, and a check that the FIB then answers like a fresh build.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::{json, Value};
+use vfsr_fib::LiveFib;
+use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
+use vfsr_lpm::{Key, Lpm, LpmBuild, LpmUpdate, NextHop, Route, NO_ROUTE};
+use vfsr_table::rng::Rng;
+use vfsr_table::{trace, traffic};
+
+use crate::{pin, tables};
+
+#[derive(Args)]
+pub struct FibBenchArgs {
+    /// Route table (default: the reference table in ../shared/data when present, else the
+    /// synthetic one).
+    #[arg(long)]
+    pub table: Option<std::path::PathBuf>,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<std::path::PathBuf>,
+    /// Routes changed, withdrawn and announced again in the update-rate measurement.
+    #[arg(long, default_value_t = 100_000)]
+    pub updates: usize,
+    /// Seconds per reader phase.
+    #[arg(long, default_value_t = 1.5)]
+    pub phase_s: f64,
+    /// Publication delay bound in microseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub max_delay_us: u64,
+    /// Core of the reader (default: the last core); the writer runs on core 0.
+    #[arg(long)]
+    pub core: Option<usize>,
+    /// Seed of the sampled routes, the traffic and the trace.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+/// Routes of `routes` picked at random (distinct positions).
+fn pick<K: Key>(routes: &[Route<K>], n: usize, seed: u64) -> Vec<Route<K>> {
+    let mut rng = Rng::new(seed);
+    let mut idx: Vec<usize> = (0..routes.len()).collect();
+    let n = n.min(idx.len());
+    for i in 0..n {
+        let j = i + rng.index(idx.len() - i);
+        idx.swap(i, j);
+    }
+    idx[..n].iter().map(|&i| routes[i]).collect()
+}
+
+/// A next hop of the table other than `nh` (the table's next hops cycle).
+fn other(nh: NextHop, hops: &[NextHop]) -> NextHop {
+    let i = hops.iter().position(|&h| h == nh).unwrap_or(0);
+    let o = hops[(i + 1) % hops.len()];
+    if o == nh {
+        nh % 60_000 + 1
+    } else {
+        o
+    }
+}
+
+fn distinct_hops<K: Key>(routes: &[Route<K>]) -> Vec<NextHop> {
+    let mut h: Vec<NextHop> = routes.iter().map(|r| r.nexthop).collect();
+    h.sort_unstable();
+    h.dedup();
+    if h.is_empty() {
+        h.push(1);
+    }
+    h
+}
+
+type Fib<K> = LiveFib<K, Poptrie<K>>;
+
+fn new_fib<K: Key>(routes: &[Route<K>], delay: Duration) -> Result<Fib<K>, String> {
+    let mut f =
+        LiveFib::new(routes, PoptrieConfig::for_family::<K>()).map_err(|e| e.to_string())?;
+    f.set_max_delay(delay);
+    Ok(f)
+}
+
+/// Applies `changes` one at a time; `each` publishes after every change, otherwise the delay
+/// bound decides (checked every 64 changes, as an event loop would between input reads).
+/// Returns changes per second and publications made.
+fn stream<K: Key, E: LpmUpdate<K> + Clone>(
+    fib: &mut LiveFib<K, E>,
+    changes: &[Route<K>],
+    each: bool,
+) -> Result<(f64, u64), String> {
+    let p0 = fib.stats().publications;
+    let t = Instant::now();
+    for (i, r) in changes.iter().enumerate() {
+        fib.set(r.prefix, r.nexthop).map_err(|e| e.to_string())?;
+        if each {
+            fib.publish().map_err(|e| e.to_string())?;
+        } else if i % 64 == 63 {
+            fib.poll(Instant::now()).map_err(|e| e.to_string())?;
+        }
+    }
+    fib.settle().map_err(|e| e.to_string())?;
+    let s = t.elapsed().as_secs_f64();
+    Ok((changes.len() as f64 / s, fib.stats().publications - p0))
+}
+
+/// The update-rate rows of one family.
+fn update_rates<K: Key>(
+    routes: &[Route<K>],
+    n: usize,
+    seed: u64,
+    delay: Duration,
+    out: &mut Vec<Value>,
+) -> Result<(), String> {
+    let picked = pick(routes, n, seed);
+    let hops = distinct_hops(routes);
+    let change: Vec<Route<K>> = picked
+        .iter()
+        .map(|r| Route::new(r.prefix, other(r.nexthop, &hops)))
+        .collect();
+    let withdraw: Vec<Route<K>> = picked
+        .iter()
+        .map(|r| Route::new(r.prefix, NO_ROUTE))
+        .collect();
+    for each in [false, true] {
+        let mut fib = new_fib(routes, delay)?;
+        let publish = if each { "each" } else { "batched" };
+        for (kind, changes) in [
+            ("change", &change),
+            ("withdraw", &withdraw),
+            ("announce", &picked),
+        ] {
+            let (per_s, pubs) = stream(&mut fib, changes, each)?;
+            eprintln!(
+                "updates {:<3} {kind:<9} {publish:<8} {:>12.0} /s  ({pubs} publications)",
+                K::FAMILY,
+                per_s
+            );
+            out.push(
+                json!({"family": K::FAMILY, "kind": kind, "publish": publish,
+                "per_s": per_s, "count": changes.len(), "publications": pubs}),
+            );
+        }
+        check_fresh(&fib, &picked, &format!("{} updates, {publish}", K::FAMILY))?;
+    }
+    Ok(())
+}
+
+/// The published FIB answers every start address of `probe` as a fresh build would.
+fn check_fresh<K: Key>(fib: &Fib<K>, probe: &[Route<K>], what: &str) -> Result<(), String> {
+    let fresh = Poptrie::build(&fib.table().to_routes(), &PoptrieConfig::for_family::<K>())
+        .map_err(|e| e.to_string())?;
+    let snap = fib.reader().load();
+    let bad = probe
+        .iter()
+        .filter(|r| snap.engine.lookup(r.prefix.addr()) != fresh.lookup(r.prefix.addr()))
+        .count();
+    if bad > 0 {
+        return Err(format!(
+            "{what}: {bad} addresses answer unlike a fresh build"
+        ));
+    }
+    Ok(())
+}
+
+/// Load time from a route list to a published FIB.
+fn load<K: Key>(routes: &[Route<K>], out: &mut Vec<Value>) -> Result<f64, String> {
+    let t = Instant::now();
+    let fib = new_fib(routes, Duration::from_millis(1))?;
+    let s = t.elapsed().as_secs_f64();
+    let got = fib.reader().load().engine.route_count();
+    eprintln!(
+        "load    {:<3} {:>8} routes in {:.3} s ({:.2} M routes/s)",
+        K::FAMILY,
+        got,
+        s,
+        got as f64 / s / 1e6
+    );
+    out.push(json!({"family": K::FAMILY, "path": "fib", "seconds": s,
+        "routes": got, "routes_per_s": got as f64 / s}));
+    Ok(s)
+}
+
+/// One reader phase: lookups per second of the reader while the writer streams `rate`
+/// updates per second (0: none, `u64::MAX`: as fast as it can). Returns (lookups/s,
+/// achieved updates/s).
+fn reader_phase(
+    fib: &mut Fib<u32>,
+    addrs: &Arc<Vec<u32>>,
+    changes: &[Route<u32>],
+    cursor: &mut usize,
+    rate: u64,
+    secs: f64,
+    core: usize,
+) -> Result<(f64, f64), String> {
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicU64::new(0));
+    let reader = fib.reader();
+    let (stop2, done2, addrs2) = (Arc::clone(&stop), Arc::clone(&done), Arc::clone(addrs));
+    let h = std::thread::spawn(move || {
+        let _ = pin::pin_to_core(core);
+        let mut out = vec![0; 256];
+        let mut n = 0u64;
+        let mut sink = 0u32;
+        // Warm up, then count until told to stop.
+        let t = Instant::now();
+        while !stop2.load(Ordering::Relaxed) {
+            for chunk in addrs2.chunks(256) {
+                let snap = reader.load();
+                snap.engine.lookup_bulk(chunk, &mut out);
+                sink = sink.wrapping_add(out[0]);
+                n += chunk.len() as u64;
+                if stop2.load(Ordering::Relaxed) {
+                    break;
+                }
+            }
+        }
+        done2.store(n, Ordering::Relaxed);
+        (t.elapsed().as_secs_f64(), sink)
+    });
+    let t0 = Instant::now();
+    let dur = Duration::from_secs_f64(secs);
+    let mut applied = 0u64;
+    let tick = Duration::from_millis(1);
+    let mut next = t0;
+    while t0.elapsed() < dur {
+        let burst = match rate {
+            0 => 0,
+            u64::MAX => 64,
+            r => (r / 1000).max(1),
+        };
+        for _ in 0..burst {
+            let r = changes[*cursor % changes.len()];
+            *cursor += 1;
+            fib.set(r.prefix, r.nexthop).map_err(|e| e.to_string())?;
+            applied += 1;
+        }
+        fib.poll(Instant::now()).map_err(|e| e.to_string())?;
+        if rate != u64::MAX {
+            next += tick;
+            let now = Instant::now();
+            if next > now {
+                std::thread::sleep(next - now);
+            }
+        }
+    }
+    fib.publish().map_err(|e| e.to_string())?;
+    let wall = t0.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let (rs, _) = h.join().map_err(|_| "reader thread failed".to_string())?;
+    let n = done.load(Ordering::Relaxed) as f64;
+    Ok((n / rs, applied as f64 / wall))
+}
+
+/// Reader throughput under update load, as ratios to the idle phases around each phase.
+fn reader_ratios(
+    routes: &[Route<u32>],
+    a: &FibBenchArgs,
+    core: usize,
+    out: &mut Vec<Value>,
+) -> Result<(), String> {
+    let mut fib = new_fib(routes, Duration::from_micros(a.max_delay_us))?;
+    let addrs = Arc::new(traffic::matched(routes, a.seed ^ 4, 1 << 20));
+    let hops = distinct_hops(routes);
+    // Changes that move random routes to another next hop and back.
+    let picked = pick(routes, 200_000, a.seed ^ 0x55);
+    let mut changes: Vec<Route<u32>> = picked
+        .iter()
+        .map(|r| Route::new(r.prefix, other(r.nexthop, &hops)))
+        .collect();
+    changes.extend(picked.iter().copied());
+    let mut cursor = 0;
+    let idle = |fib: &mut Fib<u32>, cursor: &mut usize| {
+        reader_phase(fib, &addrs, &changes, cursor, 0, a.phase_s, core).map(|r| r.0)
+    };
+    let mut before = idle(&mut fib, &mut cursor)?;
+    for (label, rate) in [("10k", 10_000u64), ("100k", 100_000), ("max", u64::MAX)] {
+        let (lps, ups) = reader_phase(
+            &mut fib,
+            &addrs,
+            &changes,
+            &mut cursor,
+            rate,
+            a.phase_s,
+            core,
+        )?;
+        let after = idle(&mut fib, &mut cursor)?;
+        let base = (before + after) / 2.0;
+        let ratio = lps / base;
+        eprintln!(
+            "reader  {label:>5} updates/s target, {ups:>10.0} achieved: {:>7.1} Mlps, idle {:>7.1} Mlps, ratio {ratio:.3}",
+            lps / 1e6,
+            base / 1e6
+        );
+        let target: Value = if rate == u64::MAX {
+            json!("max")
+        } else {
+            json!(rate)
+        };
+        out.push(
+            json!({"updates_per_s": target, "achieved_updates_per_s": ups,
+            "lookups_per_s": lps, "idle_lookups_per_s": base, "ratio_to_idle": ratio}),
+        );
+        before = after;
+    }
+    Ok(())
+}
+
+/// The seeded trace, phase by phase, then a check against a fresh build.
+fn run_trace<K: Key>(
+    routes: &[Route<K>],
+    seed: u64,
+    per_phase: usize,
+    delay: Duration,
+    out: &mut Vec<Value>,
+) -> Result<(), String> {
+    let mut fib = new_fib(routes, delay)?;
+    let tr = trace::trace(
+        &vfsr_lpm::RouteMap::from_routes(routes).to_routes(),
+        per_phase,
+        seed,
+    );
+    let mut probe = Vec::new();
+    for p in &tr {
+        let (per_s, pubs) = stream(&mut fib, &p.changes, false)?;
+        eprintln!(
+            "trace   {:<3} {:<15} {:>8} changes {:>12.0} /s  ({pubs} publications)",
+            K::FAMILY,
+            p.name,
+            p.changes.len(),
+            per_s
+        );
+        out.push(
+            json!({"family": K::FAMILY, "phase": p.name, "changes": p.changes.len(),
+            "per_s": per_s, "publications": pubs}),
+        );
+        probe.extend(p.changes.iter().copied());
+    }
+    check_fresh(&fib, &probe, &format!("{} trace", K::FAMILY))
+}
+
+pub fn run(a: &FibBenchArgs) -> Result<(), String> {
+    let core = a.core.unwrap_or_else(pin::default_bench_core);
+    pin::pin_to_core(0)?;
+    let table = match &a.table {
+        Some(p) => tables::load(p, false)?,
+        None => tables::default_table(a.seed)?,
+    };
+    eprintln!(
+        "table: {} ({} IPv4, {} IPv6 routes); writer on core 0, reader on core {core}",
+        table.source,
+        table.v4.len(),
+        table.v6.len()
+    );
+    let delay = Duration::from_micros(a.max_delay_us);
+    let mut loads = Vec::new();
+    let s4 = load(&table.v4, &mut loads)?;
+    let s6 = load(&table.v6, &mut loads)?;
+    let mut updates = Vec::new();
+    update_rates(&table.v4, a.updates, a.seed, delay, &mut updates)?;
+    update_rates(&table.v6, a.updates, a.seed, delay, &mut updates)?;
+    let mut reader = Vec::new();
+    reader_ratios(&table.v4, a, core, &mut reader)?;
+    let mut traces = Vec::new();
+    run_trace(&table.v4, a.seed, a.updates, delay, &mut traces)?;
+    run_trace(&table.v6, a.seed, a.updates / 4, delay, &mut traces)?;
+
+    println!(
+        "\nvfsr fib bench: {} ; poptrie, delay bound {} µs, writer core 0, reader core {core}\n",
+        table.source, a.max_delay_us
+    );
+    println!("load (route list to published FIB)");
+    for l in &loads {
+        println!(
+            "  {:<3} {:>9} routes {:>8.3} s {:>10.2} M routes/s",
+            l["family"].as_str().unwrap_or(""),
+            l["routes"],
+            l["seconds"].as_f64().unwrap_or(0.0),
+            l["routes_per_s"].as_f64().unwrap_or(0.0) / 1e6
+        );
+    }
+    println!("  v4 + v6: {:.3} s", s4 + s6);
+    println!("\nsingle-route updates ({} random table routes)", a.updates);
+    println!("  fam kind      publish        per s   publications");
+    for u in &updates {
+        println!(
+            "  {:<3} {:<9} {:<8} {:>12.0} {:>12}",
+            u["family"].as_str().unwrap_or(""),
+            u["kind"].as_str().unwrap_or(""),
+            u["publish"].as_str().unwrap_or(""),
+            u["per_s"].as_f64().unwrap_or(0.0),
+            u["publications"]
+        );
+    }
+    println!("\nreader (IPv4 matched traffic, batches of 256) while updates stream");
+    println!("  target/s   achieved/s    Mlps   idle Mlps  ratio");
+    for r in &reader {
+        println!(
+            "  {:>8} {:>12.0} {:>7.1} {:>10.1} {:>6.3}",
+            r["updates_per_s"].to_string(),
+            r["achieved_updates_per_s"].as_f64().unwrap_or(0.0),
+            r["lookups_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+            r["idle_lookups_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+            r["ratio_to_idle"].as_f64().unwrap_or(0.0)
+        );
+    }
+    println!("\nupdate trace (seed {}), batched publication", a.seed);
+    for t in &traces {
+        println!(
+            "  {:<3} {:<15} {:>8} changes {:>12.0} /s",
+            t["family"].as_str().unwrap_or(""),
+            t["phase"].as_str().unwrap_or(""),
+            t["changes"],
+            t["per_s"].as_f64().unwrap_or(0.0)
+        );
+    }
+    if let Some(path) = &a.json {
+        let doc = json!({
+            "table": {"source": table.source, "v4_routes": table.v4.len(), "v6_routes": table.v6.len()},
+            "params": {"updates": a.updates, "phase_s": a.phase_s, "max_delay_us": a.max_delay_us,
+                "reader_core": core, "writer_core": 0, "seed": a.seed, "backend": "poptrie"},
+            "load": loads,
+            "updates": updates,
+            "reader": reader,
+            "trace": traces,
+        });
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
