@@ -38,7 +38,8 @@
         clippy::unwrap_used,
         clippy::panic,
         clippy::indexing_slicing,
-        clippy::expect_used
+        clippy::expect_used,
+        clippy::unreachable
     )
 )]
 

@@ -12,9 +12,9 @@
 //! A line is a verb (`a` or `w`), a prefix (host bits clear) and, for `a`, a next hop: a
 //! gateway of the prefix's family, `blackhole`, `unreachable`, `local`, or `#N`, the next hop
 //! that index `N` names when the update is applied (an index that is no live next hop is an
-//! [`ApplyError`] then; an index of a group re-announces all its members as ECMP). A `#` at
-//! the start of any other field starts a comment; blank lines are ignored; spaces, tabs and a
-//! trailing `\r` are tolerated between fields.
+//! [`ApplyError`] then; an index of a group re-announces all its members as ECMP). Any other
+//! `#` starts a comment that runs to the end of the line; blank lines are ignored; spaces, tabs
+//! and a trailing `\r` are tolerated between fields.
 //!
 //! A bad line is a [`ParseError`] with its line number and [`StreamError`] reason; with
 //! [`StreamOptions::skip_bad`] the [`UpdateReader`] skips it and counts it by reason in its
@@ -581,5 +581,200 @@ impl Rib {
             IpPrefix::V4(p) => self.apply_family(p, nexthop, source),
             IpPrefix::V6(p) => self.apply_family(p, nexthop, source),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4(s: &str) -> IpPrefix {
+        match parse_prefix(s).unwrap() {
+            p @ IpPrefix::V4(_) => p,
+            IpPrefix::V6(_) => panic!("not v4"),
+        }
+    }
+
+    #[test]
+    fn good_lines() {
+        assert_eq!(parse_update(""), Ok(None));
+        assert_eq!(parse_update(" \t\r"), Ok(None));
+        assert_eq!(parse_update("# a 10.0.0.0/8 1.2.3.4"), Ok(None));
+        assert_eq!(
+            parse_update("a\t10.0.0.0/8  192.0.2.1 # core\r"),
+            Ok(Some(Update::Announce {
+                prefix: v4("10.0.0.0/8"),
+                nexthop: NextHopSpec::Gateway("192.0.2.1".parse().unwrap()),
+            }))
+        );
+        assert_eq!(
+            parse_update("a 10.0.0.0/8 #12"),
+            Ok(Some(Update::Announce {
+                prefix: v4("10.0.0.0/8"),
+                nexthop: NextHopSpec::Index(12),
+            }))
+        );
+        assert_eq!(
+            parse_update("w 10.0.0.0/8#gone"),
+            Ok(Some(Update::Withdraw {
+                prefix: v4("10.0.0.0/8")
+            }))
+        );
+        assert_eq!(
+            parse_update("w 0.0.0.0/0 # default"),
+            Ok(Some(Update::Withdraw {
+                prefix: v4("0.0.0.0/0")
+            }))
+        );
+        for (kw, spec) in [
+            ("blackhole", NextHopSpec::Blackhole),
+            ("unreachable", NextHopSpec::Unreachable),
+            ("local", NextHopSpec::Local),
+        ] {
+            let line = format!("a 2001:db8::/32 {kw}");
+            let u = parse_update(&line).unwrap().unwrap();
+            assert!(matches!(u, Update::Announce { nexthop, .. } if nexthop == spec));
+            assert_eq!(u.to_string(), line);
+        }
+        let u = parse_update("a ::/0 ::1").unwrap().unwrap();
+        assert_eq!(u.to_string(), "a ::/0 ::1");
+    }
+
+    #[test]
+    fn every_reason() {
+        let cases = [
+            ("x 10.0.0.0/8 1.2.3.4", StreamError::BadVerb),
+            ("announce 10.0.0.0/8 1.2.3.4", StreamError::BadVerb),
+            ("A 10.0.0.0/8 1.2.3.4", StreamError::BadVerb),
+            ("a 10.0.0.300/8 1.2.3.4", StreamError::BadPrefix),
+            ("a 10.0.0.0 1.2.3.4", StreamError::BadPrefix),
+            ("a 10.0.0.0/33 1.2.3.4", StreamError::BadPrefix),
+            ("a 10.0.0.0/+8 1.2.3.4", StreamError::BadPrefix),
+            ("w 2001:db8::/129", StreamError::BadPrefix),
+            ("w 10.0.0.0/", StreamError::BadPrefix),
+            ("a 10.0.0.1/8 1.2.3.4", StreamError::HostBitsSet),
+            ("w 2001:db8::1/32", StreamError::HostBitsSet),
+            ("a", StreamError::MissingField),
+            ("a 10.0.0.0/8", StreamError::MissingField),
+            ("a 10.0.0.1/8", StreamError::HostBitsSet),
+            ("w", StreamError::MissingField),
+            ("w # nothing", StreamError::MissingField),
+            ("a 10.0.0.0/8 1.2.3.4 5", StreamError::ExtraField),
+            ("a 10.0.0.0/8 1.2.3.4 5 6 7", StreamError::ExtraField),
+            ("w 10.0.0.0/8 1.2.3.4", StreamError::ExtraField),
+            ("a 10.0.0.0/8 gw", StreamError::BadNextHop),
+            ("a 10.0.0.0/8 #0", StreamError::BadNextHop),
+            ("a 10.0.0.0/8 #4294967296", StreamError::BadNextHop),
+            ("a 10.0.0.0/8 #5x", StreamError::BadNextHop),
+            ("a 10.0.0.0/8 2001:db8::1", StreamError::WrongFamily),
+            ("a 2001:db8::/32 192.0.2.1", StreamError::WrongFamily),
+        ];
+        for (line, want) in cases {
+            assert_eq!(parse_update(line), Err(want), "{line}");
+        }
+        // Anywhere else a `#` starts a comment, inside a field too.
+        assert!(matches!(
+            parse_update("a 10.0.0.0/8 1.2.3.4#c"),
+            Ok(Some(Update::Announce { .. }))
+        ));
+        assert_eq!(
+            parse_update("a 10.0.0.0/8 #x"),
+            Err(StreamError::MissingField)
+        );
+    }
+
+    #[test]
+    fn reader_counts_and_stops() {
+        let input = b"a 10.0.0.0/8 192.0.2.1\r\n\n# c\nq\nw 10.0.0.1/8\n\xff\nw 10.0.0.0/8";
+        let opts = StreamOptions {
+            skip_bad: true,
+            ..StreamOptions::default()
+        };
+        let (u, r) = read_updates(&input[..], opts).unwrap();
+        assert_eq!(u.len(), 2);
+        assert_eq!(r.lines, 7);
+        assert_eq!(r.updates, 2);
+        assert_eq!(r.skipped_total(), 3);
+        assert_eq!(r.skipped.get(&StreamError::NotUtf8), Some(&1));
+        assert_eq!(r.skipped.get(&StreamError::BadVerb), Some(&1));
+        assert!(r.to_string().contains("skipped 3 bad lines"));
+
+        let mut it = UpdateReader::new(&input[..], StreamOptions::default());
+        assert_eq!(it.next().unwrap().unwrap().0, 1);
+        match it.next() {
+            Some(Err(ReadError::Parse(e))) => {
+                assert_eq!(e.line, 4);
+                assert_eq!(e.reason, StreamError::BadVerb);
+                assert_eq!(e.to_string(), "line 4: bad verb (a or w): `q`");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(it.next().is_none());
+    }
+
+    #[test]
+    fn long_lines() {
+        let input = format!("a 10.0.0.0/8 local # {}\nw 10.0.0.0/8\n", "x".repeat(5000));
+        let e = read_updates(input.as_bytes(), StreamOptions::default()).unwrap_err();
+        assert!(matches!(
+            e,
+            ReadError::Parse(ParseError {
+                line: 1,
+                reason: StreamError::TooLong,
+                ..
+            })
+        ));
+        let opts = StreamOptions {
+            skip_bad: true,
+            max_line_len: 100,
+        };
+        let (u, r) = read_updates(input.as_bytes(), opts).unwrap();
+        assert_eq!(u.len(), 1);
+        assert_eq!(r.skipped.get(&StreamError::TooLong), Some(&1));
+    }
+
+    #[test]
+    fn apply_to_the_rib() {
+        let mut rib = Rib::new();
+        let up = |s: &str| parse_update(s).unwrap().unwrap();
+        rib.apply(&up("a 10.0.0.0/8 192.0.2.1"), Source::Bgp)
+            .unwrap();
+        rib.apply(&up("a 11.0.0.0/8 #1"), Source::Bgp).unwrap();
+        let IpPrefix::V4(p11) = v4("11.0.0.0/8") else {
+            unreachable!()
+        };
+        assert_eq!(rib.fib_value(&p11), 1);
+        assert_eq!(
+            rib.apply(&up("a 12.0.0.0/8 #9"), Source::Bgp),
+            Err(ApplyError::UnknownNextHop(9))
+        );
+        rib.apply(&up("a 2001:db8::/32 2001:db8::1"), Source::Bgp)
+            .unwrap();
+        // Index 2 is an IPv6 gateway: not for an IPv4 prefix.
+        assert_eq!(
+            rib.apply(&up("a 12.0.0.0/8 #2"), Source::Bgp),
+            Err(ApplyError::Rib(RibError::WrongFamily))
+        );
+        assert_eq!(rib.v4().len(), 2);
+        // A group index re-announces its members.
+        rib.replace(
+            p11,
+            Source::Static,
+            &[
+                RibRoute::new(Source::Static, Forward::Blackhole),
+                RibRoute::new(Source::Static, Forward::Local),
+            ],
+        )
+        .unwrap();
+        let g = rib.fib_value(&p11);
+        rib.apply(&up(&format!("a 13.0.0.0/8 #{g}")), Source::Static)
+            .unwrap();
+        let IpPrefix::V4(p13) = v4("13.0.0.0/8") else {
+            unreachable!()
+        };
+        assert_eq!(rib.fib_value(&p13), g);
+        rib.apply(&up("w 10.0.0.0/8"), Source::Bgp).unwrap();
+        rib.apply(&up("w 10.0.0.0/8"), Source::Bgp).unwrap();
+        assert_eq!(rib.v4().len(), 2);
     }
 }
