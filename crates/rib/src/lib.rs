@@ -24,7 +24,8 @@
 //! ```
 //!
 //! Start reading at [`Rib`] (the module doc of [`rib`] gives the owner's publish cycle), then
-//! [`NextHopTable`], then [`stream`] for the text format.
+//! [`NextHopTable`], then [`stream`] for the text format, then [`RouteTable`] ([`control`]),
+//! which ties the RIB to the live FIBs of `vfsr-fib` and runs the publication cycle.
 //!
 //! **Outside input never panics.** The stream reader takes arbitrary bytes and returns errors
 //! as values; the crate denies `unwrap`, `panic!` and unchecked indexing. RIB operations that
@@ -43,10 +44,12 @@
     )
 )]
 
+pub mod control;
 pub mod nexthop;
 pub mod rib;
 pub mod stream;
 
+pub use control::RouteTable;
 pub use nexthop::{NextHopTable, NhError, DEFAULT_MAX_NEXTHOPS};
 pub use rib::{FamilyRib, LoadReport, Rib, RibError, RibFamily, RibRoute, Source, UnknownSource};
 pub use stream::{

@@ -352,8 +352,18 @@ impl NextHopTable {
     /// Makes the quarantined indices reusable. Call it once a FIB that no longer refers to
     /// them has been published (and no reader holds an older one). Returns how many.
     pub fn release_quarantine(&mut self) -> usize {
-        let n = self.quarantine.len();
-        for index in std::mem::take(&mut self.quarantine) {
+        self.release_quarantine_upto(self.quarantine.len())
+    }
+
+    /// Makes the first `mark` quarantined indices reusable (those quarantined before
+    /// [`NextHopTable::quarantined`] returned `mark`), keeping the later ones. An owner whose
+    /// FIB lags one publication behind releases, at each publication, what was quarantined
+    /// before the previous one. Returns how many.
+    pub fn release_quarantine_upto(&mut self, mark: usize) -> usize {
+        let mark = mark.min(self.quarantine.len());
+        let n = mark;
+        let rest = self.quarantine.split_off(mark);
+        for index in std::mem::replace(&mut self.quarantine, rest) {
             if let Some(s) = self.slot_mut(index) {
                 if s.state == State::Quarantined {
                     s.state = State::Free;

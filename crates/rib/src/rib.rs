@@ -784,6 +784,12 @@ impl Rib {
         self.nexthops.release_quarantine()
     }
 
+    /// Makes the first `mark` quarantined indices reusable (see
+    /// [`NextHopTable::release_quarantine_upto`]).
+    pub fn release_quarantine_upto(&mut self, mark: usize) -> usize {
+        self.nexthops.release_quarantine_upto(mark)
+    }
+
     /// The next-hop table for the forwarding path.
     pub fn nexthop_snapshot(&self) -> NhSnapshot {
         self.nexthops.snapshot()
