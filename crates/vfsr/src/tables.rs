@@ -2,7 +2,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use vfsr_lpm::{NextHop, Route};
+use vfsr_lpm::Route;
 use vfsr_table::{NextHopTable, ReadOptions, Table};
 
 /// A table ready for the engines, with a description of where it came from.
@@ -21,11 +21,6 @@ impl Loaded {
             nexthops: t.nexthops,
             source,
         }
-    }
-
-    /// A next hop as people read it: the gateway address, or `nhN` for a synthetic one.
-    pub fn describe(&self, nh: NextHop) -> String {
-        self.nexthops.describe(nh).to_string()
     }
 }
 

@@ -168,3 +168,106 @@ fn generated_table_reads_back_with_the_requested_sizes() {
         .unwrap();
     assert_eq!(again.stdout, std::fs::read(&f).unwrap());
 }
+
+/// Runs `vfsr lookup` on TABLE after `updates`, returning (success, stdout, stderr).
+fn lookup_after(updates: &str, extra: &[&str], addrs: &[&str]) -> (bool, String, String) {
+    // Tests run in parallel: every call writes files of its own.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let t = temp_file(&format!("t-upd-{n}.txt"), TABLE);
+    let u = temp_file(&format!("u-{n}.txt"), updates);
+    let out = vfsr()
+        .args(["lookup", "--table"])
+        .arg(&t)
+        .arg("--updates")
+        .arg(&u)
+        .args(extra)
+        .args(addrs)
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn lookup_applies_an_update_stream_for_every_backend() {
+    let updates = "# move 10/8, add a /24 and a blackhole, drop the default\n\
+                   a 10.0.0.0/8 192.0.2.7\n\
+                   a 10.9.9.0/24 192.0.2.1\r\n\
+                   a 172.16.0.0/12\tblackhole\n\
+                   w 0.0.0.0/0\n\
+                   w 2001:db8::/32\n\
+                   a 2001:db8:1::/48 2001:db8::9\n\
+                   w 192.168.0.0/16\n";
+    for backend in ["poptrie", "poptrie16", "lctrie", "radix", "dir24"] {
+        let (ok, text, err) = lookup_after(
+            updates,
+            &["--backend", backend],
+            &[
+                "10.2.3.4",
+                "10.9.9.9",
+                "10.1.2.3",
+                "172.20.0.1",
+                "8.8.8.8",
+                "2001:db8::5",
+                "2001:db8:1::5",
+            ],
+        );
+        assert!(ok, "{backend}: {err}");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "10.2.3.4 10.0.0.0/8 via 192.0.2.7",
+                "10.9.9.9 10.9.9.0/24 via 192.0.2.1",
+                "10.1.2.3 10.1.0.0/16 nh64 #45",
+                "172.20.0.1 172.16.0.0/12 blackhole",
+                "8.8.8.8 - unreachable",
+                "2001:db8::5 - unreachable",
+                "2001:db8:1::5 2001:db8:1::/48 via 2001:db8::9",
+            ],
+            "{backend}"
+        );
+        assert!(err.contains("7 updates"), "{err}");
+    }
+}
+
+#[test]
+fn bad_update_lines_and_unknown_next_hops_are_errors_or_counted() {
+    let cases = [
+        ("a 10.0.0.1/8 192.0.2.1\n", "1:"),
+        ("w 10.0.0.0/8\nx 10.0.0.0/8\n", "2:"),
+        ("a 10.0.0.0/8 2001:db8::1\n", "1:"),
+        ("a 10.0.0.0/8\n", "1:"),
+        ("a 10.0.0.0/8 #60000\n", "no next hop with index 60000"),
+    ];
+    for (updates, want) in cases {
+        let (ok, _, err) = lookup_after(updates, &[], &["10.1.1.1"]);
+        assert!(!ok, "{updates:?} was accepted");
+        assert!(err.contains(want), "{updates:?}: {err}");
+    }
+    // With --skip-bad the good lines apply and the rest is counted.
+    let (ok, text, err) = lookup_after(
+        "a 10.0.0.1/8 192.0.2.1\nbogus\na 10.0.0.0/8 #60000\na 10.0.0.0/8 192.0.2.3\n",
+        &["--skip-bad"],
+        &["10.2.2.2"],
+    );
+    assert!(ok, "{err}");
+    assert_eq!(text.trim(), "10.2.2.2 10.0.0.0/8 via 192.0.2.3");
+    assert!(
+        err.contains("skipped 2 bad lines") && err.contains("1 refused"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_next_hop_index_names_an_existing_next_hop() {
+    // The table interns its next hops in order: 192.0.2.1 is index 1, the /16's nh64 #45
+    // index 2, the default's 192.0.2.254 index 3.
+    let (ok, text, err) = lookup_after("a 10.0.0.0/8 #3\n", &[], &["10.2.2.2"]);
+    assert!(ok, "{err}");
+    assert_eq!(text.trim(), "10.2.2.2 10.0.0.0/8 via 192.0.2.254");
+}
