@@ -139,6 +139,14 @@ where
         Ok(())
     }
 
+    /// Runs the publication cycle, then brings both FIBs' spare copies up to date (see
+    /// `LiveFib::settle`): for quiet moments.
+    pub fn settle(&mut self) -> Result<(), FibError> {
+        self.publish()?;
+        self.v4.settle()?;
+        self.v6.settle()
+    }
+
     /// Sets the publication delay bound of both FIBs.
     pub fn set_max_delay(&mut self, d: std::time::Duration) {
         self.v4.set_max_delay(d);
@@ -249,7 +257,10 @@ mod tests {
         let want = vfsr_lpm::RouteMap::from_routes(&routes);
         for r in routes.iter().step_by(997) {
             let a = r.prefix.addr();
-            assert_eq!(Some(fib.engine.lookup(a)), want.lookup(a).map(|w| w.nexthop));
+            assert_eq!(
+                Some(fib.engine.lookup(a)),
+                want.lookup(a).map(|w| w.nexthop)
+            );
         }
     }
 }

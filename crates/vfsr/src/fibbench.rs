@@ -23,11 +23,13 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::{json, Value};
+use vfsr_fib::nexthop::Forward;
 use vfsr_fib::LiveFib;
 use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
 use vfsr_lpm::{Key, Lpm, LpmBuild, LpmUpdate, NextHop, Route, NO_ROUTE};
+use vfsr_rib::{Rib, RibFamily, RibRoute, RouteTable, Source};
 use vfsr_table::rng::Rng;
-use vfsr_table::{trace, traffic};
+use vfsr_table::{trace, traffic, Table};
 
 use crate::{pin, tables};
 
@@ -155,7 +157,7 @@ fn update_rates<K: Key>(
                 per_s
             );
             out.push(
-                json!({"family": K::FAMILY, "kind": kind, "publish": publish,
+                json!({"family": K::FAMILY, "path": "fib", "kind": kind, "publish": publish,
                 "per_s": per_s, "count": changes.len(), "publications": pubs}),
             );
         }
@@ -197,6 +199,99 @@ fn load<K: Key>(routes: &[Route<K>], out: &mut Vec<Value>) -> Result<f64, String
     out.push(json!({"family": K::FAMILY, "path": "fib", "seconds": s,
         "routes": got, "routes_per_s": got as f64 / s}));
     Ok(s)
+}
+
+type Routes = RouteTable<Poptrie<u32>, Poptrie<u128>>;
+
+fn new_route_table(delay: Duration) -> Result<Routes, String> {
+    let mut rt = RouteTable::new(
+        Rib::new(),
+        PoptrieConfig::for_family::<u32>(),
+        PoptrieConfig::for_family::<u128>(),
+    )
+    .map_err(|e| e.to_string())?;
+    rt.set_max_delay(delay);
+    Ok(rt)
+}
+
+/// Load time of the whole table (both families) through the RIB into published FIBs.
+fn load_rib(t: &Table, out: &mut Vec<Value>) -> Result<Routes, String> {
+    let mut rt = new_route_table(Duration::from_millis(1))?;
+    let tm = Instant::now();
+    let r = rt.load_table(t, Source::Table)?;
+    let s = tm.elapsed().as_secs_f64();
+    let n = r.v4 + r.v6;
+    eprintln!(
+        "load    v4+v6 {n:>8} routes in {s:.3} s ({:.2} M routes/s) through the RIB",
+        n as f64 / s / 1e6
+    );
+    out.push(json!({"family": "v4+v6", "path": "rib+fib", "seconds": s,
+        "routes": n, "routes_per_s": n as f64 / s}));
+    Ok(rt)
+}
+
+/// The RIB's view of a table next hop: a gateway, or a synthetic nh64 next hop.
+fn forward_of(t: &Table, nh: NextHop) -> Forward {
+    match t.nexthops.gateway(nh) {
+        Some(addr) => Forward::Gateway {
+            addr,
+            ifindex: None,
+        },
+        None => Forward::Opaque(nh),
+    }
+}
+
+/// Single-route updates through the RIB (best path, next-hop interning, change log) and the
+/// FIB, as `update_rates` does for the FIB alone.
+fn rib_update_rates<K: Key + RibFamily>(
+    t: &Table,
+    routes: &[Route<K>],
+    n: usize,
+    seed: u64,
+    delay: Duration,
+    out: &mut Vec<Value>,
+) -> Result<(), String> {
+    let picked = pick(routes, n, seed);
+    let hops = distinct_hops(routes);
+    let route = |nh: NextHop| [RibRoute::new(Source::Table, forward_of(t, nh))];
+    for each in [false, true] {
+        let mut rt = new_route_table(delay)?;
+        rt.load_table(t, Source::Table)?;
+        let publish = if each { "each" } else { "batched" };
+        for kind in ["change", "withdraw", "announce"] {
+            let p0 = rt.v4().stats().publications + rt.v6().stats().publications;
+            let tm = Instant::now();
+            for (i, r) in picked.iter().enumerate() {
+                let rib = rt.rib_mut();
+                match kind {
+                    "change" => {
+                        rib.replace(r.prefix, Source::Table, &route(other(r.nexthop, &hops)))
+                    }
+                    "withdraw" => {
+                        rib.withdraw(r.prefix, Source::Table);
+                        Ok(())
+                    }
+                    _ => rib.replace(r.prefix, Source::Table, &route(r.nexthop)),
+                }
+                .map_err(|e| e.to_string())?;
+                if each {
+                    rt.publish().map_err(|e| e.to_string())?;
+                } else if i % 64 == 63 {
+                    rt.poll(Instant::now()).map_err(|e| e.to_string())?;
+                }
+            }
+            rt.settle().map_err(|e| e.to_string())?;
+            let per_s = picked.len() as f64 / tm.elapsed().as_secs_f64();
+            let pubs = rt.v4().stats().publications + rt.v6().stats().publications - p0;
+            eprintln!(
+                "updates {:<3} {kind:<9} {publish:<8} {per_s:>12.0} /s  ({pubs} publications) through the RIB",
+                K::FAMILY
+            );
+            out.push(json!({"family": K::FAMILY, "path": "rib+fib", "kind": kind,
+                "publish": publish, "per_s": per_s, "count": picked.len(), "publications": pubs}));
+        }
+    }
+    Ok(())
 }
 
 /// One reader phase: lookups per second of the reader while the writer streams `rate`
@@ -292,7 +387,19 @@ fn reader_ratios(
         reader_phase(fib, &addrs, &changes, cursor, 0, a.phase_s, core).map(|r| r.0)
     };
     let mut before = idle(&mut fib, &mut cursor)?;
-    for (label, rate) in [("10k", 10_000u64), ("100k", 100_000), ("max", u64::MAX)] {
+    let bound = Duration::from_micros(a.max_delay_us);
+    // The last two phases repeat 100k/s and max with a ten times longer delay bound: fewer
+    // publications, to show what each one costs the reader.
+    let long = bound * 10;
+    for (label, rate, delay) in [
+        ("10k", 10_000u64, bound),
+        ("100k", 100_000, bound),
+        ("max", u64::MAX, bound),
+        ("100k", 100_000, long),
+        ("max", u64::MAX, long),
+    ] {
+        fib.set_max_delay(delay);
+        let p0 = fib.stats().publications;
         let (lps, ups) = reader_phase(
             &mut fib,
             &addrs,
@@ -302,11 +409,14 @@ fn reader_ratios(
             a.phase_s,
             core,
         )?;
+        let pubs = (fib.stats().publications - p0) as f64 / a.phase_s;
+        fib.set_max_delay(bound);
         let after = idle(&mut fib, &mut cursor)?;
         let base = (before + after) / 2.0;
         let ratio = lps / base;
+        let us = delay.as_micros();
         eprintln!(
-            "reader  {label:>5} updates/s target, {ups:>10.0} achieved: {:>7.1} Mlps, idle {:>7.1} Mlps, ratio {ratio:.3}",
+            "reader  {label:>5} updates/s target, bound {us} us, {ups:>10.0} achieved, {pubs:.0} publications/s: {:>7.1} Mlps, idle {:>7.1} Mlps, ratio {ratio:.3}",
             lps / 1e6,
             base / 1e6
         );
@@ -374,9 +484,17 @@ pub fn run(a: &FibBenchArgs) -> Result<(), String> {
     let mut loads = Vec::new();
     let s4 = load(&table.v4, &mut loads)?;
     let s6 = load(&table.v6, &mut loads)?;
+    let whole = Table {
+        v4: table.v4.clone(),
+        v6: table.v6.clone(),
+        nexthops: table.nexthops.clone(),
+    };
+    drop(load_rib(&whole, &mut loads)?);
     let mut updates = Vec::new();
     update_rates(&table.v4, a.updates, a.seed, delay, &mut updates)?;
     update_rates(&table.v6, a.updates, a.seed, delay, &mut updates)?;
+    rib_update_rates(&whole, &table.v4, a.updates, a.seed, delay, &mut updates)?;
+    rib_update_rates(&whole, &table.v6, a.updates, a.seed, delay, &mut updates)?;
     let mut reader = Vec::new();
     reader_ratios(&table.v4, a, core, &mut reader)?;
     let mut traces = Vec::new();
@@ -390,19 +508,21 @@ pub fn run(a: &FibBenchArgs) -> Result<(), String> {
     println!("load (route list to published FIB)");
     for l in &loads {
         println!(
-            "  {:<3} {:>9} routes {:>8.3} s {:>10.2} M routes/s",
+            "  {:<8} {:<5} {:>9} routes {:>8.3} s {:>10.2} M routes/s",
+            l["path"].as_str().unwrap_or(""),
             l["family"].as_str().unwrap_or(""),
             l["routes"],
             l["seconds"].as_f64().unwrap_or(0.0),
             l["routes_per_s"].as_f64().unwrap_or(0.0) / 1e6
         );
     }
-    println!("  v4 + v6: {:.3} s", s4 + s6);
+    println!("  fib      v4 + v6: {:.3} s", s4 + s6);
     println!("\nsingle-route updates ({} random table routes)", a.updates);
-    println!("  fam kind      publish        per s   publications");
+    println!("  path     fam kind      publish        per s   publications");
     for u in &updates {
         println!(
-            "  {:<3} {:<9} {:<8} {:>12.0} {:>12}",
+            "  {:<8} {:<3} {:<9} {:<8} {:>12.0} {:>12}",
+            u["path"].as_str().unwrap_or(""),
             u["family"].as_str().unwrap_or(""),
             u["kind"].as_str().unwrap_or(""),
             u["publish"].as_str().unwrap_or(""),
@@ -411,12 +531,14 @@ pub fn run(a: &FibBenchArgs) -> Result<(), String> {
         );
     }
     println!("\nreader (IPv4 matched traffic, batches of 256) while updates stream");
-    println!("  target/s   achieved/s    Mlps   idle Mlps  ratio");
+    println!("  target/s   bound us  achieved/s  publ./s    Mlps   idle Mlps  ratio");
     for r in &reader {
         println!(
-            "  {:>8} {:>12.0} {:>7.1} {:>10.1} {:>6.3}",
+            "  {:>8} {:>10} {:>11.0} {:>8.0} {:>7.1} {:>10.1} {:>6.3}",
             r["updates_per_s"].to_string(),
+            r["max_delay_us"],
             r["achieved_updates_per_s"].as_f64().unwrap_or(0.0),
+            r["publications_per_s"].as_f64().unwrap_or(0.0),
             r["lookups_per_s"].as_f64().unwrap_or(0.0) / 1e6,
             r["idle_lookups_per_s"].as_f64().unwrap_or(0.0) / 1e6,
             r["ratio_to_idle"].as_f64().unwrap_or(0.0)
