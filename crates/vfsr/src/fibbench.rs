@@ -427,6 +427,7 @@ fn reader_ratios(
         };
         out.push(
             json!({"updates_per_s": target, "achieved_updates_per_s": ups,
+            "max_delay_us": us, "publications_per_s": pubs,
             "lookups_per_s": lps, "idle_lookups_per_s": base, "ratio_to_idle": ratio}),
         );
         before = after;
