@@ -120,8 +120,10 @@ pub struct LiveFib<K: Key, E: LpmUpdate<K>> {
     spare: Option<Arc<Snapshot<E>>>,
     config: E::Config,
     table: RouteMap<K>,
-    /// Changes not published yet (applied to neither copy).
+    /// Changes not published yet.
     pending: Vec<Prefix<K>>,
+    /// How many of `pending` are already applied to the spare copy.
+    applied: usize,
     /// Changes published but not yet applied to the spare.
     lag: Vec<Prefix<K>>,
     /// When the oldest pending change was made.
@@ -163,6 +165,7 @@ impl<K: Key, E: LpmUpdate<K> + Clone> LiveFib<K, E> {
             config,
             table,
             pending: Vec::new(),
+            applied: 0,
             lag: Vec::new(),
             since: None,
             max_delay: DEFAULT_MAX_DELAY,
@@ -184,6 +187,7 @@ impl<K: Key, E: LpmUpdate<K> + Clone> LiveFib<K, E> {
         }));
         self.table = table;
         self.pending.clear();
+        self.applied = 0;
         self.lag.clear();
         self.since = None;
         self.version = version;
@@ -246,8 +250,32 @@ impl<K: Key, E: LpmUpdate<K>> LiveFib<K, E> {
             if self.since.is_none() {
                 self.since = Some(Instant::now());
             }
+            self.apply_eagerly();
         }
         Ok(())
+    }
+
+    /// Applies the unapplied pending changes to the spare copy now, while the table entries
+    /// they touched are still in the cache, if no reader holds the spare any more (otherwise,
+    /// or if the engine fails, the publication does it).
+    fn apply_eagerly(&mut self) {
+        let Some(s) = self.spare.as_mut().and_then(Arc::get_mut) else {
+            return;
+        };
+        if !self.lag.is_empty() {
+            let mut lag = std::mem::take(&mut self.lag);
+            lag.sort_unstable();
+            lag.dedup();
+            if s.engine.update(&self.table, &lag).is_err() {
+                self.lag = lag;
+                return;
+            }
+        }
+        if let Some(rest) = self.pending.get(self.applied..) {
+            if s.engine.update(&self.table, rest).is_ok() {
+                self.applied = self.pending.len();
+            }
+        }
     }
 
     /// Withdraws `prefix` (nothing happens if it is not in the table).
@@ -321,7 +349,7 @@ impl<K: Key, E: LpmUpdate<K>> LiveFib<K, E> {
         }
         self.wait_for_spare();
         let mut changes = std::mem::take(&mut self.lag);
-        changes.extend_from_slice(&self.pending);
+        changes.extend_from_slice(self.pending.get(self.applied..).unwrap_or_default());
         let version = self.version + 1;
         self.apply_to_spare(changes, version)?;
         let Some(spare) = self.spare.take() else {
@@ -330,6 +358,7 @@ impl<K: Key, E: LpmUpdate<K>> LiveFib<K, E> {
         let old = self.shared.swap(spare);
         self.spare = Some(old);
         self.lag = std::mem::take(&mut self.pending);
+        self.applied = 0;
         self.since = None;
         self.version = version;
         self.stats.publications += 1;

@@ -101,7 +101,18 @@ where
         if self.since.is_none() {
             self.since = Some(Instant::now());
         }
+        // A change the FIB refuses stays in the RIB; publish() reports it.
+        let _ = self.feed();
         Ok(())
+    }
+
+    /// Moves the RIB's pending FIB changes into the live FIBs (not yet published: the FIBs
+    /// apply them to their spare copies while the touched entries are in the cache). Done by
+    /// [`RouteTable::apply`], `poll` and `publish`; call it after changing the RIB through
+    /// [`RouteTable::rib_mut`] to get the same.
+    pub fn feed(&mut self) -> Result<(), FibError> {
+        apply(&mut self.v4, self.rib.drain_fib_changes_v4())?;
+        apply(&mut self.v6, self.rib.drain_fib_changes_v6())
     }
 
     /// The RIB, to read.
@@ -120,6 +131,7 @@ where
 
     /// Runs the publication cycle if the oldest change has waited the delay bound.
     pub fn poll(&mut self, now: Instant) -> Result<bool, FibError> {
+        self.feed()?;
         match self.since {
             Some(t) if now >= t + self.v4.max_delay() => self.publish().map(|()| true),
             _ => Ok(false),
@@ -130,8 +142,7 @@ where
     pub fn publish(&mut self) -> Result<(), FibError> {
         self.since = None;
         self.nexthops.publish(self.rib.nexthop_snapshot());
-        apply(&mut self.v4, self.rib.drain_fib_changes_v4())?;
-        apply(&mut self.v6, self.rib.drain_fib_changes_v6())?;
+        self.feed()?;
         self.v4.publish()?;
         self.v6.publish()?;
         self.rib.release_quarantine_upto(self.mark);

@@ -274,6 +274,7 @@ fn rib_update_rates<K: Key + RibFamily>(
                     _ => rib.replace(r.prefix, Source::Table, &route(r.nexthop)),
                 }
                 .map_err(|e| e.to_string())?;
+                rt.feed().map_err(|e| e.to_string())?;
                 if each {
                     rt.publish().map_err(|e| e.to_string())?;
                 } else if i % 64 == 63 {
