@@ -1213,8 +1213,9 @@ mod tests {
     use super::*;
     use crate::golden::Golden;
     use crate::testkit::{
-        check_against_golden, check_updates, edge_tables_v4, edge_tables_v6, probes,
-        routes_and_probes, updates_and_probes, v4, v6, UpdateCase, POOL4, POOL6,
+        check_against_golden, check_updates, edge_tables_v4, edge_tables_v6, nested_steps_v4,
+        nested_steps_v6, probes, routes_and_probes, updates_and_probes, v4, UpdateCase, POOL4,
+        POOL6,
     };
     use proptest::prelude::*;
 
@@ -1519,25 +1520,7 @@ mod tests {
 
     #[test]
     fn announce_replace_withdraw_nested_prefixes() {
-        let steps4 = [
-            v4([10, 0, 0, 0], 8, 1),
-            v4([10, 1, 0, 0], 16, 2),
-            v4([0, 0, 0, 0], 0, 3),
-            v4([10, 1, 2, 0], 24, 4),
-            v4([10, 1, 3, 0], 24, 5),
-            v4([10, 0, 0, 0], 16, 6), // a longer prefix at key 10.0.0.0: a new leaf entry
-            v4([10, 1, 2, 3], 32, 7),
-            v4([255, 255, 255, 255], 32, 8), // outside the root's skipped bits
-            v4([10, 1, 0, 0], 16, 9),        // replace
-            v4([10, 0, 0, 0], 8, NO_ROUTE),  // a parent, its children stay
-            v4([10, 1, 3, 0], 24, NO_ROUTE),
-            v4([0, 0, 0, 0], 0, 10), // replace /0
-            v4([10, 1, 2, 3], 32, NO_ROUTE),
-            v4([0, 0, 0, 0], 0, NO_ROUTE),
-            v4([10, 0, 0, 0], 8, 11),
-            v4([10, 0, 0, 0], 16, NO_ROUTE), // the leaf entry goes back to the /8
-        ];
-        let addrs = probes(&steps4, &[0x0a01_0304, 0x0b00_0001]);
+        let (steps4, addrs) = nested_steps_v4();
         for cfg in configs() {
             let mut t = LcTrie::<u32>::build(&[], &cfg).unwrap();
             let mut map = RouteMap::new();
@@ -1559,19 +1542,7 @@ mod tests {
             check_shape(&t);
         }
 
-        let top = u128::MAX;
-        let steps6 = [
-            v6(top, 128, 1),
-            v6(top, 1, 2),
-            v6(0, 0, 3),
-            v6(top - 1, 127, 4),
-            v6(top, 128, 5),
-            v6(top, 1, NO_ROUTE),
-            v6(0, 128, 6),
-            v6(top, 128, NO_ROUTE),
-            v6(0, 0, NO_ROUTE),
-        ];
-        let addrs = probes(&steps6, &[1 << 127]);
+        let (steps6, addrs) = nested_steps_v6();
         for cfg in configs() {
             let mut t = LcTrie::<u128>::build(&[], &cfg).unwrap();
             let mut map = RouteMap::new();
@@ -1581,7 +1552,7 @@ mod tests {
                 check_against_golden(&t, &map.to_routes(), &addrs, &format!("{cfg} v6 {i}"));
                 check_shape(&t);
             }
-            assert_eq!(t.lookup(top), 4);
+            assert_eq!(t.lookup(u128::MAX), 4);
             assert_eq!(t.lookup(0), 6);
         }
     }

@@ -652,8 +652,9 @@ mod tests {
     use super::*;
     use crate::golden::Golden;
     use crate::testkit::{
-        check_against_golden, check_updates, edge_tables_v4, edge_tables_v6, probes,
-        routes_and_probes, updates_and_probes, v4, v6, UpdateCase, POOL4, POOL6,
+        check_against_golden, check_updates, edge_tables_v4, edge_tables_v6, nested_steps_v4,
+        nested_steps_v6, probes, routes_and_probes, updates_and_probes, v4, UpdateCase, POOL4,
+        POOL6,
     };
     use proptest::prelude::*;
 
@@ -863,24 +864,7 @@ mod tests {
 
     #[test]
     fn announce_replace_withdraw_nested_prefixes() {
-        let steps4 = [
-            v4([10, 0, 0, 0], 8, 1),
-            v4([10, 1, 0, 0], 16, 2),
-            v4([0, 0, 0, 0], 0, 3),
-            v4([10, 1, 2, 0], 24, 4),
-            v4([10, 1, 3, 0], 24, 5), // the module doc's new node at bit 23
-            v4([10, 0, 0, 0], 16, 6), // a second prefix at key 10.0.0.0
-            v4([10, 1, 2, 3], 32, 7),
-            v4([255, 255, 255, 255], 32, 8),
-            v4([10, 1, 0, 0], 16, 9),       // replace
-            v4([10, 0, 0, 0], 8, NO_ROUTE), // a parent, its child stays
-            v4([10, 1, 3, 0], 24, NO_ROUTE),
-            v4([0, 0, 0, 0], 0, 10), // replace /0
-            v4([10, 1, 2, 3], 32, NO_ROUTE),
-            v4([0, 0, 0, 0], 0, NO_ROUTE),
-            v4([10, 0, 0, 0], 8, 11), // back, under /16s of its own key
-        ];
-        let addrs = probes(&steps4, &[0x0a01_0304, 0x0b00_0001]);
+        let (steps4, addrs) = nested_steps_v4();
         let mut t = Radix::<u32>::build(&[], &()).unwrap();
         let mut map = RouteMap::new();
         for (i, r) in steps4.iter().enumerate() {
@@ -891,7 +875,7 @@ mod tests {
         }
         assert_eq!(t.lookup(u32::from_be_bytes([10, 1, 2, 3])), 4);
         assert_eq!(t.lookup(u32::from_be_bytes([10, 9, 9, 9])), 11);
-        assert_eq!(t.lookup(u32::from_be_bytes([10, 0, 0, 9])), 6);
+        assert_eq!(t.lookup(u32::from_be_bytes([10, 0, 0, 9])), 11);
         // Withdraw everything: the tree empties and every slot is on a free list.
         let all: Vec<Prefix<u32>> = map.iter().map(|r| r.prefix).collect();
         let empty = RouteMap::new();
@@ -906,19 +890,7 @@ mod tests {
         check_against_golden(&t, &map.to_routes(), &addrs, "v4 again");
         check_shape(&t);
 
-        let top = u128::MAX;
-        let steps6 = [
-            v6(top, 128, 1),
-            v6(top, 1, 2),
-            v6(0, 0, 3),
-            v6(top - 1, 127, 4),
-            v6(top, 128, 5),
-            v6(top, 1, NO_ROUTE),
-            v6(0, 128, 6),
-            v6(top, 128, NO_ROUTE),
-            v6(0, 0, NO_ROUTE),
-        ];
-        let addrs = probes(&steps6, &[1 << 127]);
+        let (steps6, addrs) = nested_steps_v6();
         let mut t = Radix::<u128>::build(&[], &()).unwrap();
         let mut map = RouteMap::new();
         for (i, r) in steps6.iter().enumerate() {
@@ -928,7 +900,7 @@ mod tests {
             check_against_golden(&t, &map.to_routes(), &addrs, &format!("v6 step {i}"));
             check_shape(&t);
         }
-        assert_eq!(t.lookup(top), 4);
+        assert_eq!(t.lookup(u128::MAX), 4);
         assert_eq!(t.lookup(0), 6);
         assert_eq!(t.lookup(1), NO_ROUTE);
     }

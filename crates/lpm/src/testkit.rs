@@ -262,3 +262,47 @@ pub(crate) fn check_updates<K: Key, E: crate::LpmUpdate<K>>(
         check_against_golden(&e, &map.to_routes(), addrs, &format!("{what}, batch {i}"));
     }
 }
+
+/// Announcements, replacements and withdrawals of nested IPv4 prefixes, one change at a time:
+/// a parent and its children, several prefixes at one address, /0 and /32, a prefix outside
+/// the others' common bits. With addresses on all their edges.
+pub(crate) fn nested_steps_v4() -> (Vec<Route<u32>>, Vec<u32>) {
+    let steps = vec![
+        v4([10, 0, 0, 0], 8, 1),
+        v4([10, 1, 0, 0], 16, 2),
+        v4([0, 0, 0, 0], 0, 3),
+        v4([10, 1, 2, 0], 24, 4),
+        v4([10, 1, 3, 0], 24, 5),
+        v4([10, 0, 0, 0], 16, 6), // a second, longer prefix at address 10.0.0.0
+        v4([10, 1, 2, 3], 32, 7),
+        v4([255, 255, 255, 255], 32, 8), // outside the others' common bits
+        v4([10, 1, 0, 0], 16, 9),        // replace
+        v4([10, 0, 0, 0], 8, NO_ROUTE),  // a parent goes, its children stay
+        v4([10, 1, 3, 0], 24, NO_ROUTE),
+        v4([0, 0, 0, 0], 0, 10), // replace /0
+        v4([10, 1, 2, 3], 32, NO_ROUTE),
+        v4([0, 0, 0, 0], 0, NO_ROUTE),
+        v4([10, 0, 0, 0], 8, 11), // back, under a /16 of its own address
+        v4([10, 0, 0, 0], 16, NO_ROUTE),
+    ];
+    let addrs = probes(&steps, &[0x0a01_0304, 0x0b00_0001]);
+    (steps, addrs)
+}
+
+/// The IPv6 counterpart at both ends of the space: /128 and /127 at the top, /1, /0.
+pub(crate) fn nested_steps_v6() -> (Vec<Route<u128>>, Vec<u128>) {
+    let top = u128::MAX;
+    let steps = vec![
+        v6(top, 128, 1),
+        v6(top, 1, 2),
+        v6(0, 0, 3),
+        v6(top - 1, 127, 4),
+        v6(top, 128, 5),
+        v6(top, 1, NO_ROUTE),
+        v6(0, 128, 6),
+        v6(top, 128, NO_ROUTE),
+        v6(0, 0, NO_ROUTE),
+    ];
+    let addrs = probes(&steps, &[1 << 127]);
+    (steps, addrs)
+}
