@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{self, BufRead, Read};
+use std::io::{self, BufRead};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use vfsr_fib::nexthop::Forward;
@@ -381,38 +381,6 @@ pub fn parse_update(line: &str) -> Result<Option<Update>, StreamError> {
     }
 }
 
-/// Reads the next line into `buf` (without its `\n`). `None` at the end of the input;
-/// `Some(true)` when the line was longer than `max` bytes (the rest of it is discarded).
-fn next_line<R: BufRead>(r: &mut R, buf: &mut Vec<u8>, max: usize) -> io::Result<Option<bool>> {
-    buf.clear();
-    let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
-    let n = (&mut *r).take(limit).read_until(b'\n', buf)?;
-    if n == 0 {
-        return Ok(None);
-    }
-    if buf.last() == Some(&b'\n') {
-        buf.pop();
-        return Ok(Some(false));
-    }
-    if buf.len() <= max {
-        return Ok(Some(false));
-    }
-    // Too long: discard up to and including the next newline.
-    loop {
-        let avail = r.fill_buf()?;
-        if avail.is_empty() {
-            break;
-        }
-        if let Some(i) = avail.iter().position(|&b| b == b'\n') {
-            r.consume(i.saturating_add(1));
-            break;
-        }
-        let n = avail.len();
-        r.consume(n);
-    }
-    Ok(Some(true))
-}
-
 fn snippet(line: &[u8]) -> String {
     const MAX: usize = 80;
     String::from_utf8_lossy(line.get(..MAX).unwrap_or(line))
@@ -457,7 +425,11 @@ impl<R: BufRead> Iterator for UpdateReader<R> {
 
     fn next(&mut self) -> Option<Self::Item> {
         while !self.done {
-            let too_long = match next_line(&mut self.input, &mut self.buf, self.opts.max_line_len) {
+            let too_long = match vfsr_table::text::next_line(
+                &mut self.input,
+                &mut self.buf,
+                self.opts.max_line_len,
+            ) {
                 Ok(Some(t)) => t,
                 Ok(None) => {
                     self.done = true;

@@ -199,8 +199,10 @@ pub fn parse_line(line: &str) -> Result<Option<Line>, LineError> {
 }
 
 /// Reads the next line into `buf` (without its `\n`). `None` at the end of the input;
-/// `Some(true)` when the line was longer than `max` bytes (the rest of it is discarded).
-fn next_line(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<Option<bool>> {
+/// `Some(true)` when the line was longer than `max` bytes (the rest of it is discarded), so a
+/// hostile input without newlines never makes a line buffer grow past `max`. Shared by the
+/// line-based readers of outside input (tables here, the update stream in `vfsr-rib`).
+pub fn next_line(r: &mut dyn BufRead, buf: &mut Vec<u8>, max: usize) -> io::Result<Option<bool>> {
     buf.clear();
     let limit = u64::try_from(max).unwrap_or(u64::MAX).saturating_add(1);
     let n = (&mut *r).take(limit).read_until(b'\n', buf)?;
