@@ -1,5 +1,7 @@
 //! `vfsr demo`: the README's first command. Builds the synthetic full table, loads it into every
-//! engine, checks that they agree, and shows lookups and their speed on one core.
+//! engine, checks that they agree, and shows lookups and their speed on one core; then loads the
+//! table into the RIB and the live Poptrie FIBs, streams route changes into them while a reader
+//! thread looks up, and shows answers before and after.
 
 use crate::{engines, pin, tables};
 use clap::Args;
@@ -163,7 +165,121 @@ pub fn run(a: &DemoArgs) -> Result<(), String> {
             nh.join(" ")
         );
     }
-    println!("\nFull benchmark with peers and JSON: vfsr lpm bench --json lpm.json");
+    live(&table, a.seed)?;
+    println!(
+        "\nFull benchmarks with peers and JSON: vfsr lpm bench --json lpm.json, vfsr fib bench"
+    );
+    Ok(())
+}
+
+/// The table in the RIB and live FIBs: a burst of changes while a reader thread looks up.
+fn live(table: &tables::Loaded, seed: u64) -> Result<(), String> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
+    use vfsr_lpm::Lpm;
+    use vfsr_rib::{parse_update, Rib, RouteTable, Source};
+
+    let t = Instant::now();
+    let mut rt = RouteTable::<Poptrie<u32>, Poptrie<u128>>::new(
+        Rib::new(),
+        PoptrieConfig::for_family::<u32>(),
+        PoptrieConfig::for_family::<u128>(),
+    )
+    .map_err(|e| e.to_string())?;
+    let whole = vfsr_table::Table {
+        v4: table.v4.clone(),
+        v6: table.v6.clone(),
+        nexthops: table.nexthops.clone(),
+    };
+    let r = rt.load_table(&whole, Source::Table)?;
+    println!(
+        "\nLive FIB: {} IPv4 and {} IPv6 routes into the RIB and published Poptrie FIBs in {:.3} s",
+        r.v4,
+        r.v6,
+        t.elapsed().as_secs_f64()
+    );
+    let probe = traffic::matched(&table.v4, seed ^ 0x11fe, 1);
+    let a = probe.first().copied().unwrap_or(0);
+    let dest = std::net::Ipv4Addr::from(a);
+    let show_one = |rt: &RouteTable<Poptrie<u32>, Poptrie<u128>>| -> String {
+        let (r4, _, nh) = rt.readers();
+        let i = r4.load().engine.lookup(a);
+        let p = rt
+            .v4()
+            .table()
+            .lookup(a)
+            .map_or("-".to_string(), |r| r.prefix.to_string());
+        let what = nh
+            .load()
+            .get(i)
+            .map_or("unreachable".to_string(), |e| e.forward.to_string());
+        format!("{dest} -> {p} {what}")
+    };
+    println!("  before:  {}", show_one(&rt));
+    // A reader on another thread keeps looking up while the changes stream in.
+    let (r4, _, _) = rt.readers();
+    let stop = Arc::new(AtomicBool::new(false));
+    let stop2 = Arc::clone(&stop);
+    let addrs = traffic::matched(&table.v4, seed ^ 0x22, 1 << 16);
+    // The writer is the control plane (core 0); the reader a forwarding core.
+    let _ = pin::pin_to_core(0);
+    let reader = std::thread::spawn(move || {
+        let _ = pin::pin_to_core(pin::default_bench_core());
+        let mut out = vec![0; 256];
+        let mut n = 0u64;
+        while !stop2.load(Ordering::Relaxed) {
+            for c in addrs.chunks(256) {
+                r4.load().engine.lookup_bulk(c, &mut out);
+                n += c.len() as u64;
+            }
+        }
+        n
+    });
+    // Re-point a /24 of the probe's block, then withdraw 50,000 routes and announce them back.
+    let more_specific = std::net::Ipv4Addr::from(a & !0xff);
+    let lines = [
+        format!("a {more_specific}/24 192.0.2.99"),
+        format!("a {}/32 blackhole", dest),
+    ];
+    for l in &lines {
+        if let Ok(Some(u)) = parse_update(l) {
+            rt.apply(&u, Source::Api).map_err(|e| e.to_string())?;
+        }
+    }
+    let t = Instant::now();
+    let churn: Vec<Route<u32>> = table.v4.iter().step_by(17).take(50_000).copied().collect();
+    for r in &churn {
+        rt.rib_mut().withdraw(r.prefix, Source::Table);
+        rt.feed().map_err(|e| e.to_string())?;
+        rt.poll(Instant::now()).map_err(|e| e.to_string())?;
+    }
+    let back = vfsr_table::Table {
+        v4: churn.clone(),
+        v6: Vec::new(),
+        nexthops: table.nexthops.clone(),
+    };
+    rt.rib_mut()
+        .load_table(&back, Source::Table)
+        .map_err(|e| e.to_string())?;
+    rt.settle().map_err(|e| e.to_string())?;
+    let s = t.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let looked = reader
+        .join()
+        .map_err(|_| "reader thread failed".to_string())?;
+    for l in &lines {
+        println!("  applied: {l}");
+    }
+    println!(
+        "  then withdrew and re-announced {} routes in {s:.3} s ({:.0} changes/s, {} publications) \
+         while a reader made {:.1} M lookups without a lock",
+        churn.len(),
+        2.0 * churn.len() as f64 / s,
+        rt.v4().stats().publications,
+        looked as f64 / 1e6
+    );
+    println!("  after:   {}", show_one(&rt));
     Ok(())
 }
 
