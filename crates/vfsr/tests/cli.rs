@@ -271,3 +271,63 @@ fn a_next_hop_index_names_an_existing_next_hop() {
     assert!(ok, "{err}");
     assert_eq!(text.trim(), "10.2.2.2 10.0.0.0/8 via 192.0.2.254");
 }
+
+/// `vfsr fib bench` on a small generated table: it runs, checks itself against fresh builds,
+/// and writes the JSON shape tools read.
+#[test]
+fn fib_bench_runs_and_writes_its_json_shape() {
+    let dir = std::env::temp_dir().join(format!("vfsr-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let table = dir.join("fib-small.txt");
+    let json = dir.join("fib.json");
+    let gen = vfsr()
+        .args(["table", "gen", "--v4", "20000", "--v6", "4000", "-o"])
+        .arg(&table)
+        .output()
+        .unwrap();
+    assert!(gen.status.success(), "{gen:?}");
+    let out = vfsr()
+        .args([
+            "fib",
+            "bench",
+            "--updates",
+            "2000",
+            "--phase-s",
+            "0.05",
+            "--table",
+        ])
+        .arg(&table)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let load = doc["load"].as_array().unwrap();
+    assert!(load
+        .iter()
+        .any(|l| l["family"] == "v4" && l["seconds"].as_f64().unwrap() > 0.0));
+    assert!(load
+        .iter()
+        .all(|l| l["routes_per_s"].as_f64().unwrap() > 0.0));
+    let updates = doc["updates"].as_array().unwrap();
+    for kind in ["change", "withdraw", "announce"] {
+        for publish in ["batched", "each"] {
+            assert!(
+                updates.iter().any(|u| u["kind"] == kind
+                    && u["publish"] == publish
+                    && u["per_s"].as_f64().unwrap() > 0.0),
+                "{kind} {publish}"
+            );
+        }
+    }
+    let reader = doc["reader"].as_array().unwrap();
+    assert!(reader.iter().any(|r| r["updates_per_s"] == 100000));
+    assert!(reader
+        .iter()
+        .all(|r| r["updates_per_s"].is_number() && r["ratio_to_idle"].as_f64().unwrap() > 0.0));
+}
