@@ -259,23 +259,43 @@ impl<K: Key, E: LpmUpdate<K>> LiveFib<K, E> {
     /// they touched are still in the cache, if no reader holds the spare any more (otherwise,
     /// or if the engine fails, the publication does it).
     fn apply_eagerly(&mut self) {
+        if !self.catch_up() {
+            return;
+        }
         let Some(s) = self.spare.as_mut().and_then(Arc::get_mut) else {
             return;
         };
-        if !self.lag.is_empty() {
-            let mut lag = std::mem::take(&mut self.lag);
-            lag.sort_unstable();
-            lag.dedup();
-            if s.engine.update(&self.table, &lag).is_err() {
-                self.lag = lag;
-                return;
-            }
-        }
         if let Some(rest) = self.pending.get(self.applied..) {
             if s.engine.update(&self.table, rest).is_ok() {
                 self.applied = self.pending.len();
             }
         }
+    }
+
+    /// Brings the spare copy level with the published one by the changes of the last
+    /// publication (copying from the published copy where the engine can), before any newer
+    /// change touches the spare. Returns whether the spare is level (false: a reader still
+    /// holds it, or the engine failed; the publication then applies the changes from the
+    /// table).
+    fn catch_up(&mut self) -> bool {
+        if self.lag.is_empty() {
+            return true;
+        }
+        let Some(s) = self.spare.as_mut().and_then(Arc::get_mut) else {
+            return false;
+        };
+        let mut lag = std::mem::take(&mut self.lag);
+        lag.sort_unstable();
+        lag.dedup();
+        let published = self.shared.load();
+        if s.engine
+            .update_from(&published.engine, &self.table, &lag)
+            .is_err()
+        {
+            self.lag = lag;
+            return false;
+        }
+        true
     }
 
     /// Withdraws `prefix` (nothing happens if it is not in the table).
@@ -348,6 +368,7 @@ impl<K: Key, E: LpmUpdate<K>> LiveFib<K, E> {
             return Ok(());
         }
         self.wait_for_spare();
+        self.catch_up();
         let mut changes = std::mem::take(&mut self.lag);
         changes.extend_from_slice(self.pending.get(self.applied..).unwrap_or_default());
         let version = self.version + 1;
@@ -373,6 +394,9 @@ impl<K: Key, E: LpmUpdate<K>> LiveFib<K, E> {
             return Ok(());
         }
         self.wait_for_spare();
+        if self.catch_up() {
+            return Ok(());
+        }
         let lag = std::mem::take(&mut self.lag);
         self.apply_to_spare(lag, self.version)
     }

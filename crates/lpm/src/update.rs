@@ -323,6 +323,22 @@ pub trait LpmUpdate<K: Key>: LpmBuild<K> {
     /// reached yet; the live FIB then rebuilds it from `table`.
     fn update(&mut self, table: &RouteMap<K>, changed: &[Prefix<K>]) -> Result<(), BuildError>;
 
+    /// [`LpmUpdate::update`] for a second copy of the engine: `src` is another copy, built
+    /// with the same configuration, that differed from this one exactly by the prefixes of
+    /// `changed` and has since applied them. The engine may copy the parts those prefixes
+    /// touched from `src` instead of recomputing them from `table` (a live FIB keeps two
+    /// copies and brings the second one up to date this way). Parts it does not copy are
+    /// recomputed from `table`, as `update` does.
+    fn update_from(
+        &mut self,
+        src: &Self,
+        table: &RouteMap<K>,
+        changed: &[Prefix<K>],
+    ) -> Result<(), BuildError> {
+        let _ = src;
+        self.update(table, changed)
+    }
+
     /// Makes, from the table the engine was built from, any side state updates need, so the
     /// first update does not pay for it. Optional: `update` makes it when missing.
     fn prepare(&mut self, _table: &RouteMap<K>) {}

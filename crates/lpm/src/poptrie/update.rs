@@ -379,6 +379,56 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
         }
     }
 
+    /// Childless-node records of a prefix one stride below the direct bits are copied from
+    /// `src` (the common IPv4 change, a record of at most 68 half-words); everything else is
+    /// recomputed by `update`.
+    fn update_from(
+        &mut self,
+        src: &Self,
+        table: &RouteMap<K>,
+        changed: &[Prefix<K>],
+    ) -> Result<(), BuildError> {
+        let ds = self.direct_bits;
+        let same = ds == src.direct_bits && self.top_bits == 0 && src.top_bits == 0;
+        if !same || ds == 0 || self.cover.is_none() || self.direct.len() != src.direct.len() {
+            return self.update(table, changed);
+        }
+        let mut rest = Vec::new();
+        let mut b = self.take_builder();
+        for &p in changed {
+            let s = p.addr().chunk(0, ds);
+            let (e, se) = (self.direct[s], src.direct[s]);
+            let shallow = p.len() > ds && p.len() <= ds + STRIDE;
+            let records = e & LEAF == 0 && e & LNODE != 0 && se & LEAF == 0 && se & LNODE != 0;
+            if !(shallow && records) {
+                rest.push(p);
+                continue;
+            }
+            let so = (se & INDEX) as usize;
+            let n = lnode_leafvec(&src.lnodes, so).count_ones() as usize;
+            let Some(rec) = src.lnodes.get(so..so + LNODE_HEADER + n) else {
+                rest.push(p);
+                continue;
+            };
+            let o = (e & INDEX) as usize;
+            if lnode_leafvec(&b.lnodes, o).count_ones() as usize == n {
+                b.lnodes[o..o + LNODE_HEADER + n].copy_from_slice(rec);
+            } else {
+                let at = alloc_padded(&mut b.lnodes, &mut b.free.lnodes, rec);
+                b.lnode_count += 1;
+                self.direct[s] = LNODE | at as u32;
+                b.free_entry(e);
+            }
+        }
+        self.put_builder(b);
+        self.routes = table.len();
+        if rest.is_empty() {
+            Ok(())
+        } else {
+            self.update(table, &rest)
+        }
+    }
+
     fn prepare(&mut self, table: &RouteMap<K>) {
         if self.cover.is_none() && self.direct_bits > 0 && self.top_bits == 0 {
             // A table the trie could not hold was refused by the build; nothing to prepare.
@@ -465,6 +515,29 @@ mod tests {
         assert_eq!(p.lookup(u32::from_be_bytes([213, 235, 196, 9])), 0);
     }
 
+    /// Two copies: one updated from the table, the other brought level by copying from it,
+    /// then the roles swap; both always answer as a fresh build.
+    fn check_copy_from<K: Key>((table, batches, addrs): &crate::testkit::UpdateCase<K>) {
+        let cfg = PoptrieConfig::default();
+        let mut m = RouteMap::from_routes(table);
+        let mut a = Poptrie::build(table, &cfg).unwrap();
+        let mut b = a.clone();
+        a.prepare(&m);
+        b.prepare(&m);
+        for (i, batch) in batches.iter().enumerate() {
+            let changed: Vec<Prefix<K>> = batch.iter().map(|r| r.prefix).collect();
+            for r in batch {
+                m.set(r.prefix, r.nexthop);
+            }
+            a.update(&m, &changed).unwrap();
+            b.update_from(&a, &m, &changed).unwrap();
+            let routes = m.to_routes();
+            crate::testkit::check_against_golden(&a, &routes, addrs, &format!("updated, {i}"));
+            crate::testkit::check_against_golden(&b, &routes, addrs, &format!("copied, {i}"));
+            core::mem::swap(&mut a, &mut b);
+        }
+    }
+
     #[test]
     fn deep_ipv6_change_keeps_its_siblings() {
         let doc = 0x2001_0db8u128 << 96;
@@ -522,6 +595,16 @@ mod tests {
             for cfg in configs() {
                 check_updates::<u32, Poptrie<u32>>(&cfg, &case, &format!("{cfg:?}"));
             }
+        }
+
+        #[test]
+        fn v4_copies_brought_level_match_a_fresh_build(case in updates_and_probes(POOL4)) {
+            check_copy_from(&case);
+        }
+
+        #[test]
+        fn v6_copies_brought_level_match_a_fresh_build(case in updates_and_probes(POOL6)) {
+            check_copy_from(&case);
         }
 
         #[test]
