@@ -9,18 +9,26 @@
 //!
 //! ```text
 //!   readers ──load()──▶ ArcSwap ──▶ copy A (published)      copy B (spare, writer only)
-//!                                                           ▲ update(changes of this batch
-//!   publish():  1. wait until no reader still holds B       │   + those of the last batch)
-//!               2. apply the changes to B  ─────────────────┘
-//!               3. swap: A ⇄ B  (readers now load B; A is the spare, one batch behind)
+//!
+//!   set(prefix, nh):  RouteMap updated; once no reader holds B any more:
+//!                       B catches up with the last publication's changes, copied from A
+//!                       (LpmUpdate::update_from), then takes this change (update)
+//!   publish():        wait until no reader holds B; apply what B still lacks;
+//!                     swap A ⇄ B (readers now load B; A is the spare, one batch behind)
 //! ```
 //!
 //! A reader holds a copy for one batch of lookups; a lookup sees the old copy or the new one,
-//! never a half-applied change. Each change is applied twice (once per copy), the second time
-//! one publication later, by which time the readers of that copy have long moved on, so the
-//! writer almost never waits. Readers never wait at all. The pointer swap and the count of
-//! readers still holding a copy come from the `arc-swap` crate (whose guards are paid back
-//! into the `Arc` count on swap), so this module adds no concurrency primitive of its own.
+//! never a half-applied change. Each change reaches both copies: the spare takes it as it is
+//! made (while the table entries it touched are still in the cache), the other copy copies
+//! the result at the next publication, by which time that copy's readers have long moved on,
+//! so the writer almost never waits. Readers never wait at all. The pointer swap and the
+//! count of readers still holding a copy come from the `arc-swap` crate (whose guards are
+//! paid back into the `Arc` count on swap), so this module adds no concurrency primitive of
+//! its own.
+//!
+//! The price of two copies: after every publication the readers work in the other copy,
+//! whose cache lines they do not hold. `vfsr fib bench` measures it (the reader's share of
+//! its idle rate, at two delay bounds).
 //!
 //! ## Batches with a bounded delay
 //!
