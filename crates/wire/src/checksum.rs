@@ -1,0 +1,222 @@
+//! The Internet checksum (RFC 1071) and its incremental update (RFC 1624).
+//!
+//! The checksum of a run of bytes is the ones' complement of the ones' complement sum of its
+//! 16-bit big-endian words (an odd last byte is padded with a zero byte). A receiver sums the
+//! covered bytes *including* the checksum field: a correct message sums to `0xffff`.
+//!
+//! ## Why the sum is fast
+//!
+//! RFC 1071 section 2 lists the properties this code relies on:
+//! - (B) byte-order independence: summing the words in the machine's native order and swapping
+//!   the folded result once gives the same sum as summing big-endian words;
+//! - (C) parallel summation: words can be added in wider units and folded afterwards, because
+//!   2^16 ≡ 1 (mod 2^16 - 1), the modulus of ones' complement arithmetic.
+//!
+//! So [`ones_sum`] loads 8 bytes at a time as one native `u64`, adds its two 32-bit halves
+//! into a `u64` accumulator (no carry to track: 2^31 chunks, 16 GiB, would be needed to
+//! overflow it), and folds the accumulator to 16 bits at the end:
+//!
+//! ```text
+//!   bytes   b0 b1 b2 b3 b4 b5 b6 b7 | b8 ...     chunk = u64::from_ne_bytes(b0..b7)
+//!   acc    += (chunk & 0xffff_ffff) + (chunk >> 32)
+//!   fold:   acc = (acc & 0xffff) + (acc >> 16)   until it fits in 16 bits
+//!   result: the folded native-order sum, read as big-endian bytes
+//! ```
+//!
+//! ## Incremental update (RFC 1624)
+//!
+//! When one 16-bit word `m` of a checksummed header becomes `m'`, the new checksum follows
+//! from the old one without touching the other words (RFC 1624 section 3, equation 3):
+//!
+//! ```text
+//!   HC' = ~(~HC + ~m + m')        (+ is ones' complement addition)
+//! ```
+//!
+//! [`update_word`] implements that equation; `Ipv4Packet::set_ttl_and_update_checksum` uses it
+//! for the TTL decrement (the word holding TTL and protocol).
+
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+/// The ones' complement sum of `data` as 16-bit big-endian words, folded to 16 bits (not
+/// complemented). An odd last byte counts as the high byte of a word whose low byte is zero.
+/// The sum of empty data is 0.
+#[inline]
+pub fn ones_sum(data: &[u8]) -> u16 {
+    let mut acc: u64 = 0;
+    let mut chunks = data.chunks_exact(8);
+    for c in chunks.by_ref() {
+        let w = u64::from_ne_bytes(c.try_into().unwrap_or([0; 8]));
+        acc += (w & 0xffff_ffff) + (w >> 32);
+    }
+    let mut pairs = chunks.remainder().chunks_exact(2);
+    for p in pairs.by_ref() {
+        acc += u64::from(u16::from_ne_bytes(p.try_into().unwrap_or([0; 2])));
+    }
+    if let [last] = pairs.remainder() {
+        acc += u64::from(u16::from_ne_bytes([*last, 0]));
+    }
+    let native = fold(acc);
+    u16::from_be_bytes(native.to_ne_bytes())
+}
+
+/// Folds a wide ones' complement sum to 16 bits (end-around carries).
+#[inline]
+pub fn fold(mut acc: u64) -> u16 {
+    while acc > 0xffff {
+        acc = (acc & 0xffff) + (acc >> 16);
+    }
+    acc as u16
+}
+
+/// Ones' complement addition of two 16-bit sums.
+#[inline]
+pub fn add(a: u16, b: u16) -> u16 {
+    fold(u64::from(a) + u64::from(b))
+}
+
+/// The Internet checksum of `data`: the ones' complement of [`ones_sum`]. This is the value to
+/// store in a checksum field that was zero while summing.
+#[inline]
+pub fn checksum(data: &[u8]) -> u16 {
+    !ones_sum(data)
+}
+
+/// True when `data`, checksum field included, sums to `0xffff` (a correct message).
+#[inline]
+pub fn verify(data: &[u8]) -> bool {
+    ones_sum(data) == 0xffff
+}
+
+/// RFC 1624 equation 3: the checksum `hc` after one covered 16-bit word changes from `old` to
+/// `new`: `~(~hc + ~old + new)`.
+#[inline]
+pub fn update_word(hc: u16, old: u16, new: u16) -> u16 {
+    !add(add(!hc, !old), new)
+}
+
+/// The sum of the IPv4 pseudo-header (RFC 9293 3.1, RFC 768): source, destination, zero,
+/// protocol, upper-layer length.
+#[inline]
+pub fn pseudo_header_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, len: u16) -> u16 {
+    let mut b = [0u8; 12];
+    b[..4].copy_from_slice(&src.octets());
+    b[4..8].copy_from_slice(&dst.octets());
+    b[9] = protocol;
+    b[10..].copy_from_slice(&len.to_be_bytes());
+    ones_sum(&b)
+}
+
+/// The sum of the IPv6 pseudo-header (RFC 8200 8.1): source, destination, 32-bit upper-layer
+/// length, three zero bytes, next header.
+#[inline]
+pub fn pseudo_header_v6(src: &Ipv6Addr, dst: &Ipv6Addr, next_header: u8, len: u32) -> u16 {
+    let mut b = [0u8; 40];
+    b[..16].copy_from_slice(&src.octets());
+    b[16..32].copy_from_slice(&dst.octets());
+    b[32..36].copy_from_slice(&len.to_be_bytes());
+    b[39] = next_header;
+    ones_sum(&b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The textbook sum: big-endian words one at a time, in a u32 with end-around carry.
+    fn reference_sum(data: &[u8]) -> u16 {
+        let mut sum: u32 = 0;
+        let mut i = 0;
+        while i < data.len() {
+            let hi = u32::from(data[i]) << 8;
+            let lo = data.get(i + 1).map_or(0, |&b| u32::from(b));
+            sum += hi | lo;
+            sum = (sum & 0xffff) + (sum >> 16);
+            i += 2;
+        }
+        sum as u16
+    }
+
+    #[test]
+    fn rfc1071_example() {
+        // RFC 1071 section 3: bytes 00 01 f2 03 f4 f5 f6 f7 sum to ddf2.
+        let data = [0x00, 0x01, 0xf2, 0x03, 0xf4, 0xf5, 0xf6, 0xf7];
+        assert_eq!(ones_sum(&data), 0xddf2);
+        assert_eq!(checksum(&data), !0xddf2);
+    }
+
+    #[test]
+    fn golden_ipv4_header() {
+        // A real IPv4 header (ping 192.168.1.10 -> 192.168.1.1), checksum 0x9b2f.
+        let mut h = [
+            0x45, 0x00, 0x00, 0x2c, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x01, 0x9b, 0x2f, 0xc0, 0xa8,
+            0x01, 0x0a, 0xc0, 0xa8, 0x01, 0x01,
+        ];
+        assert!(verify(&h));
+        h[10] = 0;
+        h[11] = 0;
+        assert_eq!(checksum(&h), 0x9b2f);
+    }
+
+    #[test]
+    fn odd_lengths_and_empty() {
+        assert_eq!(ones_sum(&[]), 0);
+        assert_eq!(ones_sum(&[0xab]), 0xab00);
+        assert_eq!(ones_sum(&[0x12, 0x34, 0x56]), 0x1234 + 0x5600);
+        assert_eq!(ones_sum(&[0xff; 9]), reference_sum(&[0xff; 9]));
+    }
+
+    #[test]
+    fn update_word_matches_recompute() {
+        let mut h = [
+            0x45u8, 0, 0, 20, 0, 0, 0, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2,
+        ];
+        let c = checksum(&h);
+        let old = u16::from_be_bytes([h[8], h[9]]);
+        h[8] = 63;
+        let new = u16::from_be_bytes([h[8], h[9]]);
+        assert_eq!(update_word(c, old, new), checksum(&h));
+    }
+
+    #[test]
+    fn pseudo_headers_sum_their_bytes() {
+        let s = Ipv4Addr::new(10, 0, 0, 1);
+        let d = Ipv4Addr::new(10, 0, 0, 2);
+        let b = [10, 0, 0, 1, 10, 0, 0, 2, 0, 6, 0, 40];
+        assert_eq!(pseudo_header_v4(s, d, 6, 40), reference_sum(&b));
+        let s6: Ipv6Addr = "2001:db8::1".parse().unwrap();
+        let d6: Ipv6Addr = "fe80::1".parse().unwrap();
+        let mut b6 = [0u8; 40];
+        b6[..16].copy_from_slice(&s6.octets());
+        b6[16..32].copy_from_slice(&d6.octets());
+        b6[32..36].copy_from_slice(&100u32.to_be_bytes());
+        b6[39] = 58;
+        assert_eq!(pseudo_header_v6(&s6, &d6, 58, 100), reference_sum(&b6));
+    }
+
+    proptest! {
+        #[test]
+        fn fast_sum_equals_reference(data in proptest::collection::vec(any::<u8>(), 0..2048)) {
+            prop_assert_eq!(ones_sum(&data), reference_sum(&data));
+        }
+
+        #[test]
+        fn fast_sum_equals_reference_at_any_alignment(
+            data in proptest::collection::vec(any::<u8>(), 0..300),
+            skip in 0usize..8,
+        ) {
+            let s = data.get(skip..).unwrap_or(&[]);
+            prop_assert_eq!(ones_sum(s), reference_sum(s));
+        }
+
+        #[test]
+        fn a_filled_checksum_verifies(mut data in proptest::collection::vec(any::<u8>(), 2..512)) {
+            data[0] = 0;
+            data[1] = 0;
+            let c = checksum(&data);
+            data[..2].copy_from_slice(&c.to_be_bytes());
+            // All-zero data sums to 0 (its checksum 0xffff stored makes it sum to 0xffff).
+            prop_assert!(verify(&data));
+        }
+    }
+}
