@@ -269,7 +269,11 @@ impl<'a> Ipv4Packet<&'a [u8]> {
     /// The payload, borrowed for as long as the bytes (not just the view).
     #[inline]
     pub fn into_payload(self) -> &'a [u8] {
-        slice(self.buffer, self.header_len(), usize::from(self.total_len()))
+        slice(
+            self.buffer,
+            self.header_len(),
+            usize::from(self.total_len()),
+        )
     }
 }
 
