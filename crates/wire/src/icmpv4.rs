@@ -269,7 +269,7 @@ pub enum Icmpv4Repr<'a> {
         /// Echo data.
         data: &'a [u8],
     },
-    /// Destination unreachable (see [`unreachable`]).
+    /// Destination unreachable (see [`mod@unreachable`]).
     DestUnreachable {
         /// Code.
         code: u8,

@@ -290,7 +290,7 @@ pub enum Icmpv6Repr<'a> {
         /// Echo data.
         data: &'a [u8],
     },
-    /// Destination unreachable (see [`unreachable`]).
+    /// Destination unreachable (see [`mod@unreachable`]).
     DestUnreachable {
         /// Code.
         code: u8,
