@@ -253,7 +253,7 @@ impl ArpRepr {
 mod tests {
     use super::*;
 
-    /// The ARP part of a captured request "who has 192.168.1.1, tell 192.168.1.10" (after
+    /// The ARP part of a request "who has 192.168.1.1, tell 192.168.1.10" (after
     /// the 14-byte Ethernet header; 18 bytes of Ethernet padding follow).
     const ARP_REQUEST: [u8; 46] = [
         0x00, 0x01, 0x08, 0x00, 0x06, 0x04, 0x00, 0x01, 0x02, 0x00, 0x00, 0x00, 0x00, 0x02, 0xc0,
