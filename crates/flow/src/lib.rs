@@ -65,6 +65,9 @@ pub mod ecmp;
 pub mod key;
 pub mod table;
 
+#[cfg(test)]
+mod model_tests;
+
 pub use ecmp::{EcmpError, ResilientGroup, DEFAULT_ECMP_BUCKETS, MAX_ECMP_BUCKETS};
 pub use key::{Family, FlowHasher, FlowKey, HashFields, KeyMode};
 pub use table::{

@@ -1015,11 +1015,7 @@ mod tests {
         let r = t.gc_full(60);
         assert_eq!((r.visited, r.expired, r.pass_done), (used, 0, true));
         // One unit per bucket, one per bitmap word read (at most one extra read per bucket).
-        assert!(
-            r.work > used && r.work <= 2 * used + 16,
-            "work {}",
-            r.work
-        );
+        assert!(r.work > used && r.work <= 2 * used + 16, "work {}", r.work);
         // At 120 the first twenty have expired; collect in steps of budget 5.
         let mut total = GcReport::default();
         let mut calls = 0;
