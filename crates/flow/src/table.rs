@@ -262,8 +262,8 @@ fn signature(hash: u64) -> u32 {
     }
 }
 
-/// A per-worker flow table (see the module doc). Not `Sync`-shared by design: each worker
-/// owns one and nothing in it is atomic or locked.
+/// A per-worker flow table (see the module doc). Each worker owns one and mutates it through
+/// `&mut self`; nothing in it is atomic or locked, and nothing is meant to be shared.
 #[derive(Clone, Debug)]
 pub struct FlowTable<V: Copy> {
     heads: Vec<BucketHead>,
