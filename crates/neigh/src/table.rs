@@ -220,7 +220,9 @@ pub struct NeighCounters {
     pub created: u64,
     /// Entries evicted to make room (FAILED or STALE).
     pub evicted: u64,
-    /// New neighbors refused because nothing could be evicted (their packet dropped).
+    /// New neighbors refused because the table was full and nothing could be evicted.
+    pub refused: u64,
+    /// Packets dropped because their neighbor was refused.
     pub table_full: u64,
     /// Packets pushed out of a full hold queue.
     pub hold_overflow: u64,
@@ -321,6 +323,7 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
             None => match self.create(addr, now) {
                 Some(id) => id,
                 None => {
+                    self.counters.refused = self.counters.refused.saturating_add(1);
                     self.counters.table_full = self.counters.table_full.saturating_add(1);
                     return Outcome {
                         dropped: vec![packet],
@@ -368,7 +371,7 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
         match self.create(addr, now) {
             Some(id) => self.event_on(id, event, now),
             None => {
-                self.counters.table_full = self.counters.table_full.saturating_add(1);
+                self.counters.refused = self.counters.refused.saturating_add(1);
                 Outcome::default()
             }
         }
@@ -564,5 +567,339 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
             self.dirty = true;
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const M1: Mac = Mac([2, 0, 0, 0, 0, 1]);
+    const M2: Mac = Mac([2, 0, 0, 0, 0, 2]);
+
+    fn v4(n: u8) -> Ipv4Addr {
+        Ipv4Addr::new(192, 0, 2, n)
+    }
+
+    fn reply(mac: Mac) -> Event {
+        Event::Advert {
+            mac: Some(mac),
+            solicited: true,
+            override_flag: true,
+        }
+    }
+
+    fn table(capacity: usize, hold: usize) -> NeighborTable<Ipv4Addr, u32> {
+        NeighborTable::new(NeighborConfig {
+            capacity,
+            hold_capacity: hold,
+            ..NeighborConfig::default()
+        })
+    }
+
+    #[test]
+    fn miss_holds_then_reply_flushes() {
+        let mut t = table(16, 3);
+        let out = t.resolve(v4(1), 10, 0);
+        assert_eq!(out.solicit, Some(Solicit::Multicast));
+        assert!(out.transmit.is_empty() && out.dropped.is_empty());
+        let out = t.resolve(v4(1), 11, 1);
+        assert_eq!(
+            out.solicit, None,
+            "one solicitation per retransmit interval"
+        );
+        assert_eq!(t.held(&v4(1)), 2);
+        let out = t.apply(v4(1), reply(M1), 2);
+        assert_eq!(out.mac, Some(M1));
+        assert_eq!(out.transmit, vec![10, 11]);
+        assert_eq!(t.held(&v4(1)), 0);
+        let out = t.resolve(v4(1), 12, 3);
+        assert_eq!((out.mac, out.transmit), (Some(M1), vec![12]));
+    }
+
+    #[test]
+    fn hold_queue_overflow_drops_oldest_and_counts() {
+        let mut t = table(16, 3);
+        for p in 0..5 {
+            let out = t.resolve(v4(1), p, 0);
+            if p >= 3 {
+                assert_eq!(out.dropped, vec![p - 3]);
+            }
+        }
+        assert_eq!(t.held(&v4(1)), 3);
+        assert_eq!(t.counters().hold_overflow, 2);
+        let out = t.apply(v4(1), reply(M1), 1);
+        assert_eq!(out.transmit, vec![2, 3, 4]);
+        let mut z = table(16, 0);
+        assert_eq!(z.resolve(v4(1), 7, 0).dropped, vec![7]);
+        assert_eq!(z.counters().hold_overflow, 1);
+    }
+
+    #[test]
+    fn failed_resolution_drops_held_packets() {
+        let mut t = table(16, 3);
+        t.resolve(v4(1), 1, 0);
+        t.resolve(v4(1), 2, 0);
+        let mut dropped = Vec::new();
+        let mut solicits = 1;
+        for now in 1..=5u64 {
+            for (addr, out) in t.expire(now * 1000) {
+                assert_eq!(addr, v4(1));
+                solicits += usize::from(out.solicit.is_some());
+                dropped.extend(out.dropped);
+            }
+        }
+        assert_eq!(solicits, 3);
+        assert_eq!(dropped, vec![1, 2]);
+        let c = t.counters();
+        assert_eq!((c.failed, c.failed_drops), (1, 2));
+        assert_eq!(t.get(&v4(1)).map(|(n, _)| n.state), Some(State::Failed));
+    }
+
+    #[test]
+    fn readers_see_published_snapshots_only() {
+        let mut t = table(16, 3);
+        let r = t.reader();
+        t.apply(v4(1), Event::LinkLayerHint(M1), 0);
+        assert!(r.load().lookup(&v4(1)).is_none(), "not published yet");
+        assert!(t.publish());
+        assert!(!t.publish(), "nothing changed");
+        let old = r.load_full();
+        let e1 = *old.lookup(&v4(1)).unwrap();
+        assert_eq!((e1.mac, e1.state), (Some(M1), State::Stale));
+
+        // A new MAC: the generation moves; the old snapshot still shows the old entry.
+        t.apply(v4(1), Event::LinkLayerHint(M2), 1);
+        t.publish();
+        assert_eq!(old.lookup(&v4(1)), Some(&e1));
+        let new = r.load();
+        let e2 = *new.lookup(&v4(1)).unwrap();
+        assert_eq!((e2.id, e2.mac), (e1.id, Some(M2)));
+        assert_ne!(e2.gen, e1.gen);
+        assert!(!new.is_current(e1.id, e1.gen));
+        assert!(new.is_current(e2.id, e2.gen));
+
+        // Usable → usable with the same MAC (STALE → DELAY → PROBE): no bump.
+        t.resolve(v4(1), 9, 2);
+        t.expire(2 + 5_000);
+        t.publish();
+        let e3 = *r.load().lookup(&v4(1)).unwrap();
+        assert_eq!(e3.state, State::Probe);
+        assert_eq!(e3.gen, e2.gen);
+
+        // PROBE gives up: FAILED, no MAC, generation bumped.
+        for k in 1..=3 {
+            t.expire(2 + 5_000 + k * 1_000);
+        }
+        t.publish();
+        let e4 = *r.load().lookup(&v4(1)).unwrap();
+        assert_eq!(
+            (e4.state, e4.mac, e4.usable_mac()),
+            (State::Failed, None, None)
+        );
+        assert_ne!(e4.gen, e3.gen);
+        assert!(!r.load().is_current(e3.id, e3.gen));
+    }
+
+    #[test]
+    fn recycled_ids_never_match_old_generations() {
+        let mut t = table(1, 3);
+        t.apply(v4(1), Event::LinkLayerHint(M1), 0);
+        t.publish();
+        let e1 = *t.reader().load().lookup(&v4(1)).unwrap();
+        t.apply(v4(2), Event::LinkLayerHint(M2), 1); // evicts v4(1), reuses its id
+        t.publish();
+        let snap = t.reader().load_full();
+        let e2 = *snap.lookup(&v4(2)).unwrap();
+        assert_eq!(e2.id, e1.id);
+        assert!(!snap.is_current(e1.id, e1.gen));
+        assert!(snap.lookup(&v4(1)).is_none());
+    }
+
+    #[test]
+    fn full_table_evicts_failed_then_stale_oldest_first() {
+        let mut t = table(4, 3);
+        // 1: STALE at t=10, 2: STALE at t=5, 3: REACHABLE, 4: INCOMPLETE.
+        t.apply(v4(1), Event::LinkLayerHint(M1), 10);
+        t.apply(v4(2), Event::LinkLayerHint(M1), 5);
+        t.apply(v4(3), reply(M1), 0);
+        t.apply(v4(3), Event::Resolve, 0);
+        t.apply(v4(3), reply(M1), 0);
+        t.resolve(v4(4), 40, 0);
+        assert_eq!(t.get(&v4(3)).map(|(n, _)| n.state), Some(State::Reachable));
+        // Make 4 FAILED.
+        for k in 1..=3 {
+            t.expire(k * 1_000);
+        }
+        assert_eq!(t.get(&v4(4)).map(|(n, _)| n.state), Some(State::Failed));
+        // v4(3) is still REACHABLE (reachable time 30 s): never a candidate.
+        t.resolve(v4(5), 50, 4_000);
+        assert!(t.get(&v4(4)).is_none(), "FAILED goes first");
+        t.resolve(v4(6), 60, 4_000);
+        assert!(t.get(&v4(2)).is_none(), "then the oldest STALE");
+        t.resolve(v4(7), 70, 4_000);
+        assert!(t.get(&v4(1)).is_none(), "then the next STALE");
+        assert_eq!(t.counters().evicted, 3);
+        // Left: REACHABLE 3 and INCOMPLETE 5, 6, 7; nothing evictable.
+        let out = t.resolve(v4(8), 80, 4_000);
+        assert_eq!(out.dropped, vec![80]);
+        assert_eq!((t.counters().table_full, t.counters().refused), (1, 1));
+        assert_eq!(
+            t.apply(v4(9), Event::LinkLayerHint(M2), 4_000),
+            Outcome::default()
+        );
+        assert_eq!((t.counters().table_full, t.counters().refused), (1, 2));
+        assert_eq!(t.len(), 4);
+        assert!(t.get(&v4(3)).is_some());
+    }
+
+    #[test]
+    fn unknown_targets_are_not_created_by_adverts() {
+        let mut t = table(4, 3);
+        assert_eq!(t.apply(v4(1), reply(M1), 0), Outcome::default());
+        assert!(t.is_empty());
+        assert!(!t.publish());
+    }
+
+    #[test]
+    fn remove_returns_held_packets() {
+        let mut t: NeighborTable<Ipv6Addr, u8> = NeighborTable::new(NeighborConfig::default());
+        let a = Ipv6Addr::new(0xfe80, 0, 0, 0, 0, 0, 0, 1);
+        t.resolve(a, 1, 0);
+        assert_eq!(t.remove(&a).dropped, vec![1]);
+        assert!(t.get(&a).is_none());
+        assert_eq!(<Ipv6Addr as NeighAddr>::PROTOCOL, "nd");
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Resolve(u8),
+        Apply(u8, Event),
+        Expire,
+        Remove(u8),
+        Publish,
+        Advance(u16),
+    }
+
+    fn mac() -> impl Strategy<Value = Mac> {
+        (0u8..3).prop_map(|b| Mac([2, 0, 0, 0, 0, b]))
+    }
+
+    fn event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            Just(Event::Resolve),
+            Just(Event::SolicitationSent),
+            (proptest::option::of(mac()), any::<bool>(), any::<bool>()).prop_map(
+                |(mac, solicited, override_flag)| Event::Advert {
+                    mac,
+                    solicited,
+                    override_flag
+                }
+            ),
+            mac().prop_map(Event::LinkLayerHint),
+            Just(Event::Confirmed),
+            Just(Event::Timer),
+        ]
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let addr = 0u8..12;
+        prop_oneof![
+            3 => addr.clone().prop_map(Op::Resolve),
+            3 => (addr.clone(), event()).prop_map(|(a, e)| Op::Apply(a, e)),
+            1 => Just(Op::Expire),
+            1 => addr.prop_map(Op::Remove),
+            1 => Just(Op::Publish),
+            2 => (0u16..8000).prop_map(Op::Advance),
+        ]
+    }
+
+    fn check(t: &NeighborTable<Ipv4Addr, u32>) {
+        assert!(t.len() <= t.config().capacity);
+        for s in t.slots.iter().flatten() {
+            let st = s.nud.state;
+            assert_eq!(st.is_usable(), s.nud.mac.is_some(), "{st:?} and its MAC");
+            assert!(s.hold.len() <= t.config().hold_capacity);
+            assert!(
+                s.hold.is_empty() || st == State::Incomplete,
+                "{st:?} holds packets"
+            );
+            assert_eq!(
+                t.index
+                    .get(&s.addr)
+                    .and_then(|&id| t.slot(id))
+                    .map(|x| x.gen),
+                Some(s.gen)
+            );
+        }
+        assert_eq!(t.index.len(), t.slots.iter().flatten().count());
+    }
+
+    proptest! {
+        #[test]
+        fn random_event_sequences_keep_invariants(
+            cap in 1usize..8,
+            hold in 0usize..4,
+            ops in proptest::collection::vec(op(), 0..200),
+        ) {
+            let mut t = table(cap, hold);
+            let r = t.reader();
+            let mut now: Tick = 0;
+            let mut pkt = 0u32;
+            let (mut sent, mut dropped) = (0u64, 0u64);
+            let mut last_gen: HashMap<Ipv4Addr, (u64, Option<Mac>, bool)> = HashMap::new();
+            for op in ops {
+                let out = match op {
+                    Op::Resolve(a) => {
+                        pkt += 1;
+                        t.resolve(v4(a), pkt, now)
+                    }
+                    Op::Apply(a, e) => t.apply(v4(a), e, now),
+                    Op::Expire => {
+                        let mut all = Outcome::default();
+                        for (_, o) in t.expire(now) {
+                            all.transmit.extend(o.transmit);
+                            all.dropped.extend(o.dropped);
+                        }
+                        all
+                    }
+                    Op::Remove(a) => t.remove(&v4(a)),
+                    Op::Publish => {
+                        t.publish();
+                        let snap = r.load();
+                        prop_assert_eq!(snap.len(), t.len());
+                        for (addr, &(g, m, u)) in &last_gen {
+                            if let Some(e) = snap.lookup(addr) {
+                                if e.gen == g {
+                                    prop_assert_eq!((e.mac, e.state.is_usable()), (m, u));
+                                }
+                            }
+                        }
+                        last_gen.clear();
+                        for a in 0..12 {
+                            if let Some(e) = snap.lookup(&v4(a)) {
+                                prop_assert_eq!(e.state.is_usable(), e.mac.is_some());
+                                last_gen.insert(v4(a), (e.gen, e.mac, e.state.is_usable()));
+                            }
+                        }
+                        Outcome::default()
+                    }
+                    Op::Advance(d) => {
+                        now += u64::from(d);
+                        Outcome::default()
+                    }
+                };
+                prop_assert!(out.transmit.is_empty() || out.mac.is_some());
+                sent += out.transmit.len() as u64;
+                dropped += out.dropped.len() as u64;
+                check(&t);
+            }
+            // Every packet is sent, dropped or still held.
+            let held: u64 = t.slots.iter().flatten().map(|s| s.hold.len() as u64).sum();
+            prop_assert_eq!(sent + dropped + held, u64::from(pkt));
+            let c = t.counters();
+            prop_assert_eq!(dropped, c.hold_overflow + c.failed_drops + c.table_full);
+        }
     }
 }
