@@ -7,19 +7,29 @@
 //! request received from the neighbor plays a solicitation carrying its link-layer address.
 //!
 //! ```text
-//!                   Resolve (no entry): send multicast, hold packet
-//!   (no entry) ─────────────────────────────────────────────▶ INCOMPLETE ◀──────────┐
-//!       │ LinkLayerHint (7.2.3)                                │   │ Timer, probes   │
-//!       ▼                             solicited advert ◀───────┘   │ < MAX_MULTICAST:│
-//!     STALE ◀─── unsolicited advert / hint (flush hold queue)       │ resend          │
-//!    ▲  │  ▲                                                    probes = MAX:       │
-//!    │  │  └─ Timer (reachable time) ─── REACHABLE ◀──┐          drop hold queue    │
-//!    │  │ Resolve (packet sent with the stale MAC)   ▲ │          ▼                  │
-//!    │  ▼                                             │ │        FAILED ── Resolve ──┘
-//!    │ DELAY ── Timer (5 s) ──▶ PROBE ── Timer, probes = MAX_UNICAST ──▶ FAILED
-//!    │   │                      │  ▲ Timer, probes < MAX_UNICAST: unicast probe
-//!    │   └── Confirmed / solicited advert ──────────────┘  (from DELAY, PROBE, STALE)
-//!    └── advert with a new MAC, override or unsolicited (7.2.5)
+//!                  (1)                 (3)
+//!   (no entry) ─────────▶ INCOMPLETE ─────────▶ REACHABLE ◀──────────────┐
+//!        │               │ ▲  │   ▲ (2)           │  ▲                   │
+//!        │ (6)       (4) │ │  │   └──┘        (7) │  │ (8)               │ (8)
+//!        │               │ │  │ (5)               ▼  │                   │
+//!        └──────────────────────┴─────────────▶ STALE ──(9)──▶ DELAY ──(10)──▶ PROBE ─┐
+//!                        ▼ │(12)                                  (11) │  ▲         │
+//!                       FAILED ◀───────────────────────────────────────┘  └──(2')───┘
+//!
+//!   (1)  Resolve: multicast (ND) or broadcast (ARP) solicitation, the packet is held
+//!   (2)  Timer, fewer than MAX_MULTICAST_SOLICIT sent: multicast solicitation again
+//!   (2') Timer, fewer than MAX_UNICAST_SOLICIT sent: unicast probe again
+//!   (3)  solicited advert with a MAC: flush the hold queue to it
+//!   (4)  Timer, MAX_MULTICAST_SOLICIT sent: drop the hold queue
+//!   (5)  unsolicited advert or hint with a MAC: flush the hold queue
+//!   (6)  hint (NS / RS / ARP request from the neighbor, section 7.2.3): entry created
+//!   (7)  Timer: reachable time over
+//!   (8)  Confirmed, or solicited advert (from STALE, DELAY, PROBE)
+//!   (9)  Resolve: the packet goes out with the stale MAC; DELAY_FIRST_PROBE_TIME runs
+//!   (10) Timer: first unicast probe
+//!   (11) Timer, MAX_UNICAST_SOLICIT sent: the MAC is forgotten
+//!   (12) Resolve: start again
+//!   Any state with a MAC: an advert that may override, or a hint, with a new MAC → STALE.
 //! ```
 //!
 //! The advertisement rules are those of RFC 4861 section 7.2.5 and Appendix C:
