@@ -45,6 +45,31 @@
 //! marks the entry FAILED and drops its held packets, nothing more. Times are ticks the
 //! caller supplies.
 //!
+//! ```
+//! use std::net::Ipv4Addr;
+//! use vfsr_neigh::{Event, Mac, NeighborConfig, NeighborTable, Solicit};
+//!
+//! let gw = Ipv4Addr::new(192, 0, 2, 1);
+//! let mut arp: NeighborTable<Ipv4Addr, &str> = NeighborTable::new(NeighborConfig::default());
+//! let worker = arp.reader();
+//!
+//! // A worker missed; the control plane resolves: the packet waits, an ARP request goes out.
+//! let out = arp.resolve(gw, "pkt 1", 0);
+//! assert_eq!(out.solicit, Some(Solicit::Multicast));
+//!
+//! // The ARP reply (solicited, override): the held packet leaves; the entry is published.
+//! let mac = Mac([2, 0, 0, 0, 0, 1]);
+//! let reply = Event::Advert { mac: Some(mac), solicited: true, override_flag: true };
+//! let out = arp.apply(gw, reply, 3);
+//! assert_eq!((out.mac, out.transmit), (Some(mac), vec!["pkt 1"]));
+//! arp.publish();
+//!
+//! let snap = worker.load();
+//! let e = snap.lookup(&gw).copied().unwrap();
+//! assert_eq!(e.usable_mac(), Some(mac));
+//! assert!(snap.is_current(e.id, e.gen)); // what a flow table checks later
+//! ```
+//!
 //! Data-path crate: `std` and `arc-swap` only. Start reading at [`state`] (the machine and
 //! its table of advertisement rules), then [`table`].
 //!
