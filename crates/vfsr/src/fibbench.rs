@@ -124,6 +124,31 @@ fn stream<K: Key, E: LpmUpdate<K> + Clone>(
     Ok((changes.len() as f64 / s, fib.stats().publications - p0))
 }
 
+/// The changes of the update-rate measurement, in its three phases: `n` random table routes
+/// moved to another next hop of the table (`change`), withdrawn (`withdraw`), and announced
+/// again with their own next hop (`announce`).
+fn update_phases<K: Key>(
+    routes: &[Route<K>],
+    n: usize,
+    seed: u64,
+) -> [(&'static str, Vec<Route<K>>); 3] {
+    let picked = pick(routes, n, seed);
+    let hops = distinct_hops(routes);
+    let change = picked
+        .iter()
+        .map(|r| Route::new(r.prefix, other(r.nexthop, &hops)))
+        .collect();
+    let withdraw = picked
+        .iter()
+        .map(|r| Route::new(r.prefix, NO_ROUTE))
+        .collect();
+    [
+        ("change", change),
+        ("withdraw", withdraw),
+        ("announce", picked),
+    ]
+}
+
 /// The update-rate rows of one family.
 fn update_rates<K: Key>(
     routes: &[Route<K>],
@@ -132,24 +157,11 @@ fn update_rates<K: Key>(
     delay: Duration,
     out: &mut Vec<Value>,
 ) -> Result<(), String> {
-    let picked = pick(routes, n, seed);
-    let hops = distinct_hops(routes);
-    let change: Vec<Route<K>> = picked
-        .iter()
-        .map(|r| Route::new(r.prefix, other(r.nexthop, &hops)))
-        .collect();
-    let withdraw: Vec<Route<K>> = picked
-        .iter()
-        .map(|r| Route::new(r.prefix, NO_ROUTE))
-        .collect();
+    let phases = update_phases(routes, n, seed);
     for each in [false, true] {
         let mut fib = new_fib(routes, delay)?;
         let publish = if each { "each" } else { "batched" };
-        for (kind, changes) in [
-            ("change", &change),
-            ("withdraw", &withdraw),
-            ("announce", &picked),
-        ] {
+        for (kind, changes) in &phases {
             let (per_s, pubs) = stream(&mut fib, changes, each)?;
             eprintln!(
                 "updates {:<3} {kind:<9} {publish:<8} {:>12.0} /s  ({pubs} publications)",
@@ -161,7 +173,8 @@ fn update_rates<K: Key>(
                 "per_s": per_s, "count": changes.len(), "publications": pubs}),
             );
         }
-        check_fresh(&fib, &picked, &format!("{} updates, {publish}", K::FAMILY))?;
+        let probe = &phases[2].1;
+        check_fresh(&fib, probe, &format!("{} updates, {publish}", K::FAMILY))?;
     }
     Ok(())
 }
@@ -251,29 +264,23 @@ fn rib_update_rates<K: Key + RibFamily>(
     delay: Duration,
     out: &mut Vec<Value>,
 ) -> Result<(), String> {
-    let picked = pick(routes, n, seed);
-    let hops = distinct_hops(routes);
+    let phases = update_phases(routes, n, seed);
     let route = |nh: NextHop| [RibRoute::new(Source::Table, forward_of(t, nh))];
     for each in [false, true] {
         let mut rt = new_route_table(delay)?;
         rt.load_table(t, Source::Table)?;
         let publish = if each { "each" } else { "batched" };
-        for kind in ["change", "withdraw", "announce"] {
+        for (kind, changes) in &phases {
             let p0 = rt.v4().stats().publications + rt.v6().stats().publications;
             let tm = Instant::now();
-            for (i, r) in picked.iter().enumerate() {
+            for (i, r) in changes.iter().enumerate() {
                 let rib = rt.rib_mut();
-                match kind {
-                    "change" => {
-                        rib.replace(r.prefix, Source::Table, &route(other(r.nexthop, &hops)))
-                    }
-                    "withdraw" => {
-                        rib.withdraw(r.prefix, Source::Table);
-                        Ok(())
-                    }
-                    _ => rib.replace(r.prefix, Source::Table, &route(r.nexthop)),
+                if r.nexthop == NO_ROUTE {
+                    rib.withdraw(r.prefix, Source::Table);
+                } else {
+                    rib.replace(r.prefix, Source::Table, &route(r.nexthop))
+                        .map_err(|e| e.to_string())?;
                 }
-                .map_err(|e| e.to_string())?;
                 rt.feed().map_err(|e| e.to_string())?;
                 if each {
                     rt.publish().map_err(|e| e.to_string())?;
@@ -282,14 +289,14 @@ fn rib_update_rates<K: Key + RibFamily>(
                 }
             }
             rt.settle().map_err(|e| e.to_string())?;
-            let per_s = picked.len() as f64 / tm.elapsed().as_secs_f64();
+            let per_s = changes.len() as f64 / tm.elapsed().as_secs_f64();
             let pubs = rt.v4().stats().publications + rt.v6().stats().publications - p0;
             eprintln!(
                 "updates {:<3} {kind:<9} {publish:<8} {per_s:>12.0} /s  ({pubs} publications) through the RIB",
                 K::FAMILY
             );
             out.push(json!({"family": K::FAMILY, "path": "rib+fib", "kind": kind,
-                "publish": publish, "per_s": per_s, "count": picked.len(), "publications": pubs}));
+                "publish": publish, "per_s": per_s, "count": changes.len(), "publications": pubs}));
         }
     }
     Ok(())
@@ -375,14 +382,9 @@ fn reader_ratios(
 ) -> Result<(), String> {
     let mut fib = new_fib(routes, Duration::from_micros(a.max_delay_us))?;
     let addrs = Arc::new(traffic::matched(routes, a.seed ^ 4, 1 << 20));
-    let hops = distinct_hops(routes);
     // Changes that move random routes to another next hop and back.
-    let picked = pick(routes, 200_000, a.seed ^ 0x55);
-    let mut changes: Vec<Route<u32>> = picked
-        .iter()
-        .map(|r| Route::new(r.prefix, other(r.nexthop, &hops)))
-        .collect();
-    changes.extend(picked.iter().copied());
+    let [(_, mut changes), _, (_, back)] = update_phases(routes, 200_000, a.seed ^ 0x55);
+    changes.extend(back);
     let mut cursor = 0;
     let idle = |fib: &mut Fib<u32>, cursor: &mut usize| {
         reader_phase(fib, &addrs, &changes, cursor, 0, a.phase_s, core).map(|r| r.0)
