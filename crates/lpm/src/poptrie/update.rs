@@ -249,7 +249,6 @@ impl<K: Key> Poptrie<K> {
         }
         let o = (old & INDEX) as usize;
         let lv = lnode_leafvec(&b.lnodes, o);
-        let n_old = lv.count_ones() as usize;
         let mut slots = [0u16; 64];
         let mut li = o + LNODE_HEADER;
         for (i, v) in slots.iter_mut().enumerate() {
@@ -280,17 +279,31 @@ impl<K: Key> Poptrie<K> {
         for (k, w) in rec[..LNODE_HEADER].iter_mut().enumerate() {
             *w = (leafvec >> (16 * k)) as u16;
         }
-        if n == n_old {
-            b.lnodes[o..o + LNODE_HEADER + n].copy_from_slice(&rec[..LNODE_HEADER + n]);
-        } else {
-            let at = alloc_padded(&mut b.lnodes, &mut b.free.lnodes, &rec[..LNODE_HEADER + n]);
-            if at + LNODE_HEADER + 64 > INDEX as usize {
-                return Err(BuildError::TooLarge("childless-node records past 2^30"));
-            }
-            b.lnode_count += 1;
-            self.direct[s] = LNODE | at as u32;
-            b.free_entry(old);
+        self.replace_record(b, s, &rec[..LNODE_HEADER + n])
+    }
+
+    /// Puts record `rec` in place of the childless-node record of direct slot `s`: over it
+    /// when their leaf counts match, else in a block of its own size (the old one is freed).
+    fn replace_record(
+        &mut self,
+        b: &mut Builder<K>,
+        s: usize,
+        rec: &[u16],
+    ) -> Result<(), BuildError> {
+        let old = self.direct[s];
+        let o = (old & INDEX) as usize;
+        let n_old = lnode_leafvec(&b.lnodes, o).count_ones() as usize;
+        if LNODE_HEADER + n_old == rec.len() {
+            b.lnodes[o..o + rec.len()].copy_from_slice(rec);
+            return Ok(());
         }
+        let at = alloc_padded(&mut b.lnodes, &mut b.free.lnodes, rec);
+        if at + LNODE_HEADER + 64 > INDEX as usize {
+            return Err(BuildError::TooLarge("childless-node records past 2^30"));
+        }
+        b.lnode_count += 1;
+        self.direct[s] = LNODE | at as u32;
+        b.free_entry(old);
         Ok(())
     }
 
@@ -410,14 +423,9 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
                 rest.push(p);
                 continue;
             };
-            let o = (e & INDEX) as usize;
-            if lnode_leafvec(&b.lnodes, o).count_ones() as usize == n {
-                b.lnodes[o..o + LNODE_HEADER + n].copy_from_slice(rec);
-            } else {
-                let at = alloc_padded(&mut b.lnodes, &mut b.free.lnodes, rec);
-                b.lnode_count += 1;
-                self.direct[s] = LNODE | at as u32;
-                b.free_entry(e);
+            if let Err(err) = self.replace_record(&mut b, s, rec) {
+                self.put_builder(b);
+                return Err(err);
             }
         }
         self.put_builder(b);
