@@ -55,16 +55,9 @@
 /// A coarse time in milliseconds, supplied by the caller.
 pub type Tick = u64;
 
-/// An Ethernet MAC address.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct Mac(pub [u8; 6]);
-
-impl std::fmt::Display for Mac {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let [a, b, c, d, e, g] = self.0;
-        write!(f, "{a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{g:02x}")
-    }
-}
+/// An Ethernet MAC address: the packet layer's own type, so the rewrite stage writes what the
+/// table holds without a conversion.
+pub use vfsr_wire::MacAddr as Mac;
 
 /// The RFC 4861 neighbor cache states (section 7.3.2), plus FAILED.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
