@@ -27,7 +27,7 @@ use std::net::IpAddr;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use arc_swap::{ArcSwap, Guard};
+use arc_swap::{ArcSwap, Cache, Guard};
 
 /// What the forwarding path does with a packet whose route resolves to a next hop.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -235,7 +235,16 @@ impl NhReader {
     pub fn load_full(&self) -> Arc<NhSnapshot> {
         self.cell.load_full()
     }
+
+    /// A per-worker cache of the current snapshot: its `load` costs one atomic read while
+    /// nothing was published (it keeps the last snapshot alive until the next `load`).
+    pub fn cache(&self) -> NhCache {
+        Cache::new(Arc::clone(&self.cell))
+    }
 }
+
+/// What [`NhReader::cache`] returns.
+pub type NhCache = Cache<Arc<ArcSwap<NhSnapshot>>, Arc<NhSnapshot>>;
 
 #[cfg(test)]
 mod tests {

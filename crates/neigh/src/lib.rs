@@ -89,11 +89,13 @@
 )]
 #![warn(missing_docs)]
 
+mod hash;
 pub mod state;
 pub mod table;
 
 pub use state::{step, Actions, Event, Mac, Nud, QueueAction, Solicit, State, Tick, Timers};
 pub use table::{
-    NeighAddr, NeighCounters, NeighborConfig, NeighborEntry, NeighborGuard, NeighborReader,
-    NeighborSnapshot, NeighborTable, Outcome, DEFAULT_CAPACITY, DEFAULT_HOLD_CAPACITY,
+    NeighAddr, NeighCounters, NeighborCache, NeighborConfig, NeighborEntry, NeighborGuard,
+    NeighborReader, NeighborSnapshot, NeighborTable, Outcome, DEFAULT_CAPACITY,
+    DEFAULT_HOLD_CAPACITY,
 };

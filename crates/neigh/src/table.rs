@@ -31,13 +31,15 @@
 //! entry FAILED, and that is all.
 
 use std::collections::{HashMap, VecDeque};
+
+use crate::hash::AddrHashBuilder;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::ops::Deref;
 use std::sync::Arc;
 
-use arc_swap::{ArcSwap, Guard};
+use arc_swap::{ArcSwap, Cache, Guard};
 
 use crate::state::{step, Event, Mac, Nud, QueueAction, Solicit, State, Tick, Timers};
 
@@ -109,14 +111,14 @@ impl NeighborEntry {
 /// An immutable picture of a table, as published.
 #[derive(Debug)]
 pub struct NeighborSnapshot<A> {
-    by_addr: HashMap<A, u32>,
+    by_addr: HashMap<A, u32, AddrHashBuilder>,
     by_id: Vec<Option<NeighborEntry>>,
 }
 
 impl<A: NeighAddr> NeighborSnapshot<A> {
     fn empty() -> Self {
         NeighborSnapshot {
-            by_addr: HashMap::new(),
+            by_addr: HashMap::default(),
             by_id: Vec::new(),
         }
     }
@@ -187,7 +189,16 @@ impl<A: NeighAddr> NeighborReader<A> {
     pub fn load_full(&self) -> Arc<NeighborSnapshot<A>> {
         self.cell.load_full()
     }
+
+    /// A per-worker cache of the current snapshot: its `load` costs one atomic read while
+    /// nothing was published (it keeps the last snapshot alive until the next `load`).
+    pub fn cache(&self) -> NeighborCache<A> {
+        Cache::new(Arc::clone(&self.cell))
+    }
 }
+
+/// What [`NeighborReader::cache`] returns.
+pub type NeighborCache<A> = Cache<Arc<ArcSwap<NeighborSnapshot<A>>>, Arc<NeighborSnapshot<A>>>;
 
 /// What the caller must do after an operation.
 #[derive(Debug, PartialEq, Eq)]
@@ -249,7 +260,7 @@ pub struct NeighborTable<A, P> {
     cfg: NeighborConfig,
     slots: Vec<Option<Slot<A, P>>>,
     free: Vec<u32>,
-    index: HashMap<A, u32>,
+    index: HashMap<A, u32, AddrHashBuilder>,
     next_gen: u64,
     counters: NeighCounters,
     dirty: bool,
@@ -266,7 +277,7 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
             },
             slots: Vec::new(),
             free: Vec::new(),
-            index: HashMap::new(),
+            index: HashMap::default(),
             next_gen: 1,
             counters: NeighCounters::default(),
             dirty: false,
