@@ -373,9 +373,9 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), n);
-        assert!(names
-            .iter()
-            .all(|s| s.chars().all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())));
+        assert!(names.iter().all(|s| s
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c == '_' || c.is_ascii_digit())));
     }
 
     #[test]

@@ -16,7 +16,9 @@ pub mod counters;
 pub mod frag;
 pub mod icmp_error;
 pub mod packet;
+pub mod port;
 pub mod ratelimit;
+pub mod stage;
 
 pub use counters::{Counters, DropReason, Event, Outcome, PuntClass, SharedCounters};
 pub use packet::{Batch, Packet, Verdict, DEFAULT_BUFFER};

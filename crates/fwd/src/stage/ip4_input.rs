@@ -1,0 +1,308 @@
+//! Stage 2 (IPv4), `ip4-input`: RFC 1812 section 5.2.2 validation.
+//!
+//! A packet is forwarded only if (5.2.2):
+//! 1. the frame holds at least a 20-byte header (`ip4_truncated`);
+//! 2. the version is 4 (`ip4_bad_version`);
+//! 3. the header length is at least 20 bytes and fits (`ip4_bad_header_len`);
+//! 4. the total length is at least the header length and no more than the frame holds
+//!    (`ip4_bad_total_len`; bytes past it, such as Ethernet padding, are ignored);
+//! 5. the header checksum is right (`ip4_bad_checksum`).
+//!
+//! Then the addresses (5.3.7): no multicast, limited-broadcast, loopback, `0/8` or class E
+//! source (`ip4_martian_source`); no `0/8`, loopback or class E destination
+//! (`ip4_martian_dest`; 255.255.255.255 is left to classification). Options, when present,
+//! are walked: malformed lengths drop (`ip4_bad_options`), source routing (LSRR, SSRR) is
+//! refused as Linux does by default (`ip4_source_route`), a Router Alert sends the packet to
+//! the slow path; other options are forwarded untouched.
+
+use vfsr_wire::checksum;
+
+use crate::counters::DropReason;
+
+/// What the rest of the pipeline needs from an IPv4 header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ip4Meta {
+    /// Source address.
+    pub src: u32,
+    /// Destination address.
+    pub dst: u32,
+    /// Time to live, as received.
+    pub ttl: u8,
+    /// Protocol.
+    pub protocol: u8,
+    /// Header length in bytes.
+    pub header_len: u8,
+    /// Total length.
+    pub total_len: u16,
+    /// Don't Fragment.
+    pub df: bool,
+    /// A fragment other than the first (offset ≠ 0).
+    pub later_fragment: bool,
+    /// Options are present.
+    pub options: bool,
+    /// A Router Alert option is present (RFC 2113): slow path.
+    pub router_alert: bool,
+}
+
+/// What `ip4-input` decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ip4Outcome {
+    /// Valid.
+    Valid(Ip4Meta),
+    /// Dropped.
+    Drop(DropReason),
+}
+
+#[inline]
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([
+        b.get(at).copied().unwrap_or(0),
+        b.get(at + 1).copied().unwrap_or(0),
+    ])
+}
+
+#[inline]
+fn be32(b: &[u8], at: usize) -> u32 {
+    (u32::from(be16(b, at)) << 16) | u32::from(be16(b, at + 2))
+}
+
+/// Whether `a` may be a source: not multicast, broadcast, loopback, `0/8` or class E.
+#[inline]
+pub fn source_ok(a: u32) -> bool {
+    let top = a >> 24;
+    !(top == 0 || top == 127 || top >= 224)
+}
+
+/// Runs the stage on `ip`, the frame's bytes after the Ethernet header.
+#[inline]
+pub fn ip4_input(ip: &[u8]) -> Ip4Outcome {
+    let Some(fixed) = ip.get(..20) else {
+        return Ip4Outcome::Drop(DropReason::Ip4Truncated);
+    };
+    let vihl = fixed.first().copied().unwrap_or(0);
+    if vihl >> 4 != 4 {
+        return Ip4Outcome::Drop(DropReason::Ip4BadVersion);
+    }
+    let header_len = usize::from(vihl & 0x0f) * 4;
+    if header_len < 20 {
+        return Ip4Outcome::Drop(DropReason::Ip4BadHeaderLen);
+    }
+    let Some(header) = ip.get(..header_len) else {
+        return Ip4Outcome::Drop(DropReason::Ip4BadHeaderLen);
+    };
+    let total_len = be16(fixed, 2);
+    if usize::from(total_len) < header_len || usize::from(total_len) > ip.len() {
+        return Ip4Outcome::Drop(DropReason::Ip4BadTotalLen);
+    }
+    if !checksum::verify(header) {
+        return Ip4Outcome::Drop(DropReason::Ip4BadChecksum);
+    }
+    let src = be32(fixed, 12);
+    let dst = be32(fixed, 16);
+    if !source_ok(src) {
+        return Ip4Outcome::Drop(DropReason::Ip4MartianSource);
+    }
+    let dtop = dst >> 24;
+    if dtop == 0 || dtop == 127 || (dtop >= 240 && dst != u32::MAX) {
+        return Ip4Outcome::Drop(DropReason::Ip4MartianDest);
+    }
+    let frag = be16(fixed, 6);
+    let mut meta = Ip4Meta {
+        src,
+        dst,
+        ttl: fixed.get(8).copied().unwrap_or(0),
+        protocol: fixed.get(9).copied().unwrap_or(0),
+        header_len: header_len as u8,
+        total_len,
+        df: frag & 0x4000 != 0,
+        later_fragment: frag & 0x1fff != 0,
+        options: header_len > 20,
+        router_alert: false,
+    };
+    if meta.options {
+        match walk_options(header.get(20..).unwrap_or(&[])) {
+            Ok(alert) => meta.router_alert = alert,
+            Err(reason) => return Ip4Outcome::Drop(reason),
+        }
+    }
+    Ip4Outcome::Valid(meta)
+}
+
+/// Option types this stage acts on (RFC 791, RFC 2113).
+const OPT_END: u8 = 0;
+const OPT_NOP: u8 = 1;
+const OPT_LSRR: u8 = 0x83;
+const OPT_SSRR: u8 = 0x89;
+const OPT_ROUTER_ALERT: u8 = 0x94;
+
+/// Walks the options; `Ok(router_alert)` when they are well formed and not source routes.
+fn walk_options(opts: &[u8]) -> Result<bool, DropReason> {
+    let mut alert = false;
+    let mut at = 0usize;
+    while let Some(&kind) = opts.get(at) {
+        match kind {
+            OPT_END => break,
+            OPT_NOP => at += 1,
+            _ => {
+                let len = usize::from(opts.get(at + 1).copied().unwrap_or(0));
+                if len < 2 || at + len > opts.len() {
+                    return Err(DropReason::Ip4BadOptions);
+                }
+                match kind {
+                    OPT_LSRR | OPT_SSRR => return Err(DropReason::Ip4SourceRoute),
+                    OPT_ROUTER_ALERT if len == 4 => alert = true,
+                    OPT_ROUTER_ALERT => return Err(DropReason::Ip4BadOptions),
+                    _ => {}
+                }
+                at += len;
+            }
+        }
+    }
+    Ok(alert)
+}
+
+/// The transport ports of a first fragment (or unfragmented packet) of TCP, UDP, SCTP or
+/// UDP-Lite; `(0, 0)` otherwise.
+#[inline]
+pub fn ports4(ip: &[u8], meta: &Ip4Meta) -> (u16, u16) {
+    if meta.later_fragment || !matches!(meta.protocol, 6 | 17 | 132 | 136) {
+        return (0, 0);
+    }
+    let at = usize::from(meta.header_len);
+    if usize::from(meta.total_len) < at + 4 {
+        return (0, 0);
+    }
+    (be16(ip, at), be16(ip, at + 2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 28-byte UDP packet 192.0.2.1 → 198.51.100.7, TTL 64, checksum filled.
+    pub(crate) fn udp4() -> Vec<u8> {
+        let mut p = vec![
+            0x45, 0, 0, 28, 0x12, 0x34, 0x40, 0, 64, 17, 0, 0, 192, 0, 2, 1, 198, 51, 100, 7, 0x30,
+            0x39, 0x00, 0x35, 0, 8, 0, 0,
+        ];
+        fix(&mut p);
+        p
+    }
+
+    fn fix(p: &mut [u8]) {
+        let hl = usize::from(p[0] & 0xf) * 4;
+        p[10] = 0;
+        p[11] = 0;
+        let c = checksum::checksum(&p[..hl]);
+        p[10..12].copy_from_slice(&c.to_be_bytes());
+    }
+
+    #[test]
+    fn valid_packet_meta() {
+        let p = udp4();
+        let Ip4Outcome::Valid(m) = ip4_input(&p) else {
+            panic!("valid packet dropped");
+        };
+        assert_eq!(m.src, 0xc000_0201);
+        assert_eq!(m.dst, 0xc633_6407);
+        assert_eq!(
+            (m.ttl, m.protocol, m.header_len, m.total_len),
+            (64, 17, 20, 28)
+        );
+        assert!(m.df && !m.later_fragment && !m.options && !m.router_alert);
+        assert_eq!(ports4(&p, &m), (12345, 53));
+    }
+
+    #[test]
+    fn every_drop_reason() {
+        let drop = |p: &[u8]| match ip4_input(p) {
+            Ip4Outcome::Drop(r) => r,
+            Ip4Outcome::Valid(_) => panic!("not dropped"),
+        };
+        let good = udp4();
+        assert_eq!(drop(&good[..19]), DropReason::Ip4Truncated);
+        let mut p = good.clone();
+        p[0] = 0x65;
+        assert_eq!(drop(&p), DropReason::Ip4BadVersion);
+        let mut p = good.clone();
+        p[0] = 0x44;
+        assert_eq!(drop(&p), DropReason::Ip4BadHeaderLen);
+        let mut p = good.clone();
+        p[0] = 0x48; // 32-byte header in a 28-byte packet
+        assert_eq!(drop(&p), DropReason::Ip4BadHeaderLen);
+        let mut p = good.clone();
+        p[3] = 29;
+        fix(&mut p);
+        assert_eq!(drop(&p), DropReason::Ip4BadTotalLen);
+        let mut p = good.clone();
+        p[3] = 19;
+        fix(&mut p);
+        assert_eq!(drop(&p), DropReason::Ip4BadTotalLen);
+        let mut p = good.clone();
+        p[10] ^= 1;
+        assert_eq!(drop(&p), DropReason::Ip4BadChecksum);
+        for src in [
+            [224, 0, 0, 1],
+            [127, 0, 0, 1],
+            [0, 1, 2, 3],
+            [255, 255, 255, 255],
+            [240, 0, 0, 1],
+        ] {
+            let mut p = good.clone();
+            p[12..16].copy_from_slice(&src);
+            fix(&mut p);
+            assert_eq!(drop(&p), DropReason::Ip4MartianSource, "{src:?}");
+        }
+        for dst in [[0, 0, 0, 0], [127, 0, 0, 1], [250, 0, 0, 1]] {
+            let mut p = good.clone();
+            p[16..20].copy_from_slice(&dst);
+            fix(&mut p);
+            assert_eq!(drop(&p), DropReason::Ip4MartianDest, "{dst:?}");
+        }
+    }
+
+    fn with_options(opts: &[u8]) -> Vec<u8> {
+        let good = udp4();
+        let hl = 20 + opts.len();
+        let mut p = good[..20].to_vec();
+        p.extend_from_slice(opts);
+        p.extend_from_slice(&good[20..]);
+        p[0] = 0x40 | (hl / 4) as u8;
+        let tl = p.len() as u16;
+        p[2..4].copy_from_slice(&tl.to_be_bytes());
+        fix(&mut p);
+        p
+    }
+
+    #[test]
+    fn options() {
+        // Record route (7), 7 bytes + EOL.
+        let p = with_options(&[7, 7, 4, 0, 0, 0, 0, 0]);
+        let Ip4Outcome::Valid(m) = ip4_input(&p) else {
+            panic!("record route dropped");
+        };
+        assert!(m.options && !m.router_alert);
+        assert_eq!(ports4(&p, &m), (12345, 53));
+        let p = with_options(&[0x94, 4, 0, 0]);
+        assert!(matches!(ip4_input(&p), Ip4Outcome::Valid(m) if m.router_alert));
+        let p = with_options(&[0x83, 7, 4, 192, 0, 2, 9, 0]);
+        assert_eq!(ip4_input(&p), Ip4Outcome::Drop(DropReason::Ip4SourceRoute));
+        let p = with_options(&[7, 9, 4, 0]);
+        assert_eq!(ip4_input(&p), Ip4Outcome::Drop(DropReason::Ip4BadOptions));
+        let p = with_options(&[1, 1, 1, 0x44]);
+        assert_eq!(ip4_input(&p), Ip4Outcome::Drop(DropReason::Ip4BadOptions));
+    }
+
+    #[test]
+    fn fragments_have_no_ports() {
+        let mut p = udp4();
+        p[6] = 0x00;
+        p[7] = 0x10; // offset 128 bytes
+        fix(&mut p);
+        let Ip4Outcome::Valid(m) = ip4_input(&p) else {
+            panic!("fragment dropped");
+        };
+        assert!(m.later_fragment && !m.df);
+        assert_eq!(ports4(&p, &m), (0, 0));
+    }
+}
