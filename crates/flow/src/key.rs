@@ -80,7 +80,7 @@ pub enum KeyMode {
 
 /// The key of a flow table entry: a 5-tuple, an address pair or a destination, IPv4 or IPv6,
 /// in one 40-byte representation. Fields the mode does not use are zero.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Eq)]
 pub struct FlowKey {
     src_hi: u64,
     src_lo: u64,
@@ -245,6 +245,32 @@ impl FlowKey {
             | (u64::from(self.protocol) << 32)
             | (u64::from(self.family as u8) << 40)
             | (u64::from(self.mode as u8) << 48)
+    }
+}
+
+impl PartialEq for FlowKey {
+    /// Five word comparisons folded into one test (no branch per field): the flow table
+    /// compares a key on every lookup.
+    #[inline]
+    fn eq(&self, o: &Self) -> bool {
+        ((self.src_hi ^ o.src_hi)
+            | (self.src_lo ^ o.src_lo)
+            | (self.dst_hi ^ o.dst_hi)
+            | (self.dst_lo ^ o.dst_lo)
+            | (self.meta() ^ o.meta()))
+            == 0
+    }
+}
+
+impl std::hash::Hash for FlowKey {
+    /// The same words [`PartialEq`] compares (for `std` maps; the flow table uses
+    /// [`FlowHasher`]).
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_u64(self.src_hi);
+        state.write_u64(self.src_lo);
+        state.write_u64(self.dst_hi);
+        state.write_u64(self.dst_lo);
+        state.write_u64(self.meta());
     }
 }
 

@@ -423,7 +423,11 @@ impl<V: Copy> FlowTable<V> {
 
     #[inline]
     fn place(&self, key: &FlowKey) -> (usize, u32) {
-        let h = self.hasher.hash(key);
+        self.place_hash(self.hasher.hash(key))
+    }
+
+    #[inline]
+    fn place_hash(&self, h: u64) -> (usize, u32) {
         ((h as usize) & self.mask, signature(h))
     }
 
@@ -572,9 +576,42 @@ impl<V: Copy> FlowTable<V> {
     /// the cache misses of a large table overlap instead of adding up.
     #[inline]
     pub fn prefetch(&self, key: &FlowKey) {
-        let (b, _) = self.place(key);
+        self.prefetch_hash(self.hash(key));
+    }
+
+    /// The table's hash of `key` (its own seed), for the `_hashed` calls: a caller that
+    /// prefetches, looks up and inserts hashes once.
+    #[inline]
+    pub fn hash(&self, key: &FlowKey) -> u64 {
+        self.hasher.hash(key)
+    }
+
+    /// [`FlowTable::prefetch`] for a key of hash `h` (from [`FlowTable::hash`]).
+    #[inline]
+    pub fn prefetch_hash(&self, h: u64) {
+        let (b, _) = self.place_hash(h);
         prefetch(self.heads.as_ptr().wrapping_add(b));
         prefetch(self.slots.as_ptr().wrapping_add(b * WAYS));
+    }
+
+    /// [`FlowTable::lookup`] for a key whose [`FlowTable::hash`] is `h`. A wrong `h` gives a
+    /// miss (and a later insert in the wrong bucket), never a wrong entry: keys are compared.
+    #[inline]
+    pub fn lookup_hashed<F: FnOnce(&V) -> bool>(
+        &mut self,
+        key: &FlowKey,
+        h: u64,
+        now: Tick,
+        valid: F,
+    ) -> Lookup<V> {
+        let (b, sig) = self.place_hash(h);
+        self.lookup_at(b, sig, key, now, valid)
+    }
+
+    /// [`FlowTable::insert`] for a key whose [`FlowTable::hash`] is `h`.
+    pub fn insert_hashed(&mut self, key: FlowKey, h: u64, value: V, now: Tick) -> Insert<V> {
+        let (b, sig) = self.place_hash(h);
+        self.insert_at(b, sig, key, value, now)
     }
 
     /// Looks `key` up at time `now`. A valid entry is a [`Lookup::Hit`] and its last-used
@@ -588,6 +625,18 @@ impl<V: Copy> FlowTable<V> {
         valid: F,
     ) -> Lookup<V> {
         let (b, sig) = self.place(key);
+        self.lookup_at(b, sig, key, now, valid)
+    }
+
+    #[inline]
+    fn lookup_at<F: FnOnce(&V) -> bool>(
+        &mut self,
+        b: usize,
+        sig: u32,
+        key: &FlowKey,
+        now: Tick,
+        valid: F,
+    ) -> Lookup<V> {
         if let Some(w) = self.find(b, sig, key) {
             if self.is_expired(now, self.last_used(b, w)) {
                 self.remove_at(b, w);
@@ -631,6 +680,10 @@ impl<V: Copy> FlowTable<V> {
     /// (evicted and returned).
     pub fn insert(&mut self, key: FlowKey, value: V, now: Tick) -> Insert<V> {
         let (b, sig) = self.place(&key);
+        self.insert_at(b, sig, key, value, now)
+    }
+
+    fn insert_at(&mut self, b: usize, sig: u32, key: FlowKey, value: V, now: Tick) -> Insert<V> {
         if let Some(w) = self.find(b, sig, &key) {
             if self.is_expired(now, self.last_used(b, w)) {
                 self.remove_at(b, w);
@@ -872,6 +925,95 @@ mod tests {
             idle_timeout: 100,
             seed: 1,
         })
+    }
+
+    #[test]
+    fn hashed_calls_agree_with_plain_ones() {
+        let mut a = table(1024);
+        let mut b = table(1024);
+        for i in 0..600u32 {
+            let k = key(i);
+            a.insert(k, i, 1);
+            let h = b.hash(&k);
+            b.prefetch_hash(h);
+            b.insert_hashed(k, h, i, 1);
+        }
+        for i in 0..700u32 {
+            let k = key(i);
+            let h = b.hash(&k);
+            assert_eq!(
+                a.lookup(&k, 2, |_| true),
+                b.lookup_hashed(&k, h, 2, |_| true)
+            );
+        }
+        // A wrong hash finds nothing rather than a wrong entry.
+        let k = key(5);
+        let wrong = b.hash(&key(6));
+        assert!(matches!(
+            b.lookup_hashed(&k, wrong, 2, |_| true),
+            Lookup::Miss | Lookup::Hit(5)
+        ));
+        assert_eq!(a.len(), b.len());
+    }
+
+    #[test]
+    fn key_equality_covers_every_field() {
+        let base = FlowKey::v4(
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(10, 0, 0, 2),
+            6,
+            1,
+            2,
+        );
+        assert_eq!(base, base);
+        for other in [
+            FlowKey::v4(
+                Ipv4Addr::new(10, 0, 0, 3),
+                Ipv4Addr::new(10, 0, 0, 2),
+                6,
+                1,
+                2,
+            ),
+            FlowKey::v4(
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(10, 0, 0, 3),
+                6,
+                1,
+                2,
+            ),
+            FlowKey::v4(
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(10, 0, 0, 2),
+                17,
+                1,
+                2,
+            ),
+            FlowKey::v4(
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(10, 0, 0, 2),
+                6,
+                9,
+                2,
+            ),
+            FlowKey::v4(
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(10, 0, 0, 2),
+                6,
+                1,
+                9,
+            ),
+            base.l3_only(),
+            FlowKey::dst_v4(Ipv4Addr::new(10, 0, 0, 2)),
+            FlowKey::v6(
+                Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped(),
+                Ipv4Addr::new(10, 0, 0, 2).to_ipv6_mapped(),
+                6,
+                1,
+                2,
+            ),
+        ] {
+            assert_ne!(base, other);
+        }
     }
 
     /// Keys that all land in bucket `b` of `t`.
