@@ -46,23 +46,21 @@ pub enum EthOutcome {
 /// Runs the stage on `frame`, received on a port whose MAC is `port_mac`.
 #[inline]
 pub fn eth_input(frame: &[u8], port_mac: MacAddr) -> EthOutcome {
-    let Some(hdr) = frame.get(..ETH_HEADER) else {
+    let Some(hdr) = frame
+        .get(..ETH_HEADER)
+        .and_then(|h| <&[u8; ETH_HEADER]>::try_from(h).ok())
+    else {
         return EthOutcome::Drop(DropReason::EthTruncated);
     };
-    let mut dst = [0u8; 6];
-    dst.copy_from_slice(hdr.get(0..6).unwrap_or(&[0; 6]));
-    let src0 = hdr.get(6).copied().unwrap_or(0);
-    if src0 & 1 != 0 {
+    if hdr[6] & 1 != 0 {
         return EthOutcome::Drop(DropReason::EthMulticastSource);
     }
+    let dst = [hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5]];
     let link_broadcast = dst[0] & 1 != 0;
     if !link_broadcast && MacAddr(dst) != port_mac {
         return EthOutcome::Drop(DropReason::EthNotForUs);
     }
-    let ethertype = u16::from_be_bytes([
-        hdr.get(12).copied().unwrap_or(0),
-        hdr.get(13).copied().unwrap_or(0),
-    ]);
+    let ethertype = u16::from_be_bytes([hdr[12], hdr[13]]);
     match ethertype {
         ETHERTYPE_IPV4 => EthOutcome::Ipv4 { link_broadcast },
         ETHERTYPE_IPV6 => EthOutcome::Ipv6 { link_broadcast },

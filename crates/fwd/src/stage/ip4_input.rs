@@ -61,11 +61,6 @@ fn be16(b: &[u8], at: usize) -> u16 {
     ])
 }
 
-#[inline]
-fn be32(b: &[u8], at: usize) -> u32 {
-    (u32::from(be16(b, at)) << 16) | u32::from(be16(b, at + 2))
-}
-
 /// Whether `a` may be a source: not multicast, broadcast, loopback, `0/8` or class E.
 #[inline]
 pub fn source_ok(a: u32) -> bool {
@@ -76,10 +71,11 @@ pub fn source_ok(a: u32) -> bool {
 /// Runs the stage on `ip`, the frame's bytes after the Ethernet header.
 #[inline]
 pub fn ip4_input(ip: &[u8]) -> Ip4Outcome {
-    let Some(fixed) = ip.get(..20) else {
+    // The fixed header as an array: the field reads below compile to plain loads.
+    let Some(fixed) = ip.get(..20).and_then(|f| <&[u8; 20]>::try_from(f).ok()) else {
         return Ip4Outcome::Drop(DropReason::Ip4Truncated);
     };
-    let vihl = fixed.first().copied().unwrap_or(0);
+    let vihl = fixed[0];
     if vihl >> 4 != 4 {
         return Ip4Outcome::Drop(DropReason::Ip4BadVersion);
     }
@@ -90,15 +86,15 @@ pub fn ip4_input(ip: &[u8]) -> Ip4Outcome {
     let Some(header) = ip.get(..header_len) else {
         return Ip4Outcome::Drop(DropReason::Ip4BadHeaderLen);
     };
-    let total_len = be16(fixed, 2);
+    let total_len = u16::from_be_bytes([fixed[2], fixed[3]]);
     if usize::from(total_len) < header_len || usize::from(total_len) > ip.len() {
         return Ip4Outcome::Drop(DropReason::Ip4BadTotalLen);
     }
     if !checksum::verify(header) {
         return Ip4Outcome::Drop(DropReason::Ip4BadChecksum);
     }
-    let src = be32(fixed, 12);
-    let dst = be32(fixed, 16);
+    let src = u32::from_be_bytes([fixed[12], fixed[13], fixed[14], fixed[15]]);
+    let dst = u32::from_be_bytes([fixed[16], fixed[17], fixed[18], fixed[19]]);
     if !source_ok(src) {
         return Ip4Outcome::Drop(DropReason::Ip4MartianSource);
     }
@@ -106,12 +102,12 @@ pub fn ip4_input(ip: &[u8]) -> Ip4Outcome {
     if dtop == 0 || dtop == 127 || (dtop >= 240 && dst != u32::MAX) {
         return Ip4Outcome::Drop(DropReason::Ip4MartianDest);
     }
-    let frag = be16(fixed, 6);
+    let frag = u16::from_be_bytes([fixed[6], fixed[7]]);
     let mut meta = Ip4Meta {
         src,
         dst,
-        ttl: fixed.get(8).copied().unwrap_or(0),
-        protocol: fixed.get(9).copied().unwrap_or(0),
+        ttl: fixed[8],
+        protocol: fixed[9],
         header_len: header_len as u8,
         total_len,
         df: frag & 0x4000 != 0,
