@@ -28,7 +28,7 @@
 //! snapshots are loaded once per batch (FIB) or per use through a per-worker cache (next
 //! hops, neighbors), and every cached reference carries the generation it was taken at.
 //!
-//! For comparison, `legacy` models the unified design it replaced (one locked radix tree
+//! For comparison, [`legacy`] models the unified design it replaced (one locked radix tree
 //! with neighbors as host routes and shared reference counts); `vfsr fwd bench` runs both.
 //!
 //! **Where to start reading.** [`stage`] (one file per stage, each with its outcome enum),
@@ -62,6 +62,7 @@ pub mod counters;
 pub mod frag;
 pub mod icmp_error;
 pub mod lab;
+pub mod legacy;
 pub mod packet;
 pub mod port;
 pub mod ratelimit;
