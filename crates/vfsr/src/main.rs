@@ -6,12 +6,14 @@
 //! vfsr lookup --table FILE [ADDR]   answer lookups from a table (text, gzip or MRT)
 //! vfsr lpm bench                    every engine and peer, one core, table + JSON
 //! vfsr fib bench                    live FIB: load, update rates, readers under updates
+//! vfsr fwd bench                    forwarding pipeline in memory: legacy, split, split+flow
 //! ```
 
 mod bench;
 mod demo;
 mod engines;
 mod fibbench;
+mod fwdbench;
 mod lookup;
 mod pin;
 mod tables;
@@ -42,6 +44,15 @@ enum Command {
     /// The live FIB.
     #[command(subcommand)]
     Fib(FibCommand),
+    /// The forwarding pipeline.
+    #[command(subcommand)]
+    Fwd(FwdCommand),
+}
+
+#[derive(Subcommand)]
+enum FwdCommand {
+    /// Mpps per worker for the legacy, split and split+flow designs on frames in memory.
+    Bench(fwdbench::FwdBenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -86,6 +97,7 @@ fn main() -> ExitCode {
         Command::Lookup(a) => lookup::run(&a),
         Command::Lpm(LpmCommand::Bench(a)) => bench::run(&a),
         Command::Fib(FibCommand::Bench(a)) => fibbench::run(&a),
+        Command::Fwd(FwdCommand::Bench(a)) => fwdbench::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

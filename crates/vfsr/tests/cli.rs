@@ -331,3 +331,84 @@ fn fib_bench_runs_and_writes_its_json_shape() {
         .iter()
         .all(|r| r["updates_per_s"].is_number() && r["ratio_to_idle"].as_f64().unwrap() > 0.0));
 }
+
+/// `vfsr fwd bench` on a small generated table: every design forwards every packet (the
+/// command fails otherwise) and the JSON has the documented shape.
+#[test]
+fn fwd_bench_runs_and_writes_its_json_shape() {
+    let dir = std::env::temp_dir().join(format!("vfsr-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let table = dir.join("fwd-small.txt");
+    let json = dir.join("fwd.json");
+    let gen = vfsr()
+        .args(["table", "gen", "--v4", "20000", "--v6", "4000", "-o"])
+        .arg(&table)
+        .output()
+        .unwrap();
+    assert!(gen.status.success(), "{gen:?}");
+    let out = vfsr()
+        .args([
+            "fwd",
+            "bench",
+            "--flows",
+            "1,1000",
+            "--workers",
+            "1",
+            "--seconds",
+            "0.1",
+            "--table",
+        ])
+        .arg(&table)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let results = doc["results"].as_array().unwrap();
+    assert_eq!(results.len(), 3 * 2 * 2);
+    for design in ["legacy", "split", "split+flow"] {
+        for family in ["v4", "v6"] {
+            for flows in [1u64, 1000] {
+                let r = results
+                    .iter()
+                    .find(|r| r["design"] == design && r["family"] == family && r["flows"] == flows)
+                    .unwrap_or_else(|| panic!("{design} {family} {flows}"));
+                assert_eq!(r["workers"], 1);
+                let mpps = r["mpps_per_worker"].as_f64().unwrap();
+                let ns = r["ns_per_packet"].as_f64().unwrap();
+                assert!(mpps > 0.0 && ns > 0.0);
+                assert!(
+                    (mpps * ns - 1e3).abs() < 1.0,
+                    "ns per packet is 1000 / Mpps"
+                );
+                assert_eq!(r["packets"], r["forwarded"]);
+            }
+        }
+    }
+    assert!(!doc["targets"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn fwd_bench_refuses_bad_arguments() {
+    for args in [
+        &["--designs", "fastest"][..],
+        &["--families", "v5"],
+        &["--workers", "0"],
+        &["--flows", "0"],
+        &["--batch", "0"],
+        &["--seconds", "-1"],
+    ] {
+        let out = vfsr().args(["fwd", "bench"]).args(args).output().unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--") || err.contains("error"),
+            "{args:?}: {err}"
+        );
+    }
+}

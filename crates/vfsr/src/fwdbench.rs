@@ -1,0 +1,601 @@
+//! `vfsr fwd bench`: the forwarding pipeline on frames in memory, three designs side by side
+//! (the FreeBSD seed's Figures 7 and 9).
+//!
+//! 1. **legacy**: the unified design (`vfsr_fwd::legacy`): per packet, a radix lookup under
+//!    the shared head lock, a locked reference count on the route entry and the MAC read
+//!    under the gateway host route's lock; one table shared by every worker.
+//! 2. **split**: `vfsr_fwd::Worker` without flow table: Poptrie FIB (bulk lookup per batch),
+//!    next-hop table, each egress port's own neighbor table; nothing locked or shared-written.
+//! 3. **split+flow**: the same with the per-worker flow table (capacity twice the flows, at
+//!    least 1024 entries, so every flow fits).
+//!
+//! Frames: UDP, IPv4 60 bytes and IPv6 62 bytes in memory (64 and 66 on the wire with the
+//! FCS; 62 is the smallest IPv6 UDP frame), one template per flow: the destination drawn from
+//! the table's prefixes (`vfsr_table::traffic::matched`), source address and port varied so
+//! that every flow is a distinct 5-tuple. All 64 gateways per family are resolved, spread
+//! over four egress ports. Receive is simulated by copying the flow's template into the
+//! batch's buffer (one fixed-size 64-byte copy per packet, counted in the time) since the
+//! pipeline rewrites frames in place.
+//!
+//! Each worker thread is pinned to its own core (one worker: the last core; two: cores 0 and
+//! 1), warms up for a tenth of the run, then counts packets for `--seconds`. Every design's
+//! packets must all be forwarded (checked from the counters), or the run fails.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::{json, Value};
+use vfsr_fib::nexthop::Forward;
+use vfsr_flow::FlowConfig;
+use vfsr_fwd::lab::{Lab, PortSpec};
+use vfsr_fwd::legacy::{LegacyGateway, LegacyRouter};
+use vfsr_fwd::{Batch, Outcome, Packet, Worker, WorkerConfig};
+use vfsr_lpm::poptrie::Poptrie;
+use vfsr_lpm::Route;
+use vfsr_wire::checksum;
+use vfsr_wire::MacAddr;
+
+use crate::{pin, tables};
+
+#[derive(Args)]
+pub struct FwdBenchArgs {
+    /// Route table (default: the reference table in ../shared/data when present, else the
+    /// synthetic one).
+    #[arg(long)]
+    pub table: Option<PathBuf>,
+    /// Numbers of flows, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 1000, 1_000_000])]
+    pub flows: Vec<usize>,
+    /// Numbers of workers, comma-separated (each on its own core).
+    #[arg(long, value_delimiter = ',', default_values_t = [1usize, 2])]
+    pub workers: Vec<usize>,
+    /// Designs to run, comma-separated: legacy, split, split+flow.
+    #[arg(long, value_delimiter = ',', default_values_t = ["legacy".to_string(), "split".to_string(), "split+flow".to_string()])]
+    pub designs: Vec<String>,
+    /// Families to run, comma-separated: v4, v6.
+    #[arg(long, value_delimiter = ',', default_values_t = ["v4".to_string(), "v6".to_string()])]
+    pub families: Vec<String>,
+    /// Seconds of measurement per run.
+    #[arg(long, default_value_t = 1.0)]
+    pub seconds: f64,
+    /// Packets per batch.
+    #[arg(long, default_value_t = 32)]
+    pub batch: usize,
+    /// Seed of the traffic.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+}
+
+const INGRESS_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
+const HOST_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0xa, 1]);
+const GATEWAYS: u32 = 64;
+const FRAME: usize = 64;
+
+type Engines = Lab<Poptrie<u32>, Poptrie<u128>>;
+
+/// One flow's frame, padded to [`FRAME`] bytes (`len` of them used).
+#[derive(Clone, Copy)]
+struct Template {
+    bytes: [u8; FRAME],
+    len: usize,
+}
+
+fn port_of(n: u32) -> u32 {
+    2 + n % 4
+}
+
+fn gw4(n: u32) -> Ipv4Addr {
+    Ipv4Addr::new(100, 64, port_of(n) as u8, n as u8)
+}
+
+fn gw6(n: u32) -> Ipv6Addr {
+    Ipv6Addr::new(0x2001, 0xdb8, port_of(n) as u16, 0, 0, 0, 0, n as u16)
+}
+
+fn gw_mac(n: u32, v6: bool) -> MacAddr {
+    MacAddr([2, 1, u8::from(v6), 0, 0, n as u8])
+}
+
+fn port_mac(p: u32) -> MacAddr {
+    MacAddr([2, 0, 0, 0, 0, p as u8])
+}
+
+/// The table's next hops folded onto the 64 gateways of each family (IPv6 ones after the
+/// IPv4 ones, so both share one next-hop table).
+fn remap4(routes: &[Route<u32>]) -> Vec<Route<u32>> {
+    routes
+        .iter()
+        .map(|r| Route::new(r.prefix, (r.nexthop.max(1) - 1) % GATEWAYS + 1))
+        .collect()
+}
+
+fn remap6(routes: &[Route<u128>]) -> Vec<Route<u128>> {
+    routes
+        .iter()
+        .map(|r| Route::new(r.prefix, GATEWAYS + (r.nexthop.max(1) - 1) % GATEWAYS + 1))
+        .collect()
+}
+
+fn build_lab(r4: &[Route<u32>], r6: &[Route<u128>]) -> Result<Engines, String> {
+    let mut specs = vec![PortSpec::new(1, INGRESS_MAC)
+        .v4("198.18.255.254/15")
+        .v6("2001:db8:ffff::fe/48")];
+    for p in 2..=5u32 {
+        specs.push(
+            PortSpec::new(p, port_mac(p))
+                .v4(&format!("100.64.{p}.254/24"))
+                .v6(&format!("2001:db8:{p}::fe/64")),
+        );
+    }
+    let mut lab = Engines::with_routes(specs, r4, r6).map_err(|e| e.to_string())?;
+    for n in 1..=GATEWAYS {
+        let p = port_of(n);
+        lab.nexthop(
+            n,
+            Forward::Gateway {
+                addr: gw4(n).into(),
+                ifindex: Some(p),
+            },
+        );
+        lab.nexthop(
+            GATEWAYS + n,
+            Forward::Gateway {
+                addr: gw6(n).into(),
+                ifindex: Some(p),
+            },
+        );
+        lab.resolve4(p, gw4(n), gw_mac(n, false));
+        lab.resolve6(p, gw6(n), gw_mac(n, true));
+    }
+    lab.publish().map_err(|e| e.to_string())?;
+    Ok(lab)
+}
+
+fn build_legacy(r4: &[Route<u32>], r6: &[Route<u128>]) -> Result<LegacyRouter, String> {
+    let mut gws = Vec::new();
+    for n in 1..=GATEWAYS {
+        let p = port_of(n);
+        gws.push(LegacyGateway {
+            nexthop: n,
+            addr: gw4(n).into(),
+            ifindex: p,
+            mac: gw_mac(n, false),
+            port_mac: port_mac(p),
+        });
+        gws.push(LegacyGateway {
+            nexthop: GATEWAYS + n,
+            addr: gw6(n).into(),
+            ifindex: p,
+            mac: gw_mac(n, true),
+            port_mac: port_mac(p),
+        });
+    }
+    LegacyRouter::new(r4, r6, &gws, INGRESS_MAC).map_err(|e| format!("legacy table: {e:?}"))
+}
+
+fn frame_v4(dst: u32, i: usize) -> Template {
+    let mut b = [0u8; FRAME];
+    b[0..6].copy_from_slice(&INGRESS_MAC.0);
+    b[6..12].copy_from_slice(&HOST_MAC.0);
+    b[12..14].copy_from_slice(&[8, 0]);
+    // 198.18.0.0/15 sources, ports from 1024: a distinct 5-tuple per flow.
+    let src = 0xc612_0000u32 | (i as u32 & 0x1_ffff);
+    let sport = 1024 + (i >> 17) as u16;
+    b[14..26].copy_from_slice(&[0x45, 0, 0, 46, 0, 0, 0x40, 0, 64, 17, 0, 0]);
+    b[26..30].copy_from_slice(&src.to_be_bytes());
+    b[30..34].copy_from_slice(&dst.to_be_bytes());
+    b[34..36].copy_from_slice(&sport.to_be_bytes());
+    b[36..38].copy_from_slice(&9u16.to_be_bytes());
+    b[38..40].copy_from_slice(&26u16.to_be_bytes());
+    let c = checksum::checksum(&b[14..34]);
+    b[24..26].copy_from_slice(&c.to_be_bytes());
+    Template { bytes: b, len: 60 }
+}
+
+fn frame_v6(dst: u128, i: usize) -> Template {
+    let mut b = [0u8; FRAME];
+    b[0..6].copy_from_slice(&INGRESS_MAC.0);
+    b[6..12].copy_from_slice(&HOST_MAC.0);
+    b[12..14].copy_from_slice(&[0x86, 0xdd]);
+    b[14..22].copy_from_slice(&[0x60, 0, 0, 0, 0, 8, 17, 64]);
+    let src = (0x2001_0db8_ffffu128 << 80) | (i as u128 & 0xffff_ffff);
+    b[22..38].copy_from_slice(&src.to_be_bytes());
+    b[38..54].copy_from_slice(&dst.to_be_bytes());
+    b[54..56].copy_from_slice(&1024u16.to_be_bytes());
+    b[56..58].copy_from_slice(&9u16.to_be_bytes());
+    b[58..60].copy_from_slice(&8u16.to_be_bytes());
+    Template { bytes: b, len: 62 }
+}
+
+/// What one worker thread did.
+struct Count {
+    packets: u64,
+    forwarded: u64,
+    seconds: f64,
+}
+
+/// Runs `step` (one batch starting at template offset `at`) for `secs` after a warm-up.
+fn drive<F: FnMut(usize) -> u64>(batch: usize, secs: f64, n: usize, mut step: F) -> Count {
+    let warm = Instant::now() + Duration::from_secs_f64(secs / 10.0);
+    let mut at = 0usize;
+    while Instant::now() < warm {
+        for _ in 0..64 {
+            step(at);
+            at = (at + batch) % n;
+        }
+    }
+    let start = Instant::now();
+    let end = start + Duration::from_secs_f64(secs);
+    let (mut packets, mut forwarded) = (0u64, 0u64);
+    loop {
+        for _ in 0..64 {
+            forwarded += step(at);
+            packets += batch as u64;
+            at = (at + batch) % n;
+        }
+        if Instant::now() >= end {
+            break;
+        }
+    }
+    Count {
+        packets,
+        forwarded,
+        seconds: start.elapsed().as_secs_f64(),
+    }
+}
+
+/// Copies the templates from `at` on (wrapping) into the batch, as a receive would.
+#[inline]
+fn receive(packets: &mut [Packet], templates: &[Template], at: usize) {
+    let n = templates.len();
+    for (k, p) in packets.iter_mut().enumerate() {
+        let t = &templates[(at + k) % n];
+        let buf = p.buffer_mut();
+        buf[..FRAME].copy_from_slice(&t.bytes);
+        p.set_len(t.len);
+        p.iif = 1;
+    }
+}
+
+fn cores(workers: usize) -> Vec<usize> {
+    if workers == 1 {
+        vec![pin::default_bench_core()]
+    } else {
+        (0..workers).collect()
+    }
+}
+
+fn run_split(
+    lab: &Engines,
+    flow: bool,
+    flows: usize,
+    templates: &[Template],
+    workers: usize,
+    a: &FwdBenchArgs,
+) -> Result<Vec<Count>, String> {
+    // Each worker its own flow-table seed, as a runtime gives them.
+    let cfg = || WorkerConfig {
+        batch_size: a.batch,
+        flow: flow.then(|| FlowConfig {
+            capacity: (2 * flows).max(1024),
+            seed: vfsr_flow::FlowHasher::random_seed(),
+            ..FlowConfig::default()
+        }),
+        ..WorkerConfig::default()
+    };
+    let ws: Vec<Worker<Poptrie<u32>, Poptrie<u128>>> =
+        (0..workers).map(|_| lab.worker(cfg())).collect();
+    let cs = cores(workers);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = ws
+            .into_iter()
+            .zip(cs)
+            .enumerate()
+            .map(|(k, (mut w, core))| {
+                s.spawn(move || -> Result<Count, String> {
+                    pin::pin_to_core(core)?;
+                    let mut b = Batch::from_frames(
+                        (0..a.batch).map(|_| &templates[0].bytes[..templates[0].len]),
+                        1,
+                    );
+                    let start = k * templates.len() / workers.max(1);
+                    let t0 = Instant::now();
+                    let n = templates.len();
+                    let mut c = drive(a.batch, a.seconds, n, |at| {
+                        receive(&mut b.packets, templates, (at + start) % n);
+                        b.generated.clear();
+                        w.process(&mut b, t0.elapsed().as_nanos() as u64);
+                        0
+                    });
+                    let counters = w.counters();
+                    if counters.outcome(Outcome::Forwarded) != counters.rx() {
+                        return Err(format!(
+                            "split worker on core {core}: {} of {} packets forwarded: {:?}",
+                            counters.outcome(Outcome::Forwarded),
+                            counters.rx(),
+                            counters.nonzero()
+                        ));
+                    }
+                    c.forwarded = c.packets;
+                    Ok(c)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| "worker thread panicked".to_string())?)
+            .collect()
+    })
+}
+
+fn run_legacy(
+    router: &LegacyRouter,
+    templates: &[Template],
+    workers: usize,
+    a: &FwdBenchArgs,
+) -> Result<Vec<Count>, String> {
+    let cs = cores(workers);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = cs
+            .into_iter()
+            .enumerate()
+            .map(|(k, core)| {
+                s.spawn(move || -> Result<Count, String> {
+                    pin::pin_to_core(core)?;
+                    let mut b = Batch::from_frames(
+                        (0..a.batch).map(|_| &templates[0].bytes[..templates[0].len]),
+                        1,
+                    );
+                    let n = templates.len();
+                    let start = k * n / workers.max(1);
+                    let c = drive(a.batch, a.seconds, n, |at| {
+                        receive(&mut b.packets, templates, (at + start) % n);
+                        let mut fwd = 0u64;
+                        for p in b.packets.iter_mut() {
+                            fwd += u64::from(router.forward(p.frame_mut()).is_some());
+                        }
+                        fwd
+                    });
+                    if c.forwarded != c.packets {
+                        return Err(format!(
+                            "legacy worker on core {core}: {} of {} packets forwarded",
+                            c.forwarded, c.packets
+                        ));
+                    }
+                    Ok(c)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().map_err(|_| "worker thread panicked".to_string())?)
+            .collect()
+    })
+}
+
+pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
+    if a.batch == 0 || a.batch > 4096 {
+        return Err(format!("--batch {} must be in 1..=4096", a.batch));
+    }
+    if !(a.seconds > 0.0 && a.seconds <= 600.0) {
+        return Err(format!("--seconds {} must be in (0, 600]", a.seconds));
+    }
+    for d in &a.designs {
+        if !matches!(d.as_str(), "legacy" | "split" | "split+flow") {
+            return Err(format!(
+                "--designs: unknown design {d:?} (legacy, split, split+flow)"
+            ));
+        }
+    }
+    for f in &a.families {
+        if !matches!(f.as_str(), "v4" | "v6") {
+            return Err(format!("--families: unknown family {f:?} (v4, v6)"));
+        }
+    }
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    for &w in &a.workers {
+        if w == 0 || w > cpus {
+            return Err(format!("--workers {w}: this machine has {cpus} cores"));
+        }
+    }
+    if let Some(&f) = a.flows.iter().find(|&&f| f == 0 || f > 16_000_000) {
+        return Err(format!("--flows {f} must be in 1..=16000000"));
+    }
+    let table = match &a.table {
+        Some(p) => tables::load(p, false)?,
+        None => tables::default_table(a.seed)?,
+    };
+    if table.v4.is_empty() || table.v6.is_empty() {
+        return Err("the table needs routes of both families".into());
+    }
+    eprintln!(
+        "table: {} ({} IPv4, {} IPv6 routes)",
+        table.source,
+        table.v4.len(),
+        table.v6.len()
+    );
+    let r4 = remap4(&table.v4);
+    let r6 = remap6(&table.v6);
+    let t = Instant::now();
+    let lab = build_lab(&r4, &r6)?;
+    eprintln!("split design built in {:.2} s", t.elapsed().as_secs_f64());
+    let t = Instant::now();
+    let legacy = build_legacy(&r4, &r6)?;
+    eprintln!("legacy design built in {:.2} s", t.elapsed().as_secs_f64());
+
+    let mut results: Vec<Value> = Vec::new();
+    for fam in &a.families {
+        for &flows in &a.flows {
+            let templates: Vec<Template> = if fam == "v4" {
+                vfsr_table::matched4(&table.v4, a.seed, flows)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, d)| frame_v4(d, i))
+                    .collect()
+            } else {
+                vfsr_table::matched6(&table.v6, a.seed, flows)
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, d)| frame_v6(d, i))
+                    .collect()
+            };
+            for design in &a.designs {
+                for &workers in &a.workers {
+                    let counts = match design.as_str() {
+                        "legacy" => run_legacy(&legacy, &templates, workers, a)?,
+                        "split" => run_split(&lab, false, flows, &templates, workers, a)?,
+                        _ => run_split(&lab, true, flows, &templates, workers, a)?,
+                    };
+                    let per: Vec<f64> = counts
+                        .iter()
+                        .map(|c| c.packets as f64 / c.seconds / 1e6)
+                        .collect();
+                    let total: f64 = per.iter().sum();
+                    let mpps = total / workers as f64;
+                    let packets: u64 = counts.iter().map(|c| c.packets).sum();
+                    let forwarded: u64 = counts.iter().map(|c| c.forwarded).sum();
+                    eprintln!(
+                        "  {design:<10} {fam} {flows:>8} flows {workers} worker(s): {mpps:6.2} Mpps/worker"
+                    );
+                    results.push(json!({
+                        "design": design,
+                        "family": fam,
+                        "flows": flows,
+                        "workers": workers,
+                        "mpps_per_worker": mpps,
+                        "ns_per_packet": if mpps > 0.0 { 1e3 / mpps } else { 0.0 },
+                        "total_mpps": total,
+                        "per_worker_mpps": per,
+                        "packets": packets,
+                        "forwarded": forwarded,
+                        "frame_bytes": if fam == "v4" { 60 } else { 62 },
+                        "batch": a.batch,
+                    }));
+                }
+            }
+        }
+    }
+
+    print_table(&table.source, a, &results);
+    let checks = targets(&results);
+    for c in &checks {
+        println!(
+            "  {:<58} {:>8.2}  target {:>5.1}  {}",
+            c["what"].as_str().unwrap_or(""),
+            c["value"].as_f64().unwrap_or(0.0),
+            c["target"].as_f64().unwrap_or(0.0),
+            if c["met"].as_bool().unwrap_or(false) {
+                "met"
+            } else {
+                "NOT met"
+            }
+        );
+    }
+    if let Some(path) = &a.json {
+        let doc = json!({
+            "table": {"source": table.source, "v4_routes": table.v4.len(), "v6_routes": table.v6.len()},
+            "params": {"seconds": a.seconds, "batch": a.batch, "seed": a.seed,
+                "gateways_per_family": GATEWAYS, "egress_ports": 4,
+                "fib": "poptrie", "legacy": "radix under locks"},
+            "results": results,
+            "targets": checks,
+        });
+        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
+        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        eprintln!("wrote {}", path.display());
+    }
+    Ok(())
+}
+
+fn find<'a>(
+    r: &'a [Value],
+    design: &str,
+    fam: &str,
+    flows: u64,
+    workers: u64,
+) -> Option<&'a Value> {
+    r.iter().find(|v| {
+        v["design"] == design
+            && v["family"] == fam
+            && v["flows"] == flows
+            && v["workers"] == workers
+    })
+}
+
+fn print_table(source: &str, a: &FwdBenchArgs, results: &[Value]) {
+    println!(
+        "\nvfsr fwd bench: {source}; batches of {}, {} s per run\n",
+        a.batch, a.seconds
+    );
+    println!("  design      fam     flows  workers  Mpps/worker  ns/packet  total Mpps  vs legacy");
+    for r in results {
+        let legacy = find(
+            results,
+            "legacy",
+            r["family"].as_str().unwrap_or(""),
+            r["flows"].as_u64().unwrap_or(0),
+            r["workers"].as_u64().unwrap_or(0),
+        )
+        .and_then(|l| l["total_mpps"].as_f64());
+        let ratio = match (legacy, r["total_mpps"].as_f64()) {
+            (Some(l), Some(t)) if l > 0.0 => format!("{:.1}x", t / l),
+            _ => "-".into(),
+        };
+        println!(
+            "  {:<11} {:<3} {:>9} {:>8} {:>12.2} {:>10.1} {:>11.2} {:>10}",
+            r["design"].as_str().unwrap_or(""),
+            r["family"].as_str().unwrap_or(""),
+            r["flows"].as_u64().unwrap_or(0),
+            r["workers"].as_u64().unwrap_or(0),
+            r["mpps_per_worker"].as_f64().unwrap_or(0.0),
+            r["ns_per_packet"].as_f64().unwrap_or(0.0),
+            r["total_mpps"].as_f64().unwrap_or(0.0),
+            ratio
+        );
+    }
+    println!("\ntargets (full table, 64-byte frames)");
+}
+
+/// The targets, for every flow count measured: split and split+flow at least 20
+/// Mpps per worker for IPv4 and 15 for IPv6 (one worker), and at least 10 times legacy with
+/// two workers.
+fn targets(results: &[Value]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for r in results {
+        let design = r["design"].as_str().unwrap_or("");
+        if design == "legacy" {
+            continue;
+        }
+        let fam = r["family"].as_str().unwrap_or("");
+        let flows = r["flows"].as_u64().unwrap_or(0);
+        let workers = r["workers"].as_u64().unwrap_or(0);
+        let mpps = r["mpps_per_worker"].as_f64().unwrap_or(0.0);
+        if workers == 1 {
+            let target = if fam == "v4" { 20.0 } else { 15.0 };
+            out.push(json!({
+                "what": format!("{design} {fam} {flows} flows, Mpps per worker"),
+                "value": mpps, "target": target, "met": mpps >= target,
+            }));
+        }
+        if workers == 2 {
+            if let Some(l) = find(results, "legacy", fam, flows, 2) {
+                let lt = l["total_mpps"].as_f64().unwrap_or(0.0);
+                let ratio = if lt > 0.0 {
+                    r["total_mpps"].as_f64().unwrap_or(0.0) / lt
+                } else {
+                    0.0
+                };
+                out.push(json!({
+                    "what": format!("{design} {fam} {flows} flows, 2 workers, times legacy"),
+                    "value": ratio, "target": 10.0, "met": ratio >= 10.0,
+                }));
+            }
+        }
+    }
+    out
+}
