@@ -253,8 +253,13 @@ fn drive<F: FnMut(usize) -> u64>(batch: usize, secs: f64, n: usize, mut step: F)
 #[inline]
 fn receive(packets: &mut [Packet], templates: &[Template], at: usize) {
     let n = templates.len();
-    for (k, p) in packets.iter_mut().enumerate() {
-        let t = &templates[(at + k) % n];
+    let mut i = at % n.max(1);
+    for p in packets.iter_mut() {
+        let t = &templates[i];
+        i += 1;
+        if i == n {
+            i = 0;
+        }
         let buf = p.buffer_mut();
         buf[..FRAME].copy_from_slice(&t.bytes);
         p.set_len(t.len);

@@ -59,12 +59,14 @@ pub fn ones_sum(data: &[u8]) -> u16 {
     u16::from_be_bytes(native.to_ne_bytes())
 }
 
-/// Folds a wide ones' complement sum to 16 bits (end-around carries).
+/// Folds a wide ones' complement sum to 16 bits (end-around carries), without a loop: four
+/// fixed steps take any `u64` down to 16 bits.
 #[inline]
-pub fn fold(mut acc: u64) -> u16 {
-    while acc > 0xffff {
-        acc = (acc & 0xffff) + (acc >> 16);
-    }
+pub fn fold(acc: u64) -> u16 {
+    let acc = (acc >> 32) + (acc & 0xffff_ffff); // < 2^33
+    let acc = (acc >> 16) + (acc & 0xffff); // < 2^18
+    let acc = (acc >> 16) + (acc & 0xffff); // <= 0x1_0002
+    let acc = (acc >> 16) + (acc & 0xffff); // <= 0xffff
     acc as u16
 }
 
@@ -194,7 +196,37 @@ mod tests {
         assert_eq!(pseudo_header_v6(&s6, &d6, 58, 100), reference_sum(&b6));
     }
 
+    /// The end-around carry done one carry at a time, as RFC 1071 describes it.
+    fn fold_slowly(mut acc: u64) -> u16 {
+        while acc > 0xffff {
+            acc = (acc & 0xffff) + (acc >> 16);
+        }
+        acc as u16
+    }
+
+    #[test]
+    fn fold_edges() {
+        for x in [
+            0,
+            1,
+            0xffff,
+            0x1_0000,
+            0x1_fffe,
+            0x1_ffff,
+            0xffff_ffff,
+            0x1_0000_0000,
+            u64::MAX,
+        ] {
+            assert_eq!(fold(x), fold_slowly(x), "{x:#x}");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn fold_equals_one_carry_at_a_time(x in any::<u64>()) {
+            prop_assert_eq!(fold(x), fold_slowly(x));
+        }
+
         #[test]
         fn fast_sum_equals_reference(data in proptest::collection::vec(any::<u8>(), 0..2048)) {
             prop_assert_eq!(ones_sum(&data), reference_sum(&data));
