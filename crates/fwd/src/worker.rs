@@ -138,12 +138,18 @@ struct Work {
     ip_len: usize,
     df: bool,
     key: FlowKey,
-    /// The flow table's key and hash (set when there is a flow table).
-    fkey: FlowKey,
-    fhash: u64,
+    /// The destination (an IPv4 address in the low 32 bits).
+    dst: u128,
     /// The FIB's answer, once looked up.
     nh: u32,
-    flow: FlowState,
+}
+
+/// A work item's flow-table state (kept apart: only a worker with a flow table has them).
+#[derive(Clone, Copy, Debug)]
+struct FlowSlot {
+    fkey: FlowKey,
+    fhash: u64,
+    state: FlowState,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -176,6 +182,7 @@ pub struct Worker<E4, E6> {
     batches: u64,
     spare: Vec<Packet>,
     work: Vec<Work>,
+    flows: Vec<FlowSlot>,
     dst4: Vec<u32>,
     nh4: Vec<u32>,
     dst6: Vec<u128>,
@@ -213,6 +220,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             batches: 0,
             spare: Vec::new(),
             work: Vec::with_capacity(cap),
+            flows: Vec::with_capacity(cap),
             dst4: Vec::with_capacity(cap),
             nh4: Vec::with_capacity(cap),
             dst6: Vec::with_capacity(cap),
@@ -306,32 +314,42 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
 
         // Pass 2: flow table, then bulk FIB lookups for what it did not answer.
         let now = tick(now_ns);
-        if self.flow.is_some() {
-            let mut work = std::mem::take(&mut self.work);
-            if let Some(table) = self.flow.as_ref() {
-                let mode = self.config.flow_key;
-                for w in work.iter_mut() {
-                    w.fkey = flow_key(mode, &w.key);
-                    w.fhash = table.hash(&w.fkey);
-                    table.prefetch_hash(w.fhash);
-                }
+        let mut work = std::mem::take(&mut self.work);
+        let mut flows = std::mem::take(&mut self.flows);
+        flows.clear();
+        if let Some(table) = self.flow.as_ref() {
+            // Hash and prefetch the whole batch first, so the misses overlap.
+            let mode = self.config.flow_key;
+            for w in &work {
+                let fkey = flow_key(mode, &w.key);
+                let fhash = table.hash(&fkey);
+                table.prefetch_hash(fhash);
+                flows.push(FlowSlot {
+                    fkey,
+                    fhash,
+                    state: FlowState::None,
+                });
             }
-            for w in work.iter_mut() {
+            for (w, f) in work.iter().zip(flows.iter_mut()) {
                 let version = if w.v6 { fib6.version } else { fib4.version };
-                w.flow = self.flow_lookup(&w.fkey, w.fhash, now, version, &nh);
+                f.state = self.flow_lookup(&f.fkey, f.fhash, now, version, &nh);
             }
-            self.work = work;
         }
+        let hit = |flows: &[FlowSlot], i: usize| {
+            flows
+                .get(i)
+                .is_some_and(|f| matches!(f.state, FlowState::Hit(_)))
+        };
         self.dst4.clear();
         self.dst6.clear();
-        for w in &self.work {
-            if matches!(w.flow, FlowState::Hit(_)) {
+        for (i, w) in work.iter().enumerate() {
+            if hit(&flows, i) {
                 continue;
             }
             if w.v6 {
-                self.dst6.push(key_dst6(&w.key));
+                self.dst6.push(w.dst);
             } else {
-                self.dst4.push(key_dst4(&w.key));
+                self.dst4.push(w.dst as u32);
             }
         }
         self.nh4.clear();
@@ -341,8 +359,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         self.nh6.resize(self.dst6.len(), 0);
         fib6.engine.lookup_bulk(&self.dst6, &mut self.nh6);
         let (mut i4, mut i6) = (0usize, 0usize);
-        for w in self.work.iter_mut() {
-            if matches!(w.flow, FlowState::Hit(_)) {
+        for (i, w) in work.iter_mut().enumerate() {
+            if hit(&flows, i) {
                 continue;
             }
             if w.v6 {
@@ -355,12 +373,12 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         }
 
         // Pass 3: next hop, neighbor, MTU, rewrite.
-        let work = std::mem::take(&mut self.work);
-        for w in &work {
+        for (i, w) in work.iter().enumerate() {
             let version = if w.v6 { fib6.version } else { fib4.version };
             let v = self.finish(
                 batch,
                 w,
+                flows.get(i),
                 version,
                 &nh,
                 &ports,
@@ -374,6 +392,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             }
         }
         self.work = work;
+        self.flows = flows;
 
         if let Some(f) = self.flow.as_mut() {
             let before = f.counters().evictions;
@@ -458,10 +477,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                         l4.0,
                         l4.1,
                     ),
-                    fkey: FlowKey::dst_v4(Ipv4Addr::UNSPECIFIED),
-                    fhash: 0,
+                    dst: u128::from(meta.dst),
                     nh: 0,
-                    flow: FlowState::None,
                 });
                 None
             }
@@ -510,10 +527,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                         l4.0,
                         l4.1,
                     ),
-                    fkey: FlowKey::dst_v4(Ipv4Addr::UNSPECIFIED),
-                    fhash: 0,
+                    dst: meta.dst,
                     nh: 0,
-                    flow: FlowState::None,
                 });
                 None
             }
@@ -566,6 +581,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         &mut self,
         batch: &mut Batch,
         w: &Work,
+        slot: Option<&FlowSlot>,
         fib_version: u64,
         nh: &NhSnapshot,
         ports: &Ports,
@@ -574,13 +590,18 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         now: u32,
         now_ns: u64,
     ) -> Verdict {
-        let value = match w.flow {
+        let state = slot.map_or(FlowState::None, |f| f.state);
+        let value = match state {
             FlowState::Hit(v) => v,
             FlowState::None | FlowState::Stale(_) => {
-                match self.decide(batch, w, fib_version, nh, ports, fib4, fib6, now_ns) {
+                let stale = match state {
+                    FlowState::Stale(v) => Some(v),
+                    _ => None,
+                };
+                match self.decide(batch, w, stale, fib_version, nh, ports, fib4, fib6, now_ns) {
                     Ok(v) => {
-                        if let Some(f) = self.flow.as_mut() {
-                            f.insert_hashed(w.fkey, w.fhash, v, now);
+                        if let (Some(f), Some(slot)) = (self.flow.as_mut(), slot) {
+                            f.insert_hashed(slot.fkey, slot.fhash, v, now);
                         }
                         v
                     }
@@ -598,6 +619,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         &mut self,
         batch: &mut Batch,
         w: &Work,
+        stale: Option<FlowValue>,
         fib_version: u64,
         nh: &NhSnapshot,
         ports: &Ports,
@@ -606,10 +628,6 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         now_ns: u64,
     ) -> Result<FlowValue, Verdict> {
         let (route_gen, route_version) = nh.get(w.nh).map_or((0, 0), |e| (e.gen, e.version));
-        let stale = match w.flow {
-            FlowState::Stale(v) => Some(v),
-            _ => None,
-        };
         let outcome = route(w.nh, nh);
         let single_out = match outcome {
             RouteOutcome::Group { nh: g, members } => {
@@ -1167,22 +1185,6 @@ fn flow_key(mode: KeyMode, key: &FlowKey) -> FlowKey {
 #[inline]
 fn tick(now_ns: u64) -> u32 {
     (now_ns / 1_000_000) as u32
-}
-
-#[inline]
-fn key_dst4(k: &FlowKey) -> u32 {
-    match k.dst() {
-        IpAddr::V4(a) => u32::from(a),
-        IpAddr::V6(_) => 0,
-    }
-}
-
-#[inline]
-fn key_dst6(k: &FlowKey) -> u128 {
-    match k.dst() {
-        IpAddr::V6(a) => u128::from(a),
-        IpAddr::V4(_) => 0,
-    }
 }
 
 /// Whether next hop `index` still has generation `gen` and version `version`.
