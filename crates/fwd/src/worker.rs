@@ -104,7 +104,18 @@ struct FlowValue {
     member_version: u32,
     oif: u32,
     neigh_id: u32,
+    /// The egress port's epoch when the neighbor was looked up (or last checked).
+    neigh_epoch: u32,
     mac: MacAddr,
+}
+
+/// What a worker knows of a port's neighbor snapshots at the start of a batch.
+#[derive(Clone, Copy, Debug, Default)]
+struct PortEpoch {
+    arp: usize,
+    nd: usize,
+    /// Moves whenever `arp` or `nd` does; never 0 once seen.
+    epoch: u32,
 }
 
 /// A worker's memo of a gateway next hop's neighbor: the LLE reference the FreeBSD design
@@ -119,6 +130,8 @@ struct Adj {
     id: u32,
     gen: u64,
     mac: MacAddr,
+    /// The port's epoch when last checked.
+    epoch: u32,
 }
 
 /// Batches between two copies of the counters to the shared block (about 30 µs at line
@@ -171,6 +184,10 @@ pub struct Worker<E4, E6> {
     ports: Arc<Ports>,
     arp: Vec<Option<NeighborCache<Ipv4Addr>>>,
     nd: Vec<Option<NeighborCache<Ipv6Addr>>>,
+    /// Per port: the ARP and ND snapshots seen at the start of the batch (by address) and
+    /// an epoch that moves when either changes. A cached neighbor reference made in the
+    /// current epoch needs no further check.
+    epochs: Vec<PortEpoch>,
     flow: Option<FlowTable<FlowValue>>,
     hasher: FlowHasher,
     groups: EcmpGroups,
@@ -230,6 +247,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             fib6,
             nh,
             ports,
+            epochs: vec![PortEpoch::default(); bound],
             arp,
             nd,
         }
@@ -296,6 +314,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         batch.verdicts.clear();
         batch.verdicts.resize(n, Verdict::Consumed);
         self.work.clear();
+        self.refresh_epochs();
         let fib4 = self.fib4.load();
         let fib6 = self.fib6.load();
         let nh = self.nh.load();
@@ -550,13 +569,15 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         };
         let arp = &mut self.arp;
         let nd = &mut self.nd;
+        let epochs = &self.epochs;
         let v6 = fkey.family() == vfsr_flow::Family::V6;
         let valid = |v: &FlowValue| {
             v.fib_version == fib_version
                 && entry_matches(nh, v.member, v.member_gen, v.member_version)
                 && (v.route_nh == v.member
                     || entry_matches(nh, v.route_nh, v.route_gen, v.route_version))
-                && neigh_current(arp, nd, v6, v.oif, v.neigh_id, v.neigh_gen)
+                && (epoch_of(epochs, v.oif) == v.neigh_epoch
+                    || neigh_current(arp, nd, v6, v.oif, v.neigh_id, v.neigh_gen))
         };
         match table.lookup_hashed(fkey, fhash, now, valid) {
             Lookup::Hit(v) => {
@@ -706,6 +727,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 member_version,
                 oif: ifindex,
                 neigh_id: id,
+                neigh_epoch: epoch_of(&self.epochs, ifindex),
                 mac,
             }),
             NeighOutcome::Miss => {
@@ -736,6 +758,21 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         }
     }
 
+    /// Notes which ports' neighbor snapshots changed since the last batch (two atomic reads
+    /// per port): references cached in an unchanged port's epoch stay valid without a check.
+    fn refresh_epochs(&mut self) {
+        let ports = self.arp.iter_mut().zip(self.nd.iter_mut());
+        for ((a, n), e) in ports.zip(self.epochs.iter_mut()) {
+            let pa = a.as_mut().map_or(0, |c| Arc::as_ptr(c.load()) as usize);
+            let pn = n.as_mut().map_or(0, |c| Arc::as_ptr(c.load()) as usize);
+            if pa != e.arp || pn != e.nd || e.epoch == 0 {
+                e.arp = pa;
+                e.nd = pn;
+                e.epoch = e.epoch.wrapping_add(1).max(1);
+            }
+        }
+    }
+
     /// The neighbor of gateway next hop `member`: from the memo when its `(id, gen)` is
     /// still current, else looked up in the interface's table (and memoized).
     #[inline]
@@ -747,25 +784,34 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         ifindex: u32,
         target: IpAddr,
     ) -> NeighOutcome {
+        let now = epoch_of(&self.epochs, ifindex);
         if let Some(a) = self.adj.get(member as usize).copied() {
             if a.tag == member.wrapping_add(1)
                 && a.nh_gen == nh_gen
                 && a.nh_version == nh_version
                 && a.ifindex == ifindex
-                && neigh_current(
-                    &mut self.arp,
-                    &mut self.nd,
-                    target.is_ipv6(),
-                    ifindex,
-                    a.id,
-                    a.gen,
-                )
             {
-                return NeighOutcome::Resolved {
-                    mac: a.mac,
-                    id: a.id,
-                    gen: a.gen,
-                };
+                let fresh = a.epoch == now
+                    || neigh_current(
+                        &mut self.arp,
+                        &mut self.nd,
+                        target.is_ipv6(),
+                        ifindex,
+                        a.id,
+                        a.gen,
+                    );
+                if fresh {
+                    if a.epoch != now {
+                        if let Some(m) = self.adj.get_mut(member as usize) {
+                            m.epoch = now;
+                        }
+                    }
+                    return NeighOutcome::Resolved {
+                        mac: a.mac,
+                        id: a.id,
+                        gen: a.gen,
+                    };
+                }
             }
         }
         let found = self.neighbor_lookup(ifindex, target);
@@ -777,6 +823,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 }
                 if let Some(slot) = self.adj.get_mut(i) {
                     *slot = Adj {
+                        epoch: epoch_of(&self.epochs, ifindex),
                         tag: member.wrapping_add(1),
                         nh_gen,
                         nh_version,
@@ -1192,6 +1239,12 @@ fn tick(now_ns: u64) -> u32 {
 fn entry_matches(nh: &NhSnapshot, index: u32, gen: u32, version: u32) -> bool {
     nh.get(index)
         .is_some_and(|e| e.gen == gen && e.version == version)
+}
+
+/// The current epoch of port `oif` (0 for an unknown port: never matches).
+#[inline]
+fn epoch_of(epochs: &[PortEpoch], oif: u32) -> u32 {
+    epochs.get(oif as usize).map_or(0, |e| e.epoch)
 }
 
 /// Whether a cached neighbor reference is current.

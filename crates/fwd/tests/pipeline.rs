@@ -655,3 +655,36 @@ fn ipv6_ecmp_and_flow_idle_timeout() {
     run(&mut w, &[f], 1_300_000_000);
     assert_eq!(w.counters().get(Event::FlowMiss), 2);
 }
+
+#[test]
+fn split_worker_sees_neighbor_and_next_hop_changes_at_once() {
+    let mut lab = lab();
+    let mut w = split(&lab);
+    let f = || udp4(HOST4, [10, 1, 2, 3], 64, 0, false);
+    assert_eq!(&run1(&mut w, f()).packets[0].frame()[0..6], &GW_B.0);
+    // The gateway's MAC changes: the per-next-hop memo is rechecked, not trusted.
+    lab.resolve4(2, "198.51.100.1".parse().unwrap(), GW_E);
+    assert_eq!(&run1(&mut w, f()).packets[0].frame()[0..6], &GW_E.0);
+    // Another neighbor on the same port changes: the memo stays right.
+    lab.resolve4(2, "198.51.100.2".parse().unwrap(), GW_D);
+    assert_eq!(&run1(&mut w, f()).packets[0].frame()[0..6], &GW_E.0);
+    // The next hop moves to another gateway (same index, new version).
+    lab.nexthop(
+        2,
+        Forward::Gateway {
+            addr: "198.51.100.2".parse().unwrap(),
+            ifindex: Some(2),
+        },
+    );
+    lab.publish().unwrap();
+    assert_eq!(&run1(&mut w, f()).packets[0].frame()[0..6], &GW_D.0);
+    // The gateway fails: no stale MAC is used.
+    lab.tables[1].arp.remove(&"198.51.100.2".parse().unwrap());
+    lab.tables[1].arp.publish();
+    let b = run1(&mut w, f());
+    assert!(
+        matches!(b.verdicts[0], Verdict::Resolve { ifindex: 2, .. }),
+        "{:?}",
+        b.verdicts[0]
+    );
+}
