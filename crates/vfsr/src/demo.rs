@@ -1,7 +1,8 @@
 //! `vfsr demo`: the README's first command. Builds the synthetic full table, loads it into every
 //! engine, checks that they agree, and shows lookups and their speed on one core; then loads the
 //! table into the RIB and the live Poptrie FIBs, streams route changes into them while a reader
-//! thread looks up, and shows answers before and after.
+//! thread looks up, and shows answers before and after; last, the forwarding pipeline: a few
+//! frames and their fate, and one worker's rate.
 
 use crate::{engines, pin, tables};
 use clap::Args;
@@ -166,9 +167,115 @@ pub fn run(a: &DemoArgs) -> Result<(), String> {
         );
     }
     live(&table, a.seed)?;
+    forwarding(&table, a.seed)?;
     println!(
-        "\nFull benchmarks with peers and JSON: vfsr lpm bench --json lpm.json, vfsr fib bench"
+        "\nFull benchmarks with peers and JSON: vfsr lpm bench --json lpm.json, vfsr fib bench, \
+         vfsr fwd bench"
     );
+    Ok(())
+}
+
+/// The forwarding pipeline on the table: a few frames and what became of each, then the
+/// rate of one worker on 1000 flows.
+fn forwarding(table: &tables::Loaded, seed: u64) -> Result<(), String> {
+    use crate::fwdbench::{
+        build_lab, frame_v4, frame_v6, receive, remap4, remap6, source_v4, HOST_MAC,
+    };
+    use vfsr_fwd::{Batch, Outcome, Verdict, WorkerConfig};
+    use vfsr_lpm::Lpm;
+
+    let mut lab = build_lab(&remap4(&table.v4), &remap6(&table.v6))?;
+    // The senders of the sample frames are known neighbors of the ingress port.
+    for i in 1..=4 {
+        lab.resolve4(1, source_v4(i), HOST_MAC);
+    }
+    println!("\nForwarding pipeline (split L2/L3, Poptrie FIB, flow table), one worker:");
+    let d4 = traffic::matched(&table.v4, seed, 2);
+    let d6 = traffic::matched(&table.v6, seed, 1);
+    let reader = lab.fib4.reader();
+    let unrouted = traffic::uniform4(seed, 4096)
+        .into_iter()
+        .find(|&a| reader.load().engine.lookup(a) == NO_ROUTE && a >> 28 < 0xe && a >> 24 != 0);
+    let mut samples = vec![
+        ("IPv4 to a table prefix", frame_v4(d4[0], 1)),
+        ("IPv6 to a table prefix", frame_v6(d6[0], 2)),
+    ];
+    let mut expired = frame_v4(d4[1], 3);
+    expired.bytes[22] = 1;
+    expired.bytes[24..26].copy_from_slice(&[0, 0]);
+    let c = vfsr_wire::checksum::checksum(&expired.bytes[14..34]);
+    expired.bytes[24..26].copy_from_slice(&c.to_be_bytes());
+    samples.push(("IPv4 with TTL 1", expired));
+    if let Some(u) = unrouted {
+        samples.push(("IPv4 without a route", frame_v4(u, 4)));
+    }
+    let mut w = lab.worker(WorkerConfig::default());
+    let mut b = Batch::from_frames(samples.iter().map(|(_, t)| &t.bytes[..t.len]), 1);
+    w.process(&mut b, 1_000_000_000);
+    for ((what, _), (p, v)) in samples.iter().zip(b.results()) {
+        let fate = match v {
+            Verdict::Forward { oif } => {
+                let f = p.frame();
+                format!(
+                    "forwarded on port {oif} to {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+                    f[0], f[1], f[2], f[3], f[4], f[5]
+                )
+            }
+            Verdict::Drop(r) => format!("dropped: {}", r.text()),
+            other => format!("{other:?}"),
+        };
+        println!("  {what:<24} {fate}");
+    }
+    for g in &b.generated {
+        let f = g.frame();
+        let (ty, code) = (
+            f.get(34).copied().unwrap_or(0),
+            f.get(35).copied().unwrap_or(0),
+        );
+        println!(
+            "  generated: ICMP type {ty} code {code}, {} bytes, back out port {}",
+            g.len(),
+            g.oif
+        );
+    }
+    for (fam, templates) in [
+        (
+            "v4",
+            traffic::matched(&table.v4, seed, 1000)
+                .into_iter()
+                .enumerate()
+                .map(|(i, d)| frame_v4(d, i))
+                .collect::<Vec<_>>(),
+        ),
+        (
+            "v6",
+            traffic::matched(&table.v6, seed, 1000)
+                .into_iter()
+                .enumerate()
+                .map(|(i, d)| frame_v6(d, i))
+                .collect(),
+        ),
+    ] {
+        let mut w = lab.worker(WorkerConfig::default());
+        let mut b = Batch::from_frames((0..32).map(|_| &templates[0].bytes[..]), 1);
+        let t = Instant::now();
+        let mut at = 0usize;
+        while t.elapsed().as_secs_f64() < 0.5 {
+            for _ in 0..256 {
+                receive(&mut b.packets, &templates, at);
+                at = (at + 32) % templates.len();
+                w.process(&mut b, t.elapsed().as_nanos() as u64);
+            }
+        }
+        let c = w.counters();
+        let s = t.elapsed().as_secs_f64();
+        println!(
+            "  {fam}, 1000 flows, 64-byte frames: {:.1} Mpps ({} forwarded of {} received)",
+            c.rx() as f64 / s / 1e6,
+            c.outcome(Outcome::Forwarded),
+            c.rx()
+        );
+    }
     Ok(())
 }
 

@@ -72,17 +72,17 @@ pub struct FwdBenchArgs {
 }
 
 const INGRESS_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
-const HOST_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0xa, 1]);
+pub(crate) const HOST_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0xa, 1]);
 const GATEWAYS: u32 = 64;
 const FRAME: usize = 64;
 
-type Engines = Lab<Poptrie<u32>, Poptrie<u128>>;
+pub(crate) type Engines = Lab<Poptrie<u32>, Poptrie<u128>>;
 
 /// One flow's frame, padded to [`FRAME`] bytes (`len` of them used).
 #[derive(Clone, Copy)]
-struct Template {
-    bytes: [u8; FRAME],
-    len: usize,
+pub(crate) struct Template {
+    pub(crate) bytes: [u8; FRAME],
+    pub(crate) len: usize,
 }
 
 fn port_of(n: u32) -> u32 {
@@ -107,21 +107,21 @@ fn port_mac(p: u32) -> MacAddr {
 
 /// The table's next hops folded onto the 64 gateways of each family (IPv6 ones after the
 /// IPv4 ones, so both share one next-hop table).
-fn remap4(routes: &[Route<u32>]) -> Vec<Route<u32>> {
+pub(crate) fn remap4(routes: &[Route<u32>]) -> Vec<Route<u32>> {
     routes
         .iter()
         .map(|r| Route::new(r.prefix, (r.nexthop.max(1) - 1) % GATEWAYS + 1))
         .collect()
 }
 
-fn remap6(routes: &[Route<u128>]) -> Vec<Route<u128>> {
+pub(crate) fn remap6(routes: &[Route<u128>]) -> Vec<Route<u128>> {
     routes
         .iter()
         .map(|r| Route::new(r.prefix, GATEWAYS + (r.nexthop.max(1) - 1) % GATEWAYS + 1))
         .collect()
 }
 
-fn build_lab(r4: &[Route<u32>], r6: &[Route<u128>]) -> Result<Engines, String> {
+pub(crate) fn build_lab(r4: &[Route<u32>], r6: &[Route<u128>]) -> Result<Engines, String> {
     let mut specs = vec![PortSpec::new(1, INGRESS_MAC)
         .v4("198.18.255.254/15")
         .v6("2001:db8:ffff::fe/48")];
@@ -152,8 +152,20 @@ fn build_lab(r4: &[Route<u32>], r6: &[Route<u128>]) -> Result<Engines, String> {
         lab.resolve4(p, gw4(n), gw_mac(n, false));
         lab.resolve6(p, gw6(n), gw_mac(n, true));
     }
+    // The ingress subnet is connected: ICMP errors to the senders route back through it.
+    let connected = 2 * GATEWAYS + 1;
+    lab.nexthop(connected, Forward::Connected { ifindex: 1 });
+    lab.route4("198.18.0.0/15", connected)
+        .map_err(|e| e.to_string())?;
+    lab.route6("2001:db8:ffff::/48", connected)
+        .map_err(|e| e.to_string())?;
     lab.publish().map_err(|e| e.to_string())?;
     Ok(lab)
+}
+
+/// The source address of flow `i`'s IPv4 frame.
+pub(crate) fn source_v4(i: usize) -> Ipv4Addr {
+    Ipv4Addr::from(0xc612_0000u32 | (i as u32 & 0x1_ffff))
 }
 
 fn build_legacy(r4: &[Route<u32>], r6: &[Route<u128>]) -> Result<LegacyRouter, String> {
@@ -178,13 +190,13 @@ fn build_legacy(r4: &[Route<u32>], r6: &[Route<u128>]) -> Result<LegacyRouter, S
     LegacyRouter::new(r4, r6, &gws, INGRESS_MAC).map_err(|e| format!("legacy table: {e:?}"))
 }
 
-fn frame_v4(dst: u32, i: usize) -> Template {
+pub(crate) fn frame_v4(dst: u32, i: usize) -> Template {
     let mut b = [0u8; FRAME];
     b[0..6].copy_from_slice(&INGRESS_MAC.0);
     b[6..12].copy_from_slice(&HOST_MAC.0);
     b[12..14].copy_from_slice(&[8, 0]);
     // 198.18.0.0/15 sources, ports from 1024: a distinct 5-tuple per flow.
-    let src = 0xc612_0000u32 | (i as u32 & 0x1_ffff);
+    let src = u32::from(source_v4(i));
     let sport = 1024 + (i >> 17) as u16;
     b[14..26].copy_from_slice(&[0x45, 0, 0, 46, 0, 0, 0x40, 0, 64, 17, 0, 0]);
     b[26..30].copy_from_slice(&src.to_be_bytes());
@@ -197,7 +209,7 @@ fn frame_v4(dst: u32, i: usize) -> Template {
     Template { bytes: b, len: 60 }
 }
 
-fn frame_v6(dst: u128, i: usize) -> Template {
+pub(crate) fn frame_v6(dst: u128, i: usize) -> Template {
     let mut b = [0u8; FRAME];
     b[0..6].copy_from_slice(&INGRESS_MAC.0);
     b[6..12].copy_from_slice(&HOST_MAC.0);
@@ -251,7 +263,7 @@ fn drive<F: FnMut(usize) -> u64>(batch: usize, secs: f64, n: usize, mut step: F)
 
 /// Copies the templates from `at` on (wrapping) into the batch, as a receive would.
 #[inline]
-fn receive(packets: &mut [Packet], templates: &[Template], at: usize) {
+pub(crate) fn receive(packets: &mut [Packet], templates: &[Template], at: usize) {
     let n = templates.len();
     let mut i = at % n.max(1);
     for p in packets.iter_mut() {
