@@ -1028,6 +1028,13 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         }
     }
 
+    /// A buffer for a packet the worker makes: a recycled one, else a new one.
+    fn take_buffer(&mut self) -> Packet {
+        self.spare
+            .pop()
+            .unwrap_or_else(|| Packet::with_capacity(DEFAULT_BUFFER))
+    }
+
     /// Builds, routes and queues an ICMPv4 error about `orig` (an IPv4 packet).
     #[allow(clippy::too_many_arguments)]
     fn icmp4(
@@ -1046,10 +1053,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             self.counters.event(Event::IcmpNoRoute, 1);
             return;
         };
-        let mut out = self
-            .spare
-            .pop()
-            .unwrap_or_else(|| Packet::with_capacity(DEFAULT_BUFFER));
+        let mut out = self.take_buffer();
         self.ident = self.ident.wrapping_add(1);
         let built = icmp4_error(
             orig,
@@ -1059,19 +1063,6 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             self.ident,
             out.buffer_mut().get_mut(ETH_HEADER..).unwrap_or(&mut []),
         );
-        let len = match built {
-            Ok(len) => len,
-            Err(_) => {
-                self.counters.event(Event::IcmpSuppressed, 1);
-                self.spare.push(out);
-                return;
-            }
-        };
-        if !self.icmp.allow(now_ns) {
-            self.counters.event(Event::IcmpRateLimited, 1);
-            self.spare.push(out);
-            return;
-        }
         let dst = Ipv4Addr::new(
             orig.get(12).copied().unwrap_or(0),
             orig.get(13).copied().unwrap_or(0),
@@ -1080,20 +1071,14 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         );
         let hop = fib4.lookup(u32::from(dst));
         let key = FlowKey::v4(src, dst, 1, 0, 0);
-        match self.reply_path(hop, IpAddr::V4(dst), &key, nh, ports) {
-            Some((oif, mac, port_mac)) => {
-                write_eth(out.buffer_mut(), mac, port_mac, ETHERTYPE_IPV4);
-                out.set_len(ETH_HEADER + len);
-                out.iif = in_port.ifindex;
-                out.oif = oif;
-                batch.generated.push(out);
-                self.counters.event(Event::Icmp4Sent, 1);
-            }
-            None => {
-                self.counters.event(Event::IcmpNoRoute, 1);
-                self.spare.push(out);
-            }
-        }
+        let reply = Reply {
+            hop,
+            dst: IpAddr::V4(dst),
+            key,
+            ethertype: ETHERTYPE_IPV4,
+            sent: Event::Icmp4Sent,
+        };
+        self.send_error(batch, out, built.ok(), reply, in_port, nh, ports, now_ns);
     }
 
     /// Builds, routes and queues an ICMPv6 error about `orig` (an IPv6 packet).
@@ -1114,10 +1099,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             self.counters.event(Event::IcmpNoRoute, 1);
             return;
         };
-        let mut out = self
-            .spare
-            .pop()
-            .unwrap_or_else(|| Packet::with_capacity(DEFAULT_BUFFER));
+        let mut out = self.take_buffer();
         let built = icmp6_error(
             orig,
             link_mcast,
@@ -1125,34 +1107,54 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             src,
             out.buffer_mut().get_mut(ETH_HEADER..).unwrap_or(&mut []),
         );
-        let len = match built {
-            Ok(len) => len,
-            Err(_) => {
-                self.counters.event(Event::IcmpSuppressed, 1);
-                self.spare.push(out);
-                return;
-            }
-        };
-        if !self.icmp.allow(now_ns) {
-            self.counters.event(Event::IcmpRateLimited, 1);
-            self.spare.push(out);
-            return;
-        }
         let mut a = [0u8; 16];
         if let Some(s) = orig.get(8..24) {
             a.copy_from_slice(s);
         }
         let dst = Ipv6Addr::from(a);
         let hop = fib6.lookup(u128::from(dst));
-        let key = FlowKey::v6(src, dst, 58, 0, 0);
-        match self.reply_path(hop, IpAddr::V6(dst), &key, nh, ports) {
+        let reply = Reply {
+            hop,
+            dst: IpAddr::V6(dst),
+            key: FlowKey::v6(src, dst, 58, 0, 0),
+            ethertype: ETHERTYPE_IPV6,
+            sent: Event::Icmp6Sent,
+        };
+        self.send_error(batch, out, built.ok(), reply, in_port, nh, ports, now_ns);
+    }
+
+    /// The common end of an ICMP error: `len` is the built message's length (`None` when
+    /// the rules forbid one); rate-limits it, routes it back, and queues it or counts why not.
+    #[allow(clippy::too_many_arguments)]
+    fn send_error(
+        &mut self,
+        batch: &mut Batch,
+        mut out: Packet,
+        len: Option<usize>,
+        reply: Reply,
+        in_port: &Port,
+        nh: &NhSnapshot,
+        ports: &Ports,
+        now_ns: u64,
+    ) {
+        let Some(len) = len else {
+            self.counters.event(Event::IcmpSuppressed, 1);
+            self.spare.push(out);
+            return;
+        };
+        if !self.icmp.allow(now_ns) {
+            self.counters.event(Event::IcmpRateLimited, 1);
+            self.spare.push(out);
+            return;
+        }
+        match self.reply_path(reply.hop, reply.dst, &reply.key, nh, ports) {
             Some((oif, mac, port_mac)) => {
-                write_eth(out.buffer_mut(), mac, port_mac, ETHERTYPE_IPV6);
+                write_eth(out.buffer_mut(), mac, port_mac, reply.ethertype);
                 out.set_len(ETH_HEADER + len);
                 out.iif = in_port.ifindex;
                 out.oif = oif;
                 batch.generated.push(out);
-                self.counters.event(Event::Icmp6Sent, 1);
+                self.counters.event(reply.sent, 1);
             }
             None => {
                 self.counters.event(Event::IcmpNoRoute, 1);
@@ -1210,6 +1212,18 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         self.counters.punt(class);
         Verdict::Punt(class)
     }
+}
+
+/// Where an ICMP error goes back to.
+struct Reply {
+    /// The FIB's answer for the offending packet's source.
+    hop: u32,
+    dst: IpAddr,
+    /// For an ECMP choice.
+    key: FlowKey,
+    ethertype: u16,
+    /// The event counted when it is sent.
+    sent: Event,
 }
 
 #[derive(Clone, Copy, Debug)]
