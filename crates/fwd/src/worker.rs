@@ -112,8 +112,10 @@ struct FlowValue {
 /// What a worker knows of a port's neighbor snapshots at the start of a batch.
 #[derive(Clone, Copy, Debug, Default)]
 struct PortEpoch {
-    arp: usize,
-    nd: usize,
+    /// Publication serials of the ARP and ND snapshots (not their addresses: a freed
+    /// snapshot's address can come back for a newer one).
+    arp: u64,
+    nd: u64,
     /// Moves whenever `arp` or `nd` does; never 0 once seen.
     epoch: u32,
 }
@@ -763,8 +765,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     fn refresh_epochs(&mut self) {
         let ports = self.arp.iter_mut().zip(self.nd.iter_mut());
         for ((a, n), e) in ports.zip(self.epochs.iter_mut()) {
-            let pa = a.as_mut().map_or(0, |c| Arc::as_ptr(c.load()) as usize);
-            let pn = n.as_mut().map_or(0, |c| Arc::as_ptr(c.load()) as usize);
+            let pa = a.as_mut().map_or(0, |c| c.load().serial());
+            let pn = n.as_mut().map_or(0, |c| c.load().serial());
             if pa != e.arp || pn != e.nd || e.epoch == 0 {
                 e.arp = pa;
                 e.nd = pn;

@@ -113,6 +113,7 @@ impl NeighborEntry {
 pub struct NeighborSnapshot<A> {
     by_addr: HashMap<A, u32, AddrHashBuilder>,
     by_id: Vec<Option<NeighborEntry>>,
+    serial: u64,
 }
 
 impl<A: NeighAddr> NeighborSnapshot<A> {
@@ -120,7 +121,15 @@ impl<A: NeighAddr> NeighborSnapshot<A> {
         NeighborSnapshot {
             by_addr: HashMap::default(),
             by_id: Vec::new(),
+            serial: 0,
         }
+    }
+
+    /// The publication this snapshot came from: 0 for the empty table a reader starts with,
+    /// then 1, 2, ... per publication of the table (never repeats, unlike an address).
+    #[inline]
+    pub fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// The entry for `addr`, if the table had one.
@@ -438,6 +447,7 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
         let snap = NeighborSnapshot {
             by_addr: self.index.clone(),
             by_id,
+            serial: self.counters.published.saturating_add(1),
         };
         self.cell.store(Arc::new(snap));
         self.dirty = false;
@@ -607,6 +617,23 @@ mod tests {
             hold_capacity: hold,
             ..NeighborConfig::default()
         })
+    }
+
+    #[test]
+    fn snapshots_carry_a_serial_that_never_repeats() {
+        let mut t: NeighborTable<Ipv4Addr, u32> = NeighborTable::new(NeighborConfig::default());
+        let r = t.reader();
+        assert_eq!(r.load().serial(), 0);
+        let mut last = 0;
+        for i in 0..5u8 {
+            t.resolve(Ipv4Addr::new(192, 0, 2, i), 1, u64::from(i));
+            assert!(t.publish());
+            let s = r.load().serial();
+            assert!(s > last, "{s} after {last}");
+            last = s;
+        }
+        assert!(!t.publish(), "nothing changed");
+        assert_eq!(r.load().serial(), last);
     }
 
     #[test]
