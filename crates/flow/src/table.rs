@@ -432,7 +432,7 @@ impl<V: Copy> FlowTable<V> {
     }
 
     /// The way of bucket `b` holding `key`, if any.
-    #[inline]
+    #[inline(always)]
     fn find(&self, b: usize, sig: u32, key: &FlowKey) -> Option<usize> {
         let head = self.heads.get(b)?;
         let mut matches = head
@@ -638,12 +638,16 @@ impl<V: Copy> FlowTable<V> {
         valid: F,
     ) -> Lookup<V> {
         if let Some(w) = self.find(b, sig, key) {
-            if self.is_expired(now, self.last_used(b, w)) {
+            let last = self.last_used(b, w);
+            if self.is_expired(now, last) {
                 self.remove_at(b, w);
                 self.counters.expirations += 1;
             } else if let Some(v) = self.value_at(b, w) {
                 if valid(&v) {
-                    self.touch(b, w, now);
+                    // Most hits fall in the same tick as the last one: no store then.
+                    if last != now {
+                        self.touch(b, w, now);
+                    }
                     self.counters.hits += 1;
                     return Lookup::Hit(v);
                 }
