@@ -152,11 +152,49 @@ struct Work {
     /// IP length (total length, or 40 + payload length).
     ip_len: usize,
     df: bool,
-    key: FlowKey,
-    /// The destination (an IPv4 address in the low 32 bits).
+    /// Addresses (IPv4 in the low 32 bits), protocol and ports: the flow key is made from
+    /// them only when something needs it (flow table, ECMP, a punt's class).
+    src: u128,
     dst: u128,
+    proto: u8,
+    sport: u16,
+    dport: u16,
     /// The FIB's answer, once looked up.
     nh: u32,
+}
+
+impl Work {
+    /// The packet's 5-tuple key.
+    #[inline]
+    fn key(&self) -> FlowKey {
+        if self.v6 {
+            FlowKey::v6(
+                Ipv6Addr::from(self.src),
+                Ipv6Addr::from(self.dst),
+                self.proto,
+                self.sport,
+                self.dport,
+            )
+        } else {
+            FlowKey::v4(
+                Ipv4Addr::from(self.src as u32),
+                Ipv4Addr::from(self.dst as u32),
+                self.proto,
+                self.sport,
+                self.dport,
+            )
+        }
+    }
+
+    /// The destination address.
+    #[inline]
+    fn dst_addr(&self) -> IpAddr {
+        if self.v6 {
+            IpAddr::V6(Ipv6Addr::from(self.dst))
+        } else {
+            IpAddr::V4(Ipv4Addr::from(self.dst as u32))
+        }
+    }
 }
 
 /// A work item's flow-table state (kept apart: only a worker with a flow table has them).
@@ -342,7 +380,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             // Hash and prefetch the whole batch first, so the misses overlap.
             let mode = self.config.flow_key;
             for w in &work {
-                let fkey = flow_key(mode, &w.key);
+                let fkey = flow_key(mode, &w.key());
                 let fhash = table.hash(&fkey);
                 table.prefetch_hash(fhash);
                 flows.push(FlowSlot {
@@ -491,14 +529,11 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     link_bcast: link_broadcast,
                     ip_len: usize::from(meta.total_len),
                     df: meta.df,
-                    key: FlowKey::v4(
-                        Ipv4Addr::from(meta.src),
-                        Ipv4Addr::from(meta.dst),
-                        meta.protocol,
-                        l4.0,
-                        l4.1,
-                    ),
+                    src: u128::from(meta.src),
                     dst: u128::from(meta.dst),
+                    proto: meta.protocol,
+                    sport: l4.0,
+                    dport: l4.1,
                     nh: 0,
                 });
                 None
@@ -541,14 +576,11 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     link_bcast: link_broadcast,
                     ip_len,
                     df: true,
-                    key: FlowKey::v6(
-                        Ipv6Addr::from(meta.src),
-                        Ipv6Addr::from(meta.dst),
-                        meta.upper,
-                        l4.0,
-                        l4.1,
-                    ),
+                    src: meta.src,
                     dst: meta.dst,
+                    proto: meta.upper,
+                    sport: l4.0,
+                    dport: l4.1,
                     nh: 0,
                 });
                 None
@@ -670,7 +702,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                         m
                     }
                     None => {
-                        let hash = self.hasher.hash_fields(&w.key, self.config.ecmp_fields);
+                        let hash = self.hasher.hash_fields(&w.key(), self.config.ecmp_fields);
                         let from = stale.map(|o| o.route_nh).filter(|&o| o != g);
                         match self
                             .groups
@@ -695,7 +727,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 gateway,
             } => (m, ifindex, gateway),
             RouteOutcome::Local => {
-                let (proto, ports_l4) = (w.key.protocol(), (w.key.src_port(), w.key.dst_port()));
+                let (proto, ports_l4) = (w.proto, (w.sport, w.dport));
                 let icmp6 = None;
                 return Err(self.punt(punt_class(proto, ports_l4, icmp6)));
             }
@@ -711,7 +743,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         if ports.get(ifindex).is_none() {
             return Err(self.drop(DropReason::NoEgressPort));
         }
-        let target = gateway.unwrap_or_else(|| w.key.dst());
+        let target = gateway.unwrap_or_else(|| w.dst_addr());
         let found = if gateway.is_some() {
             self.neighbor_of_gateway(member, member_gen, member_version, ifindex, target)
         } else {
