@@ -272,20 +272,26 @@ fn a_next_hop_index_names_an_existing_next_hop() {
     assert_eq!(text.trim(), "10.2.2.2 10.0.0.0/8 via 192.0.2.254");
 }
 
-/// `vfsr fib bench` on a small generated table: it runs, checks itself against fresh builds,
-/// and writes the JSON shape tools read.
-#[test]
-fn fib_bench_runs_and_writes_its_json_shape() {
+/// A generated table of 20,000 IPv4 and 4,000 IPv6 routes in the test's directory, and the
+/// path for a benchmark's JSON beside it.
+fn small_table(name: &str) -> (PathBuf, PathBuf) {
     let dir = std::env::temp_dir().join(format!("vfsr-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let table = dir.join("fib-small.txt");
-    let json = dir.join("fib.json");
+    let table = dir.join(format!("{name}-small.txt"));
     let gen = vfsr()
         .args(["table", "gen", "--v4", "20000", "--v6", "4000", "-o"])
         .arg(&table)
         .output()
         .unwrap();
     assert!(gen.status.success(), "{gen:?}");
+    (table, dir.join(format!("{name}.json")))
+}
+
+/// `vfsr fib bench` on a small generated table: it runs, checks itself against fresh builds,
+/// and writes the JSON shape tools read.
+#[test]
+fn fib_bench_runs_and_writes_its_json_shape() {
+    let (table, json) = small_table("fib");
     let out = vfsr()
         .args([
             "fib",
@@ -336,16 +342,7 @@ fn fib_bench_runs_and_writes_its_json_shape() {
 /// command fails otherwise) and the JSON has the documented shape.
 #[test]
 fn fwd_bench_runs_and_writes_its_json_shape() {
-    let dir = std::env::temp_dir().join(format!("vfsr-cli-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let table = dir.join("fwd-small.txt");
-    let json = dir.join("fwd.json");
-    let gen = vfsr()
-        .args(["table", "gen", "--v4", "20000", "--v6", "4000", "-o"])
-        .arg(&table)
-        .output()
-        .unwrap();
-    assert!(gen.status.success(), "{gen:?}");
+    let (table, json) = small_table("fwd");
     let out = vfsr()
         .args([
             "fwd",
