@@ -2,15 +2,18 @@
 //! (the FreeBSD seed's Figures 7 and 9).
 //!
 //! 1. **legacy**: the unified design (`vfsr_fwd::legacy`): per packet, a radix lookup under
-//!    the shared head lock, a locked reference count on the route entry and the MAC read
-//!    under the gateway host route's lock; one table shared by every worker.
+//!    the shared head lock, the matched route entry locked and referenced before the head is
+//!    released, the MAC read under the gateway's cloned host route's lock (reached hand over
+//!    hand from the route's), the reference dropped under the route's lock again; one table,
+//!    an entry per prefix, shared by every worker.
 //! 2. **split**: `vfsr_fwd::Worker` without flow table: Poptrie FIB (bulk lookup per batch),
 //!    next-hop table, each egress port's own neighbor table; nothing locked or shared-written.
 //! 3. **split+flow**: the same with the per-worker flow table (capacity twice the flows, at
 //!    least 1024 entries, so every flow fits).
 //!
-//! Frames: UDP, IPv4 60 bytes and IPv6 62 bytes in memory (64 and 66 on the wire with the
-//! FCS; 62 is the smallest IPv6 UDP frame), one template per flow: the destination drawn from
+//! Frames: UDP with valid IP and UDP checksums, TTL 64, IPv4 60 bytes and IPv6 62 bytes in
+//! memory (64 and 66 on the wire with the FCS; 62 is the smallest IPv6 UDP frame: 14 + 40 +
+//! 8 bytes of headers, no payload), one template per flow: the destination drawn from
 //! the table's prefixes (`vfsr_table::traffic::matched`), source address and port varied so
 //! that every flow is a distinct 5-tuple. All 64 gateways per family are resolved, spread
 //! over four egress ports. Receive is simulated by copying the flow's template into a buffer
@@ -206,6 +209,9 @@ pub(crate) fn frame_v4(dst: u32, i: usize) -> Template {
     b[38..40].copy_from_slice(&26u16.to_be_bytes());
     let c = checksum::checksum(&b[14..34]);
     b[24..26].copy_from_slice(&c.to_be_bytes());
+    let pseudo = checksum::pseudo_header_v4(Ipv4Addr::from(src), Ipv4Addr::from(dst), 17, 26);
+    let u = udp_checksum(pseudo, &b[34..60]);
+    b[40..42].copy_from_slice(&u.to_be_bytes());
     Template { bytes: b, len: 60 }
 }
 
@@ -221,7 +227,20 @@ pub(crate) fn frame_v6(dst: u128, i: usize) -> Template {
     b[54..56].copy_from_slice(&1024u16.to_be_bytes());
     b[56..58].copy_from_slice(&9u16.to_be_bytes());
     b[58..60].copy_from_slice(&8u16.to_be_bytes());
+    let pseudo = checksum::pseudo_header_v6(&Ipv6Addr::from(src), &Ipv6Addr::from(dst), 17, 8);
+    let u = udp_checksum(pseudo, &b[54..62]);
+    b[60..62].copy_from_slice(&u.to_be_bytes());
     Template { bytes: b, len: 62 }
+}
+
+/// The UDP checksum of `segment` (its checksum field zero) under the pseudo-header sum
+/// `pseudo`; a result of zero is sent as 0xffff (RFC 768; zero would mean "none", which IPv6
+/// forbids).
+fn udp_checksum(pseudo: u16, segment: &[u8]) -> u16 {
+    match !checksum::add(pseudo, checksum::ones_sum(segment)) {
+        0 => 0xffff,
+        c => c,
+    }
 }
 
 /// What one worker thread did.
@@ -421,13 +440,10 @@ fn run_legacy(
                     let mut ring = Ring::new(a.batch, templates);
                     let n = templates.len();
                     let start = k * n / workers.max(1);
+                    let mut oifs = vec![None; a.batch];
                     let c = drive(a.batch, a.seconds, n, |at| {
                         let b = ring.next((at + start) % n);
-                        let mut fwd = 0u64;
-                        for p in b.packets.iter_mut() {
-                            fwd += u64::from(router.forward(p.frame_mut()).is_some());
-                        }
-                        fwd
+                        router.forward_batch(&mut b.packets, &mut oifs) as u64
                     });
                     if c.forwarded != c.packets {
                         return Err(format!(
@@ -494,7 +510,11 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
     eprintln!("split design built in {:.2} s", t.elapsed().as_secs_f64());
     let t = Instant::now();
     let legacy = build_legacy(&r4, &r6)?;
-    eprintln!("legacy design built in {:.2} s", t.elapsed().as_secs_f64());
+    eprintln!(
+        "legacy design built in {:.2} s ({} route entries, gateways as cloned host routes)",
+        t.elapsed().as_secs_f64(),
+        legacy.entries()
+    );
 
     let mut results: Vec<Value> = Vec::new();
     for fam in &a.families {
@@ -666,4 +686,55 @@ fn targets(results: &[Value]) -> Vec<Value> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vfsr_lpm::Prefix;
+
+    fn udp_sums_to_ones(pseudo: u16, segment: &[u8]) -> bool {
+        checksum::add(pseudo, checksum::ones_sum(segment)) == 0xffff
+    }
+
+    #[test]
+    fn templates_are_valid_udp_and_every_design_forwards_them() {
+        let dst4 = 0x0a01_0203u32;
+        let dst6 = 0x2001_0db8_0001u128 << 80 | 5;
+        let t4 = frame_v4(dst4, 70_000);
+        let t6 = frame_v6(dst6, 3);
+        assert!(checksum::verify(&t4.bytes[14..34]));
+        let p4 = checksum::pseudo_header_v4(source_v4(70_000), Ipv4Addr::from(dst4), 17, 26);
+        assert!(udp_sums_to_ones(p4, &t4.bytes[34..60]));
+        let src6 = Ipv6Addr::from(<[u8; 16]>::try_from(&t6.bytes[22..38]).unwrap());
+        let p6 = checksum::pseudo_header_v6(&src6, &Ipv6Addr::from(dst6), 17, 8);
+        assert!(udp_sums_to_ones(p6, &t6.bytes[54..62]));
+        assert_ne!(&t6.bytes[60..62], &[0, 0]);
+
+        let r4 = remap4(&[Route::new(Prefix::new(0x0a00_0000, 8).unwrap(), 9)]);
+        let r6 = remap6(&[Route::new(
+            Prefix::new(0x2001_0db8u128 << 96, 32).unwrap(),
+            70,
+        )]);
+        let legacy = build_legacy(&r4, &r6).unwrap();
+        let mut f = t4.bytes;
+        assert_eq!(legacy.forward(&mut f[..t4.len]), Some(port_of(9)));
+        assert_eq!(&f[0..6], &gw_mac(9, false).0);
+        let mut f = t6.bytes;
+        assert_eq!(legacy.forward(&mut f[..t6.len]), Some(port_of(6)));
+        assert_eq!(&f[0..6], &gw_mac(6, true).0);
+
+        let lab = build_lab(&r4, &r6).unwrap();
+        for flow in [false, true] {
+            let mut w = lab.worker(WorkerConfig {
+                flow: flow.then(FlowConfig::default),
+                ..WorkerConfig::default()
+            });
+            let mut b = Batch::from_frames([&t4.bytes[..t4.len], &t6.bytes[..t6.len]], 1);
+            w.process(&mut b, 1);
+            assert_eq!(w.counters().outcome(Outcome::Forwarded), 2, "flow {flow}");
+            assert_eq!(&b.packets[0].frame()[0..6], &gw_mac(9, false).0);
+            assert_eq!(&b.packets[1].frame()[0..6], &gw_mac(6, true).0);
+        }
+    }
 }
