@@ -1,4 +1,4 @@
-//! IPv4 fragmentation (RFC 791 section 3.2, "Fragmentation"; RFC 1812 5.2.6 and 4.2.2.7).
+//! IPv4 fragmentation (RFC 791 sections 2.3 and 3.2; RFC 1812 4.2.2.7 and 5.2.6).
 //!
 //! A packet without DF that is larger than the egress MTU leaves as several packets whose
 //! data are consecutive slices of the original's, each carrying an offset in 8-byte units:
@@ -16,6 +16,28 @@
 //! service, TTL, protocol and addresses are copied; each header checksum is recomputed.
 //! Fragmenting a fragment works the same way: offsets start from its own, and its last piece
 //! keeps its MF flag.
+//!
+//! **What is followed where.** RFC 791 section 2.3 ("Fragmentation") describes the
+//! mechanism; section 3.2 ("Fragmentation and Reassembly", "An Example Fragmentation
+//! Procedure") gives the steps this code takes: data cut on 8-byte boundaries, so each piece
+//! but the last carries `(MTU - header) & !7` bytes; offsets in 8-byte units counted from
+//! the original's own offset; the last piece keeps the original's MF. Section 3.1 gives the
+//! fragment offset field (13 bits, so no datagram reaches past 65535 bytes) and the options:
+//! End of Option List (0) and No Operation (1) are one byte, every other option has a
+//! length byte counting the type and itself, and the copied flag says whether it goes into
+//! every fragment or the first only. RFC 1812 4.2.2.7 and 5.2.6 ask routers to fragment so;
+//! a DF packet is not fragmented but answered with ICMP Fragmentation Needed carrying the
+//! next-hop MTU (RFC 1191 section 4; the caller's job, see `icmp_error`).
+//!
+//! ```text
+//!   one option:   ┌─ type ────────────┐┌ length ┐┌ data ...
+//!                 │ c │ class │ number ││ (>= 2) ││
+//!                 └───┴───────┴────────┘└────────┘└─────────
+//!                   └ bit 0x80: copied into every fragment
+//! ```
+//!
+//! The fragmenter borrows the packet and writes one fragment per call into the caller's
+//! buffer, so nothing is allocated and fragments can go straight into transmit buffers.
 
 use vfsr_wire::checksum;
 
@@ -24,7 +46,8 @@ use vfsr_wire::checksum;
 pub enum FragError {
     /// DF is set: the sender asked not to.
     DontFragment,
-    /// Not a valid IPv4 packet (or its options are malformed).
+    /// Not a valid IPv4 packet: too short, a bad version, header or total length, malformed
+    /// options, or a fragment whose offset and length reach past 65535 bytes.
     Truncated,
     /// The MTU cannot carry the header and 8 bytes of data.
     MtuTooSmall,
@@ -82,12 +105,18 @@ impl<'a> Fragmenter<'a> {
         let header = ip.get(..hl).ok_or(FragError::Truncated)?;
         let data = ip.get(hl..total).ok_or(FragError::Truncated)?;
         let (copied, copied_len) = copied_options(header.get(20..).unwrap_or(&[]))?;
+        let base = usize::from(flags & 0x1fff) * 8;
+        // A fragment reaching past byte 65535 of its datagram (RFC 791's largest) has no
+        // valid offsets for its pieces: the 13-bit field would wrap.
+        if base + data.len() > usize::from(u16::MAX) {
+            return Err(FragError::Truncated);
+        }
         Ok(Fragmenter {
             header,
             data,
             copied,
             copied_len,
-            base: usize::from(flags & 0x1fff) * 8,
+            base,
             more: flags & 0x2000 != 0,
             mtu,
             pos: 0,
@@ -302,6 +331,66 @@ mod tests {
     }
 
     #[test]
+    fn golden_fragment_headers_literal() {
+        // 192.0.2.1 → 10.3.0.1, UDP, ident 0xbeef, TOS 0x10, TTL 63, 1400 bytes of data,
+        // at MTU 576. The three headers written out, checksums summed by hand.
+        let p = packet(&[], 1400, 0);
+        let frags = all(&p, 576);
+        let expected: [[u8; 20]; 3] = [
+            [
+                0x45, 0x10, 0x02, 0x3c, 0xbe, 0xef, 0x20, 0x00, 0x3f, 0x11, 0xce, 0xac, 0xc0, 0x00,
+                0x02, 0x01, 0x0a, 0x03, 0x00, 0x01,
+            ],
+            [
+                0x45, 0x10, 0x02, 0x3c, 0xbe, 0xef, 0x20, 0x45, 0x3f, 0x11, 0xce, 0x67, 0xc0, 0x00,
+                0x02, 0x01, 0x0a, 0x03, 0x00, 0x01,
+            ],
+            [
+                0x45, 0x10, 0x01, 0x3c, 0xbe, 0xef, 0x00, 0x8a, 0x3f, 0x11, 0xef, 0x22, 0xc0, 0x00,
+                0x02, 0x01, 0x0a, 0x03, 0x00, 0x01,
+            ],
+        ];
+        assert_eq!(frags.len(), 3);
+        for (f, e) in frags.iter().zip(expected.iter()) {
+            assert_eq!(&f[..20], e);
+            let v = vfsr_wire::Ipv4Packet::new_checked(&f[..]).unwrap();
+            assert!(v.verify_checksum());
+        }
+        assert_eq!(FragError::DontFragment.name(), "dont_fragment");
+        assert_eq!(FragError::NoRoom.name(), "no_room");
+    }
+
+    #[test]
+    fn offsets_past_65535_are_refused() {
+        // Offset 8191 × 8 = 65528 and 100 data bytes: the pieces would need offsets > 0x1fff.
+        let p = packet(&[], 100, 0x1fff);
+        assert_eq!(Fragmenter::new(&p, 68).err(), Some(FragError::Truncated));
+        // Offset 8190 × 8 = 65520 with 8 data bytes still fits.
+        let p = packet(&[], 8, 0x1ffe);
+        assert_eq!(all(&p, 68).len(), 1);
+    }
+
+    #[test]
+    fn first_fragment_options_and_padding() {
+        // NOP, a 3-byte copied option (0x83, LSRR-like, odd length), EOL, padding: the later
+        // fragments carry the 3 bytes padded to 4 with End of Option List.
+        let opts = [0x01, 0x83, 0x03, 0x04, 0x00, 0x00, 0x00, 0x00];
+        let p = packet(&opts, 200, 0);
+        let frags = all(&p, 100);
+        assert_eq!(&frags[0][20..28], &opts);
+        for f in &frags[1..] {
+            assert_eq!(field(f).0, 24);
+            assert_eq!(&f[20..24], &[0x83, 0x03, 0x04, 0x00]);
+        }
+        // An option whose length runs past the header is malformed.
+        let bad = [0x83, 0x09, 0x04, 0x00];
+        assert_eq!(
+            Fragmenter::new(&packet(&bad, 200, 0), 100).err(),
+            Some(FragError::Truncated)
+        );
+    }
+
+    #[test]
     fn options_copied_only_when_flagged() {
         // Router alert (0x94, copied) and record route (0x07, not copied), 12 bytes.
         let opts = [0x94, 4, 0, 0, 0x07, 7, 4, 0, 0, 0, 0, 0];
@@ -384,6 +473,29 @@ mod tests {
                 prop_assert!(checksum::verify(&f[..hl]));
                 data.extend_from_slice(&f[hl..]);
             }
+            prop_assert_eq!(data, p[20 + opts.len()..].to_vec());
+        }
+
+        #[test]
+        fn refragments_reassemble(payload in 0usize..3000, mtu in 100usize..1500, cut in 68usize..100) {
+            // Fragment once, then fragment every piece again on a smaller link: the pieces
+            // still tile the data in order, and only the very last clears MF.
+            let opts: &[u8] = &[0x94, 4, 0, 0, 0x07, 3, 4, 0];
+            let p = packet(opts, payload, 0);
+            let mut data = Vec::new();
+            let mut mfs = Vec::new();
+            for f in all(&p, mtu) {
+                for g in all(&f, cut) {
+                    let (hl, total, mf, off) = field(&g);
+                    prop_assert!(total <= cut);
+                    prop_assert_eq!(off, data.len());
+                    prop_assert!(checksum::verify(&g[..hl]));
+                    data.extend_from_slice(&g[hl..]);
+                    mfs.push(mf);
+                }
+            }
+            prop_assert_eq!(mfs.iter().filter(|&&m| !m).count(), 1);
+            prop_assert_eq!(mfs.last(), Some(&false));
             prop_assert_eq!(data, p[20 + opts.len()..].to_vec());
         }
 

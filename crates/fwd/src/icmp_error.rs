@@ -22,6 +22,19 @@
 //! other than the first; a packet whose source does not name one host (unspecified, `0/8`,
 //! loopback, multicast, broadcast, class E).
 //!
+//! **Which rule is where.** RFC 792 gives the message formats (type, code, the 4-byte field,
+//! the quoted header). RFC 1812 4.3.2.3 lets a router quote as much of the original as fits
+//! in 576 bytes (instead of RFC 792's header and 8 bytes), 4.3.2.4 sets the source address
+//! (the caller passes the ingress interface's), 4.3.2.7 lists when no error is sent, and
+//! 4.3.2.8 asks for rate limiting. RFC 1191 section 4 puts the next-hop MTU in the low 16
+//! bits of the 4-byte field of Fragmentation Needed. RFC 4443 2.4 (c) quotes up to 1280 bytes
+//! for ICMPv6, 2.4 (e) lists the suppressions, 3.2 and 3.4 define Packet Too Big's MTU and
+//! Parameter Problem's pointer, 2.3 the checksum over the pseudo-header (RFC 8200 8.1).
+//!
+//! The checks run in a fixed order, so a packet that breaks several rules always gets the
+//! same [`Suppressed`] reason: header validity, later fragment, ICMP error, destination
+//! (broadcast, multicast), link-layer broadcast, source, then buffer room.
+//!
 //! The builders write into a caller's buffer (the worker's spare packet buffers) and return
 //! the length; nothing is allocated. Rate limiting is the caller's (`ratelimit.rs`).
 
@@ -29,6 +42,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 use vfsr_wire::checksum;
 use vfsr_wire::icmpv4;
+use vfsr_wire::ipv4;
 use vfsr_wire::ipv6::walk_extension_headers;
 
 /// Largest IPv4 error message (RFC 1812 4.3.2.3).
@@ -232,7 +246,7 @@ pub fn icmp4_error(
     if link_broadcast {
         return Err(Suppressed::LinkBroadcast);
     }
-    if !crate::stage::ip4_input::source_ok(u32::from_be_bytes(orig_src)) {
+    if ipv4::check_source(Ipv4Addr::from(orig_src)).is_err() {
         return Err(Suppressed::BadSource);
     }
     let have = orig.len().min(stated.max(header));
@@ -594,6 +608,186 @@ mod tests {
                 &mut tiny
             ),
             Err(Suppressed::NoRoom)
+        );
+    }
+
+    /// The UDP datagram quoted in the literal v4 golden test: 192.0.2.1:1024 →
+    /// 198.51.100.7:53, 4 bytes of data, TTL 1, ident 0x1234 (header checksum 0xbb5d).
+    const ORIG4: [u8; 32] = [
+        0x45, 0x00, 0x00, 0x20, 0x12, 0x34, 0x00, 0x00, 0x01, 0x11, 0xbb, 0x5d, 0xc0, 0x00, 0x02,
+        0x01, 0xc6, 0x33, 0x64, 0x07, 0x04, 0x00, 0x00, 0x35, 0x00, 0x0c, 0x00, 0x00, 0xde, 0xad,
+        0xbe, 0xef,
+    ];
+
+    #[test]
+    fn host_unreachable_whole_message_literal() {
+        assert!(checksum::verify(&ORIG4[..20]));
+        let mut out = [0u8; 1500];
+        let n = icmp4_error(
+            &ORIG4,
+            false,
+            Icmp4Error::HostUnreachable,
+            ROUTER4,
+            0x0102,
+            &mut out,
+        )
+        .unwrap();
+        // Every byte written out; the two checksums (0xf4bf, 0x5b20) were summed by hand
+        // apart from the code under test.
+        let expected: [u8; 60] = [
+            // IPv4: length 60, ident 0x0102, TTL 64, ICMP, 192.0.2.254 → 192.0.2.1.
+            0x45, 0x00, 0x00, 0x3c, 0x01, 0x02, 0x00, 0x00, 0x40, 0x01, 0xf4, 0xbf, 0xc0, 0x00,
+            0x02, 0xfe, 0xc0, 0x00, 0x02, 0x01, //
+            // ICMP: type 3 code 1, checksum, unused.
+            0x03, 0x01, 0x5b, 0x20, 0x00, 0x00, 0x00, 0x00, //
+            // The original, whole.
+            0x45, 0x00, 0x00, 0x20, 0x12, 0x34, 0x00, 0x00, 0x01, 0x11, 0xbb, 0x5d, 0xc0, 0x00,
+            0x02, 0x01, 0xc6, 0x33, 0x64, 0x07, 0x04, 0x00, 0x00, 0x35, 0x00, 0x0c, 0x00, 0x00,
+            0xde, 0xad, 0xbe, 0xef,
+        ];
+        assert_eq!(&out[..n], &expected[..]);
+        let ip = vfsr_wire::Ipv4Packet::new_checked(&out[..n]).unwrap();
+        assert!(ip.verify_checksum());
+        assert!(!ip.dont_frag());
+        let icmp = vfsr_wire::Icmpv4Packet::new_checked(ip.payload()).unwrap();
+        assert!(icmp.verify_checksum() && icmp.is_error());
+    }
+
+    #[test]
+    fn packet_too_big_whole_message_literal() {
+        // UDP 2001:db8:1::1 → 2001:db8:a::7, hop limit 1, 4 bytes of data.
+        let orig: [u8; 52] = [
+            0x60, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x11, 0x01, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x01,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x20, 0x01, 0x0d, 0xb8,
+            0x00, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, 0x03, 0xe8,
+            0x00, 0x35, 0x00, 0x0c, 0x00, 0x00, 0xca, 0xfe, 0xf0, 0x0d,
+        ];
+        let mut out = [0u8; 1500];
+        let src: Ipv6Addr = ROUTER6.parse().unwrap();
+        let kind = Icmp6Error::PacketTooBig { mtu: 1400 };
+        let n = icmp6_error(&orig, false, kind, src, &mut out).unwrap();
+        // The ICMPv6 checksum 0x0fd6 was summed by hand over the pseudo-header.
+        let expected: [u8; 100] = [
+            // IPv6: payload length 60, next header 58, hop limit 64.
+            0x60, 0x00, 0x00, 0x00, 0x00, 0x3c, 0x3a, 0x40, //
+            // Source 2001:db8:1::fe, destination 2001:db8:1::1.
+            0x20, 0x01, 0x0d, 0xb8, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0xfe, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+            0x00, 0x00, 0x00, 0x01, //
+            // ICMPv6: type 2 code 0, checksum, MTU 1400.
+            0x02, 0x00, 0x0f, 0xd6, 0x00, 0x00, 0x05, 0x78, //
+            // The original, whole.
+            0x60, 0x00, 0x00, 0x00, 0x00, 0x0c, 0x11, 0x01, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x01,
+            0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x20, 0x01, 0x0d, 0xb8,
+            0x00, 0x0a, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x07, 0x03, 0xe8,
+            0x00, 0x35, 0x00, 0x0c, 0x00, 0x00, 0xca, 0xfe, 0xf0, 0x0d,
+        ];
+        assert_eq!(&out[..n], &expected[..]);
+        assert!(verify6(&out[..n]));
+        let ip = vfsr_wire::Ipv6Packet::new_checked(&out[..n]).unwrap();
+        assert_eq!(ip.src_addr(), src);
+    }
+
+    #[test]
+    fn a_cut_original_is_quoted_as_far_as_it_goes() {
+        // Total length says 1428 bytes, only 100 are there (a capture cut short).
+        let orig = udp4(1400);
+        let n = icmp4_error(
+            &orig[..100],
+            false,
+            Icmp4Error::NetUnreachable,
+            ROUTER4,
+            9,
+            &mut [0u8; 600],
+        )
+        .unwrap();
+        assert_eq!(n, 128);
+        // The same for IPv6: payload length 1408, 100 bytes present.
+        let orig6 = udp6(1400, 17, &[]);
+        let src: Ipv6Addr = ROUTER6.parse().unwrap();
+        let mut out = [0u8; 1500];
+        let n = icmp6_error(&orig6[..100], false, Icmp6Error::NoRoute, src, &mut out).unwrap();
+        assert_eq!(n, 148);
+        assert_eq!(&out[48..148], &orig6[..100]);
+        assert!(verify6(&out[..n]));
+        // A header alone (IHL says 24 bytes, 22 present) is not enough.
+        let mut p = udp4(4);
+        p[0] = 0x46;
+        assert_eq!(
+            icmp4_error(
+                &p[..22],
+                false,
+                Icmp4Error::TimeExceeded,
+                ROUTER4,
+                1,
+                &mut out
+            ),
+            Err(Suppressed::Truncated)
+        );
+    }
+
+    #[test]
+    fn types_codes_and_names() {
+        let v4 = [
+            (Icmp4Error::TimeExceeded, (11, 0)),
+            (Icmp4Error::NetUnreachable, (3, 0)),
+            (Icmp4Error::HostUnreachable, (3, 1)),
+            (Icmp4Error::FragNeeded { mtu: 1 }, (3, 4)),
+            (Icmp4Error::AdminProhibited, (3, 13)),
+            (Icmp4Error::ParamProblem { pointer: 1 }, (12, 0)),
+        ];
+        for (k, tc) in v4 {
+            assert_eq!(k.type_code(), tc, "{k:?}");
+        }
+        let v6 = [
+            (Icmp6Error::TimeExceeded, (3, 0)),
+            (Icmp6Error::NoRoute, (1, 0)),
+            (Icmp6Error::AdminProhibited, (1, 1)),
+            (Icmp6Error::BeyondScope, (1, 2)),
+            (Icmp6Error::AddressUnreachable, (1, 3)),
+            (Icmp6Error::RejectRoute, (1, 6)),
+            (Icmp6Error::PacketTooBig { mtu: 1 }, (2, 0)),
+            (
+                Icmp6Error::ParamProblem {
+                    code: 1,
+                    pointer: 6,
+                },
+                (4, 1),
+            ),
+        ];
+        for (k, tc) in v6 {
+            assert_eq!(k.type_code(), tc, "{k:?}");
+        }
+        // The pointer of a v4 Parameter Problem is byte 4 of the ICMP header.
+        let mut out = [0u8; 600];
+        let pp = Icmp4Error::ParamProblem { pointer: 9 };
+        let n = icmp4_error(&udp4(4), false, pp, ROUTER4, 1, &mut out).unwrap();
+        assert_eq!(&out[20..22], &[12, 0]);
+        assert_eq!(&out[24..28], &[9, 0, 0, 0]);
+        assert!(checksum::verify(&out[20..n]));
+        let names = [
+            Suppressed::IcmpError,
+            Suppressed::Multicast,
+            Suppressed::LinkBroadcast,
+            Suppressed::Broadcast,
+            Suppressed::NotFirstFragment,
+            Suppressed::BadSource,
+            Suppressed::Truncated,
+            Suppressed::NoRoom,
+        ]
+        .map(|s| s.name());
+        assert_eq!(
+            names,
+            [
+                "icmp_error",
+                "multicast",
+                "link_broadcast",
+                "broadcast",
+                "not_first_fragment",
+                "bad_source",
+                "truncated",
+                "no_room"
+            ]
         );
     }
 
