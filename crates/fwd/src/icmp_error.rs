@@ -806,5 +806,47 @@ mod tests {
                 prop_assert!(verify6(&out[..n]));
             }
         }
+
+        #[test]
+        fn plausible_headers_never_panic(
+            mut orig in proptest::collection::vec(any::<u8>(), 20..1600),
+            ihl in 5u8..16,
+            room in 0usize..1600,
+            lb: bool,
+            mtu: u16,
+            pointer: u32,
+        ) {
+            // Random bytes rarely carry a version nibble; force it so the later checks run.
+            let mut out = vec![0u8; room];
+            orig[0] = 0x40 | ihl;
+            // A random offset would almost always make it a later fragment.
+            orig[6] &= 0xe0;
+            orig[7] = 0;
+            let kind = if mtu % 2 == 0 {
+                Icmp4Error::FragNeeded { mtu }
+            } else {
+                Icmp4Error::ParamProblem { pointer: pointer as u8 }
+            };
+            if let Ok(n) = icmp4_error(&orig, lb, kind, ROUTER4, mtu, &mut out) {
+                let stated = usize::from(u16::from_be_bytes([orig[2], orig[3]]));
+                prop_assert!(n <= MAX_ICMP4 && n <= room);
+                prop_assert!(n - 28 <= orig.len().min(stated.max(usize::from(ihl) * 4)));
+                prop_assert_eq!(&out[28..n], &orig[..n - 28]);
+                prop_assert!(checksum::verify(&out[..20]));
+                prop_assert!(checksum::verify(&out[20..n]));
+            }
+            orig[0] = 0x60;
+            let src: Ipv6Addr = ROUTER6.parse().unwrap();
+            let kind = if mtu % 2 == 0 {
+                Icmp6Error::PacketTooBig { mtu: u32::from(mtu) }
+            } else {
+                Icmp6Error::ParamProblem { code: (mtu % 3) as u8, pointer }
+            };
+            if let Ok(n) = icmp6_error(&orig, lb, kind, src, &mut out) {
+                prop_assert!(n <= MAX_ICMP6 && n <= room);
+                prop_assert_eq!(&out[48..n], &orig[..n - 48]);
+                prop_assert!(verify6(&out[..n]));
+            }
+        }
     }
 }
