@@ -221,7 +221,9 @@ pub struct Worker<E4, E6> {
     fib4: FibReader<E4>,
     fib6: FibReader<E6>,
     nh: NhReader,
-    ports: Arc<Ports>,
+    /// Taken out for the length of a batch (no reference-count traffic shared with the
+    /// other workers), put back at its end.
+    ports: Option<Arc<Ports>>,
     arp: Vec<Option<NeighborCache<Ipv4Addr>>>,
     nd: Vec<Option<NeighborCache<Ipv6Addr>>>,
     /// Per port: the ARP and ND snapshots seen at the start of the batch (by address) and
@@ -286,7 +288,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             fib4,
             fib6,
             nh,
-            ports,
+            ports: Some(ports),
             epochs: vec![PortEpoch::default(); bound],
             arp,
             nd,
@@ -358,8 +360,14 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let fib4 = self.fib4.load();
         let fib6 = self.fib6.load();
         let nh = self.nh.load();
-        let ports = Arc::clone(&self.ports);
         self.counters.event(Event::Rx, n as u64);
+        let Some(ports) = self.ports.take() else {
+            // Only a batch that panicked half-way could leave it out; none can.
+            for v in batch.verdicts.iter_mut() {
+                *v = self.drop(DropReason::NoIngressPort);
+            }
+            return;
+        };
         // The headers of the whole batch are requested from memory at once: frames arrive
         // in buffers the NIC (or the previous batch) wrote a while ago, no longer in L1.
         for p in &batch.packets {
@@ -457,6 +465,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         }
         self.work = work;
         self.flows = flows;
+        self.ports = Some(ports);
 
         if let Some(f) = self.flow.as_mut() {
             let before = f.counters().evictions;
