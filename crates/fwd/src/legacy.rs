@@ -20,10 +20,11 @@
 //!         RT_LOCK(rt) ─ RT_REMREF(rt) ─ RT_UNLOCK(rt)
 //! ```
 //!
-//! Six lock acquisitions per packet on four shared cache lines: the radix head's lock (every
-//! lookup of the family, serialized), the route entry's lock and count (written three times
-//! per packet; shared by all flows to the same prefix), and the gateway host route's lock
-//! (shared by every route through that gateway; with the default route, by all traffic).
+//! Five lock acquisitions per packet, written on three shared cache lines: the radix head's
+//! lock (every lookup of the family, serialized), the route entry's lock and count (taken
+//! three times per packet; shared by all flows to the same prefix), and the gateway host
+//! route's lock (shared by every route through that gateway; with a default route, by all
+//! traffic).
 //! With one core they cost the uncontended price; with several, the lines bounce between
 //! cores and the head lock serializes the lookups: the seed's flat legacy curves.
 //!
