@@ -84,7 +84,9 @@ fn workers_stay_consistent_while_everything_changes() {
     let end = Instant::now() + Duration::from_millis(1500);
     let mut round = 0u64;
     while Instant::now() < end {
-        let flip = round.is_multiple_of(2);
+        // MACs flip every three rounds, out of step with the three-round route cycle, so
+        // every (route, next hop, MAC) combination comes up again and again.
+        let flip = (round / 3).is_multiple_of(2);
         lab.resolve4(2, gw_b, if flip { B_OTHER } else { GW_B });
         lab.resolve4(3, gw_d, if flip { D_OTHER } else { GW_D });
         match round % 3 {
