@@ -15,7 +15,9 @@
 //! refused as Linux does by default (`ip4_source_route`), a Router Alert sends the packet to
 //! the slow path; other options are forwarded untouched.
 
-use vfsr_wire::checksum;
+use std::net::Ipv4Addr;
+
+use vfsr_wire::{checksum, ipv4};
 
 use crate::counters::DropReason;
 
@@ -61,13 +63,6 @@ fn be16(b: &[u8], at: usize) -> u16 {
     ])
 }
 
-/// Whether `a` may be a source: not multicast, broadcast, loopback, `0/8` or class E.
-#[inline]
-pub fn source_ok(a: u32) -> bool {
-    let top = a >> 24;
-    !(top == 0 || top == 127 || top >= 224)
-}
-
 /// Runs the stage on `ip`, the frame's bytes after the Ethernet header.
 #[inline]
 pub fn ip4_input(ip: &[u8]) -> Ip4Outcome {
@@ -95,11 +90,14 @@ pub fn ip4_input(ip: &[u8]) -> Ip4Outcome {
     }
     let src = u32::from_be_bytes([fixed[12], fixed[13], fixed[14], fixed[15]]);
     let dst = u32::from_be_bytes([fixed[16], fixed[17], fixed[18], fixed[19]]);
-    if !source_ok(src) {
+    if ipv4::check_source(Ipv4Addr::from(src)).is_err() {
         return Ip4Outcome::Drop(DropReason::Ip4MartianSource);
     }
-    let dtop = dst >> 24;
-    if dtop == 0 || dtop == 127 || (dtop >= 240 && dst != u32::MAX) {
+    let d = Ipv4Addr::from(dst);
+    if ipv4::is_this_network(d)
+        || ipv4::is_loopback(d)
+        || (ipv4::is_class_e(d) && !ipv4::is_broadcast(d))
+    {
         return Ip4Outcome::Drop(DropReason::Ip4MartianDest);
     }
     let frag = u16::from_be_bytes([fixed[6], fixed[7]]);
