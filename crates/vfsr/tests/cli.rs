@@ -287,21 +287,13 @@ fn small_table(name: &str) -> (PathBuf, PathBuf) {
     (table, dir.join(format!("{name}.json")))
 }
 
-/// `vfsr fib bench` on a small generated table: it runs, checks itself against fresh builds,
-/// and writes the JSON shape tools read.
-#[test]
-fn fib_bench_runs_and_writes_its_json_shape() {
-    let (table, json) = small_table("fib");
+/// Runs a benchmark command with `args` on a small generated table, checks that it succeeds,
+/// and returns the JSON it wrote.
+fn bench_json(name: &str, args: &[&str]) -> serde_json::Value {
+    let (table, json) = small_table(name);
     let out = vfsr()
-        .args([
-            "fib",
-            "bench",
-            "--updates",
-            "2000",
-            "--phase-s",
-            "0.05",
-            "--table",
-        ])
+        .args(args)
+        .arg("--table")
         .arg(&table)
         .arg("--json")
         .arg(&json)
@@ -312,7 +304,17 @@ fn fib_bench_runs_and_writes_its_json_shape() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap()
+}
+
+/// `vfsr fib bench` on a small generated table: it runs, checks itself against fresh builds,
+/// and writes the JSON shape tools read.
+#[test]
+fn fib_bench_runs_and_writes_its_json_shape() {
+    let doc = bench_json(
+        "fib",
+        &["fib", "bench", "--updates", "2000", "--phase-s", "0.05"],
+    );
     let load = doc["load"].as_array().unwrap();
     assert!(load
         .iter()
@@ -342,9 +344,9 @@ fn fib_bench_runs_and_writes_its_json_shape() {
 /// command fails otherwise) and the JSON has the documented shape.
 #[test]
 fn fwd_bench_runs_and_writes_its_json_shape() {
-    let (table, json) = small_table("fwd");
-    let out = vfsr()
-        .args([
+    let doc = bench_json(
+        "fwd",
+        &[
             "fwd",
             "bench",
             "--flows",
@@ -353,19 +355,8 @@ fn fwd_bench_runs_and_writes_its_json_shape() {
             "1",
             "--seconds",
             "0.1",
-            "--table",
-        ])
-        .arg(&table)
-        .arg("--json")
-        .arg(&json)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     let results = doc["results"].as_array().unwrap();
     assert_eq!(results.len(), 3 * 2 * 2);
     for design in ["legacy", "split", "split+flow"] {
