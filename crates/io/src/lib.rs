@@ -13,7 +13,14 @@ use std::os::fd::RawFd;
 
 use vfsr_fwd::Packet;
 
+pub mod bpf;
 pub mod mem;
+pub mod netdev;
+pub mod packet;
+pub mod pcap;
+pub mod rss;
+pub mod tap;
+pub mod xdp;
 
 /// Which backend a queue runs on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
