@@ -1,0 +1,961 @@
+//! The daemon's configuration: a TOML file, parsed into plain sections and then checked
+//! into a [`Plan`] in which every address, prefix, core and name is known to be usable.
+//!
+//! Every error names the key it is about (`interface[1].addresses[0]`, `route[3].via`) and
+//! what is wrong with it, so `vfsrd --check-config` is enough to fix a file.
+//!
+//! ```toml
+//! [router]
+//! control_core = 0
+//! workers = [1]            # one forwarding worker per listed core
+//! fib4 = "poptrie"         # poptrie | lctrie | radix
+//! fib6 = "poptrie"
+//! flow_table = true
+//! batch = 32
+//!
+//! [[interface]]
+//! name = "eth1"
+//! backend = "auto"         # xdp | packet | auto (AF_XDP, else AF_PACKET, logged)
+//! queues = 1
+//! mtu = 1500
+//! addresses = ["192.0.2.1/24", "2001:db8:1::1/64"]
+//! tap = "veth1"            # the host stack's view of the port (default "v" + name)
+//!
+//! [[route]]
+//! prefix = "203.0.113.0/24"
+//! via = ["192.0.2.2"]      # several gateways make an ECMP group
+//!
+//! [table]                  # a whole table: synthetic = true, or file = "path"
+//! synthetic = true
+//! via4 = ["192.0.2.2"]     # the gateways its routes are spread over
+//!
+//! [punt]                   # packets per second punted to the control plane, per class
+//! arp_nd = 2000
+//! routing = 10000
+//! icmp = 1000
+//! local = 10000
+//! slow_path = 1000
+//! ```
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use serde::Deserialize;
+
+/// A configuration error: the key and what is wrong.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The key, as a path (`router.workers`, `interface[0].name`); empty for the whole file.
+    pub key: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ConfigError {
+    fn new(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError {
+            key: key.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.key.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{}: {}", self.key, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The file as written.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct File {
+    /// `[router]`.
+    #[serde(default)]
+    pub router: RouterSection,
+    /// `[[interface]]`.
+    #[serde(default, rename = "interface")]
+    pub interfaces: Vec<InterfaceSection>,
+    /// `[[route]]`.
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteSection>,
+    /// `[table]`.
+    pub table: Option<TableSection>,
+    /// `[punt]`.
+    #[serde(default)]
+    pub punt: PuntSection,
+}
+
+/// `[router]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RouterSection {
+    /// The core of the control plane.
+    pub control_core: usize,
+    /// One forwarding worker per listed core.
+    pub workers: Vec<usize>,
+    /// IPv4 lookup engine.
+    pub fib4: String,
+    /// IPv6 lookup engine.
+    pub fib6: String,
+    /// Whether workers keep a flow table.
+    pub flow_table: bool,
+    /// Flow-table entries per worker.
+    pub flow_entries: usize,
+    /// Flow idle timeout, milliseconds.
+    pub flow_idle_ms: u32,
+    /// Packets per receive batch.
+    pub batch: usize,
+    /// Microseconds a worker keeps polling an empty queue before it sleeps in `poll`.
+    pub busy_poll_us: u64,
+    /// Software RSS hashes both directions of a flow alike.
+    pub rss_symmetric: bool,
+}
+
+impl Default for RouterSection {
+    fn default() -> Self {
+        RouterSection {
+            control_core: 0,
+            workers: vec![1],
+            fib4: "poptrie".into(),
+            fib6: "poptrie".into(),
+            flow_table: true,
+            flow_entries: 1 << 16,
+            flow_idle_ms: 30_000,
+            batch: 32,
+            busy_poll_us: 200,
+            rss_symmetric: true,
+        }
+    }
+}
+
+/// `[[interface]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterfaceSection {
+    /// The kernel's name of the interface.
+    pub name: String,
+    /// `xdp`, `packet` or `auto`.
+    #[serde(default = "default_backend")]
+    pub backend: String,
+    /// Receive queues to open (one per worker at most).
+    #[serde(default = "one")]
+    pub queues: u32,
+    /// IP MTU.
+    #[serde(default = "default_mtu")]
+    pub mtu: u32,
+    /// The router's addresses on this link, `addr/len`.
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    /// The TAP device's name.
+    pub tap: Option<String>,
+    /// XDP attach mode: `auto`, `native` or `generic`.
+    #[serde(default = "default_xdp_mode")]
+    pub xdp_mode: String,
+    /// Ask for zero-copy AF_XDP (falls back to copy mode when the driver has none).
+    #[serde(default)]
+    pub zero_copy: bool,
+}
+
+fn default_backend() -> String {
+    "auto".into()
+}
+fn default_xdp_mode() -> String {
+    "auto".into()
+}
+fn one() -> u32 {
+    1
+}
+fn default_mtu() -> u32 {
+    1500
+}
+
+/// `[[route]]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSection {
+    /// `addr/len`.
+    pub prefix: String,
+    /// Gateways (one string or a list); several make an ECMP group.
+    #[serde(default)]
+    pub via: Via,
+    /// The outgoing interface (needed for a directly connected route without `via`).
+    pub interface: Option<String>,
+    /// `true` drops matching packets silently.
+    #[serde(default)]
+    pub blackhole: bool,
+}
+
+/// One gateway or a list of them.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(untagged)]
+pub enum Via {
+    /// None given.
+    #[default]
+    None,
+    /// `via = "addr"`.
+    One(String),
+    /// `via = ["addr", ...]`.
+    Many(Vec<String>),
+}
+
+impl Via {
+    fn list(&self) -> Vec<String> {
+        match self {
+            Via::None => Vec::new(),
+            Via::One(s) => vec![s.clone()],
+            Via::Many(v) => v.clone(),
+        }
+    }
+}
+
+/// `[table]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableSection {
+    /// The embedded synthetic full table.
+    #[serde(default)]
+    pub synthetic: bool,
+    /// Its seed.
+    #[serde(default)]
+    pub seed: u64,
+    /// A table file (text or MRT, gzip or not).
+    pub file: Option<String>,
+    /// IPv4 gateways the table's IPv4 routes are spread over.
+    #[serde(default)]
+    pub via4: Vec<String>,
+    /// IPv6 gateways for its IPv6 routes.
+    #[serde(default)]
+    pub via6: Vec<String>,
+}
+
+/// `[punt]`: packets per second per class handed to the control plane.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct PuntSection {
+    /// ARP and neighbor discovery.
+    pub arp_nd: u32,
+    /// Routing protocols (BGP, OSPF, link-local multicast).
+    pub routing: u32,
+    /// ICMP to the router.
+    pub icmp: u32,
+    /// Other traffic to the router (ssh, ...).
+    pub local: u32,
+    /// Packets the pipeline cannot forward itself (IP options, unresolved next hops).
+    pub slow_path: u32,
+}
+
+impl Default for PuntSection {
+    fn default() -> Self {
+        PuntSection {
+            arp_nd: 2_000,
+            routing: 10_000,
+            icmp: 1_000,
+            local: 10_000,
+            slow_path: 2_000,
+        }
+    }
+}
+
+/// The I/O backend of an interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
+    /// AF_XDP only: failing to attach is an error.
+    Xdp,
+    /// AF_PACKET only.
+    Packet,
+    /// AF_XDP, falling back to AF_PACKET (logged).
+    Auto,
+}
+
+/// XDP attach mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdpModeChoice {
+    /// Native, else generic.
+    Auto,
+    /// In the driver.
+    Native,
+    /// On socket buffers (any interface, slower).
+    Generic,
+}
+
+/// Lookup engines the daemon can run live.
+pub const ENGINES: &[&str] = &["poptrie", "lctrie", "radix"];
+
+/// A checked interface.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interface {
+    /// Kernel name.
+    pub name: String,
+    /// Backend.
+    pub backend: BackendChoice,
+    /// Queues.
+    pub queues: u32,
+    /// IP MTU.
+    pub mtu: u16,
+    /// IPv4 addresses.
+    pub addrs4: Vec<(Ipv4Addr, u8)>,
+    /// IPv6 addresses.
+    pub addrs6: Vec<(Ipv6Addr, u8)>,
+    /// TAP name.
+    pub tap: String,
+    /// XDP attach mode.
+    pub xdp_mode: XdpModeChoice,
+    /// Ask for zero-copy.
+    pub zero_copy: bool,
+}
+
+/// Where a checked route goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// Gateways with the interface each is reached by (index into [`Plan::interfaces`]).
+    Gateways(Vec<(IpAddr, usize)>),
+    /// Directly connected on an interface.
+    Connected(usize),
+    /// Dropped silently.
+    Blackhole,
+}
+
+/// A checked route.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StaticRoute {
+    /// The prefix (address, length); the address has no bits beyond the length.
+    pub prefix: (IpAddr, u8),
+    /// Where it goes.
+    pub target: Target,
+}
+
+/// Where a whole table comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TableSource {
+    /// The synthetic full table of this seed.
+    Synthetic(u64),
+    /// A file.
+    File(String),
+}
+
+/// A checked `[table]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TablePlan {
+    /// Where the routes come from.
+    pub source: TableSource,
+    /// IPv4 gateways (with their interfaces).
+    pub via4: Vec<(IpAddr, usize)>,
+    /// IPv6 gateways.
+    pub via6: Vec<(IpAddr, usize)>,
+}
+
+/// A configuration known to be usable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// Control-plane core.
+    pub control_core: usize,
+    /// Worker cores.
+    pub workers: Vec<usize>,
+    /// IPv4 engine.
+    pub fib4: String,
+    /// IPv6 engine.
+    pub fib6: String,
+    /// Flow table entries per worker (0: none).
+    pub flow_entries: usize,
+    /// Flow idle timeout.
+    pub flow_idle_ms: u32,
+    /// Batch size.
+    pub batch: usize,
+    /// Busy-poll time before sleeping.
+    pub busy_poll_us: u64,
+    /// Symmetric RSS.
+    pub rss_symmetric: bool,
+    /// Interfaces; a port's index in the pipeline is its position plus one.
+    pub interfaces: Vec<Interface>,
+    /// Static routes.
+    pub routes: Vec<StaticRoute>,
+    /// A whole table.
+    pub table: Option<TablePlan>,
+    /// Punt rates.
+    pub punt: PuntSection,
+}
+
+/// Parses and checks a configuration text. `cores` is the number of CPUs the machine has
+/// (`None` skips the core checks).
+pub fn parse(text: &str, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>> {
+    let file: File = toml::from_str(text).map_err(|e| vec![toml_error(text, &e)])?;
+    check(&file, cores)
+}
+
+/// A TOML error with the line it is on (the message names the key for unknown or mistyped
+/// fields).
+fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
+    let msg = e.message().trim().to_string();
+    match e.span().and_then(|s| text.get(..s.start)) {
+        Some(before) => ConfigError::new(
+            format!("line {}", before.matches('\n').count() + 1),
+            msg,
+        ),
+        None => ConfigError::new("", msg),
+    }
+}
+
+/// Checks a parsed file; returns every error found, not only the first.
+pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>> {
+    let mut errs = Vec::new();
+    let r = &file.router;
+    if r.workers.is_empty() {
+        errs.push(ConfigError::new(
+            "router.workers",
+            "no worker core listed (give at least one, e.g. [1])",
+        ));
+    }
+    if let Some(n) = cores {
+        if r.control_core >= n {
+            errs.push(ConfigError::new(
+                "router.control_core",
+                format!("core {} does not exist (this machine has {n})", r.control_core),
+            ));
+        }
+        for (i, c) in r.workers.iter().enumerate() {
+            if *c >= n {
+                errs.push(ConfigError::new(
+                    format!("router.workers[{i}]"),
+                    format!("core {c} does not exist (this machine has {n})"),
+                ));
+            }
+        }
+    }
+    for (key, name) in [("router.fib4", &r.fib4), ("router.fib6", &r.fib6)] {
+        if !ENGINES.contains(&name.as_str()) {
+            errs.push(ConfigError::new(
+                key,
+                format!("unknown engine {name:?} (expected one of: {})", ENGINES.join(", ")),
+            ));
+        }
+    }
+    if !(1..=256).contains(&r.batch) {
+        errs.push(ConfigError::new(
+            "router.batch",
+            format!("{} is outside 1..=256", r.batch),
+        ));
+    }
+    if r.flow_table && !(1..=1 << 26).contains(&r.flow_entries) {
+        errs.push(ConfigError::new(
+            "router.flow_entries",
+            format!("{} is outside 1..=67108864", r.flow_entries),
+        ));
+    }
+    if r.busy_poll_us > 1_000_000 {
+        errs.push(ConfigError::new(
+            "router.busy_poll_us",
+            "more than one second of busy polling",
+        ));
+    }
+
+    let mut interfaces = Vec::new();
+    let mut names = HashSet::new();
+    if file.interfaces.is_empty() {
+        errs.push(ConfigError::new(
+            "interface",
+            "no [[interface]] given: a router needs at least one port",
+        ));
+    }
+    for (i, s) in file.interfaces.iter().enumerate() {
+        let key = |k: &str| format!("interface[{i}].{k}");
+        if let Err(m) = check_ifname(&s.name) {
+            errs.push(ConfigError::new(key("name"), m));
+        } else if !names.insert(s.name.clone()) {
+            errs.push(ConfigError::new(
+                key("name"),
+                format!("{:?} is listed twice", s.name),
+            ));
+        }
+        let tap = s.tap.clone().unwrap_or_else(|| default_tap(&s.name));
+        if let Err(m) = check_ifname(&tap) {
+            errs.push(ConfigError::new(key("tap"), m));
+        } else if tap == s.name {
+            errs.push(ConfigError::new(
+                key("tap"),
+                "the TAP cannot have the interface's own name",
+            ));
+        } else if !names.insert(tap.clone()) {
+            errs.push(ConfigError::new(
+                key("tap"),
+                format!("{tap:?} is already used by another interface or TAP"),
+            ));
+        }
+        let backend = match s.backend.as_str() {
+            "xdp" => BackendChoice::Xdp,
+            "packet" => BackendChoice::Packet,
+            "auto" => BackendChoice::Auto,
+            other => {
+                errs.push(ConfigError::new(
+                    key("backend"),
+                    format!("unknown backend {other:?} (expected xdp, packet or auto)"),
+                ));
+                BackendChoice::Auto
+            }
+        };
+        let xdp_mode = match s.xdp_mode.as_str() {
+            "auto" => XdpModeChoice::Auto,
+            "native" => XdpModeChoice::Native,
+            "generic" => XdpModeChoice::Generic,
+            other => {
+                errs.push(ConfigError::new(
+                    key("xdp_mode"),
+                    format!("unknown mode {other:?} (expected auto, native or generic)"),
+                ));
+                XdpModeChoice::Auto
+            }
+        };
+        if s.queues == 0 || s.queues > 64 {
+            errs.push(ConfigError::new(
+                key("queues"),
+                format!("{} is outside 1..=64", s.queues),
+            ));
+        }
+        if !(1280..=9000).contains(&s.mtu) {
+            errs.push(ConfigError::new(
+                key("mtu"),
+                format!("{} is outside 1280..=9000", s.mtu),
+            ));
+        }
+        let mut addrs4 = Vec::new();
+        let mut addrs6 = Vec::new();
+        for (j, a) in s.addresses.iter().enumerate() {
+            match parse_cidr(a, false) {
+                Ok((IpAddr::V4(v), l)) => addrs4.push((v, l)),
+                Ok((IpAddr::V6(v), l)) => addrs6.push((v, l)),
+                Err(m) => errs.push(ConfigError::new(key(&format!("addresses[{j}]")), m)),
+            }
+        }
+        interfaces.push(Interface {
+            name: s.name.clone(),
+            backend,
+            queues: s.queues,
+            mtu: u16::try_from(s.mtu).unwrap_or(1500),
+            addrs4,
+            addrs6,
+            tap,
+            xdp_mode,
+            zero_copy: s.zero_copy,
+        });
+    }
+    // One address belongs to one interface.
+    let mut seen = HashSet::new();
+    for (i, itf) in interfaces.iter().enumerate() {
+        let all = itf
+            .addrs4
+            .iter()
+            .map(|(a, _)| IpAddr::V4(*a))
+            .chain(itf.addrs6.iter().map(|(a, _)| IpAddr::V6(*a)));
+        for a in all {
+            if !seen.insert(a) {
+                errs.push(ConfigError::new(
+                    format!("interface[{i}].addresses"),
+                    format!("{a} is used twice"),
+                ));
+            }
+        }
+    }
+
+    let mut routes = Vec::new();
+    for (i, s) in file.routes.iter().enumerate() {
+        let key = |k: &str| format!("route[{i}].{k}");
+        let prefix = match parse_cidr(&s.prefix, true) {
+            Ok(p) => p,
+            Err(m) => {
+                errs.push(ConfigError::new(key("prefix"), m));
+                continue;
+            }
+        };
+        let iface = match &s.interface {
+            None => None,
+            Some(n) => match interfaces.iter().position(|x| &x.name == n) {
+                Some(p) => Some(p),
+                None => {
+                    errs.push(ConfigError::new(
+                        key("interface"),
+                        format!("{n:?} is not a configured interface"),
+                    ));
+                    continue;
+                }
+            },
+        };
+        let via = s.via.list();
+        let target = if s.blackhole {
+            if !via.is_empty() {
+                errs.push(ConfigError::new(
+                    key("via"),
+                    "a blackhole route has no gateway",
+                ));
+                continue;
+            }
+            Target::Blackhole
+        } else if via.is_empty() {
+            match iface {
+                Some(p) => Target::Connected(p),
+                None => {
+                    errs.push(ConfigError::new(
+                        key("via"),
+                        "give a gateway (via), an interface, or blackhole = true",
+                    ));
+                    continue;
+                }
+            }
+        } else {
+            match gateways(&via, prefix.0.is_ipv4(), iface, &interfaces) {
+                Ok(g) => Target::Gateways(g),
+                Err(m) => {
+                    errs.push(ConfigError::new(key("via"), m));
+                    continue;
+                }
+            }
+        };
+        routes.push(StaticRoute { prefix, target });
+    }
+
+    let table = match &file.table {
+        None => None,
+        Some(t) => {
+            let source = match (t.synthetic, &t.file) {
+                (true, None) => Some(TableSource::Synthetic(t.seed)),
+                (false, Some(f)) => Some(TableSource::File(f.clone())),
+                (true, Some(_)) => {
+                    errs.push(ConfigError::new(
+                        "table",
+                        "give either synthetic = true or file, not both",
+                    ));
+                    None
+                }
+                (false, None) => {
+                    errs.push(ConfigError::new(
+                        "table",
+                        "give synthetic = true or file = \"path\"",
+                    ));
+                    None
+                }
+            };
+            let via4 = gateways(&t.via4, true, None, &interfaces)
+                .map_err(|m| errs.push(ConfigError::new("table.via4", m)))
+                .unwrap_or_default();
+            let via6 = gateways(&t.via6, false, None, &interfaces)
+                .map_err(|m| errs.push(ConfigError::new("table.via6", m)))
+                .unwrap_or_default();
+            if via4.is_empty() && via6.is_empty() {
+                errs.push(ConfigError::new(
+                    "table",
+                    "no gateway for its routes: give via4 and/or via6",
+                ));
+            }
+            source.map(|source| TablePlan { source, via4, via6 })
+        }
+    };
+    let p = &file.punt;
+    for (k, v) in [
+        ("punt.arp_nd", p.arp_nd),
+        ("punt.routing", p.routing),
+        ("punt.icmp", p.icmp),
+        ("punt.local", p.local),
+        ("punt.slow_path", p.slow_path),
+    ] {
+        if v > 10_000_000 {
+            errs.push(ConfigError::new(k, format!("{v} packets/s is not a limit")));
+        }
+    }
+    if !errs.is_empty() {
+        return Err(errs);
+    }
+    Ok(Plan {
+        control_core: r.control_core,
+        workers: r.workers.clone(),
+        fib4: r.fib4.clone(),
+        fib6: r.fib6.clone(),
+        flow_entries: if r.flow_table { r.flow_entries } else { 0 },
+        flow_idle_ms: r.flow_idle_ms,
+        batch: r.batch,
+        busy_poll_us: r.busy_poll_us,
+        rss_symmetric: r.rss_symmetric,
+        interfaces,
+        routes,
+        table,
+        punt: file.punt,
+    })
+}
+
+/// The default TAP name of interface `name`: `v` + name, cut to 15 bytes.
+pub fn default_tap(name: &str) -> String {
+    let mut t = format!("v{name}");
+    while t.len() > 15 {
+        t.pop();
+    }
+    t
+}
+
+fn check_ifname(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("empty interface name".into());
+    }
+    if name.len() > 15 {
+        return Err(format!("{name:?} is longer than 15 bytes"));
+    }
+    if name == "." || name == ".." || name.chars().any(|c| c == '/' || c.is_whitespace()) {
+        return Err(format!("{name:?} is not a valid interface name"));
+    }
+    Ok(())
+}
+
+/// Parses `addr/len`. With `prefix`, host bits beyond the length are an error; without,
+/// the address is an interface address (and may not be the network or multicast address).
+pub fn parse_cidr(s: &str, prefix: bool) -> Result<(IpAddr, u8), String> {
+    let (a, l) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{s:?} has no /length"))?;
+    let addr: IpAddr = a
+        .trim()
+        .parse()
+        .map_err(|_| format!("{a:?} is not an IP address"))?;
+    let len: u8 = l
+        .trim()
+        .parse()
+        .map_err(|_| format!("{l:?} is not a prefix length"))?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    if len > max {
+        return Err(format!("prefix length {len} is more than {max}"));
+    }
+    if prefix {
+        let host_bits = match addr {
+            IpAddr::V4(v) => {
+                if len == 32 {
+                    0
+                } else {
+                    u128::from(u32::from(v) & (u32::MAX >> len))
+                }
+            }
+            IpAddr::V6(v) => {
+                if len == 128 {
+                    0
+                } else {
+                    u128::from(v) & (u128::MAX >> len)
+                }
+            }
+        };
+        if host_bits != 0 {
+            return Err(format!("{s:?} has bits set beyond /{len}"));
+        }
+    } else if addr.is_multicast() || addr.is_unspecified() {
+        return Err(format!("{addr} cannot be an interface address"));
+    }
+    Ok((addr, len))
+}
+
+/// Parses gateways of one family and finds the interface each is reached by: `iface` if
+/// given, else the interface whose subnet holds it.
+fn gateways(
+    list: &[String],
+    v4: bool,
+    iface: Option<usize>,
+    interfaces: &[Interface],
+) -> Result<Vec<(IpAddr, usize)>, String> {
+    let mut out = Vec::new();
+    for s in list {
+        let a: IpAddr = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?} is not an IP address"))?;
+        if a.is_ipv4() != v4 {
+            return Err(format!(
+                "{a} is not an {} address like the prefix",
+                if v4 { "IPv4" } else { "IPv6" }
+            ));
+        }
+        let p = match iface {
+            Some(p) => p,
+            None => interfaces
+                .iter()
+                .position(|i| on_link(i, a))
+                .ok_or_else(|| format!("{a} is on no configured interface's subnet"))?,
+        };
+        if out.iter().any(|(g, _)| *g == a) {
+            return Err(format!("{a} is listed twice"));
+        }
+        out.push((a, p));
+    }
+    Ok(out)
+}
+
+fn on_link(i: &Interface, a: IpAddr) -> bool {
+    match a {
+        IpAddr::V4(a) => i.addrs4.iter().any(|(n, l)| {
+            let m = if *l == 0 { 0 } else { u32::MAX << (32 - l) };
+            u32::from(*n) & m == u32::from(a) & m && *n != a
+        }),
+        IpAddr::V6(a) => i.addrs6.iter().any(|(n, l)| {
+            let m = if *l == 0 { 0 } else { u128::MAX << (128 - l) };
+            u128::from(*n) & m == u128::from(a) & m && *n != a
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[router]
+workers = [1]
+fib4 = "lctrie"
+
+[[interface]]
+name = "a0"
+addresses = ["10.1.0.1/24", "fd00:1::1/64"]
+
+[[interface]]
+name = "b0"
+backend = "packet"
+addresses = ["10.2.0.1/24", "fd00:2::1/64"]
+tap = "tap-b"
+
+[[route]]
+prefix = "10.9.0.0/16"
+via = ["10.2.0.2", "10.2.0.3"]
+
+[[route]]
+prefix = "fd00:9::/48"
+via = "fd00:2::2"
+
+[[route]]
+prefix = "192.0.2.0/24"
+blackhole = true
+
+[table]
+synthetic = true
+via4 = ["10.2.0.2"]
+"#;
+
+    #[test]
+    fn a_good_file_becomes_a_plan() {
+        let p = parse(GOOD, Some(2)).unwrap();
+        assert_eq!(p.fib4, "lctrie");
+        assert_eq!(p.interfaces.len(), 2);
+        assert_eq!(p.interfaces[0].tap, "va0");
+        assert_eq!(p.interfaces[1].tap, "tap-b");
+        assert_eq!(p.interfaces[1].backend, BackendChoice::Packet);
+        assert_eq!(
+            p.routes[0].target,
+            Target::Gateways(vec![
+                ("10.2.0.2".parse().unwrap(), 1),
+                ("10.2.0.3".parse().unwrap(), 1)
+            ])
+        );
+        assert_eq!(p.routes[2].target, Target::Blackhole);
+        assert_eq!(p.table.as_ref().unwrap().source, TableSource::Synthetic(0));
+    }
+
+    fn errors(text: &str) -> Vec<String> {
+        parse(text, Some(2))
+            .unwrap_err()
+            .iter()
+            .map(|e| e.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn every_error_names_its_key() {
+        let e = errors(
+            r#"
+[router]
+workers = [7]
+fib6 = "nope"
+batch = 0
+[[interface]]
+name = "this-name-is-far-too-long"
+addresses = ["10.0.0.1/33", "x/24"]
+mtu = 100
+[[interface]]
+name = "b"
+backend = "dpdk"
+[[route]]
+prefix = "10.0.0.1/8"
+via = "10.2.0.2"
+[[route]]
+prefix = "10.3.0.0/16"
+via = "172.16.0.1"
+"#,
+        );
+        let want = [
+            "router.workers[0]: core 7 does not exist",
+            "router.fib6: unknown engine \"nope\"",
+            "router.batch: 0 is outside",
+            "interface[0].name: \"this-name-is-far-too-long\" is longer than 15 bytes",
+            "interface[0].addresses[0]: prefix length 33",
+            "interface[0].addresses[1]: \"x\" is not an IP address",
+            "interface[0].mtu: 100 is outside",
+            "interface[1].backend: unknown backend \"dpdk\"",
+            "route[0].prefix: \"10.0.0.1/8\" has bits set beyond /8",
+            "route[1].via: 172.16.0.1 is on no configured interface's subnet",
+        ];
+        for w in want {
+            assert!(e.iter().any(|x| x.starts_with(w)), "missing {w:?} in {e:#?}");
+        }
+    }
+
+    #[test]
+    fn syntax_and_unknown_keys_are_errors() {
+        let e = errors("[router]\nworkres = [1]\n");
+        assert!(e[0].starts_with("line 2: ") && e[0].contains("workres"), "{e:?}");
+        let e = errors("[[interface]]\nname = \"a\"\naddresses = [\"10.0.0.1/24\"\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        let e = errors("");
+        assert!(e[0].starts_with("interface: no [[interface]]"), "{e:?}");
+    }
+
+    #[test]
+    fn duplicates_and_family_mismatches_are_caught() {
+        let e = errors(
+            r#"
+[[interface]]
+name = "a"
+addresses = ["10.0.0.1/24"]
+tap = "b"
+[[interface]]
+name = "b"
+addresses = ["10.0.0.1/24"]
+[[route]]
+prefix = "fd00::/16"
+via = "10.0.0.2"
+[table]
+synthetic = true
+file = "x"
+"#,
+        );
+        for w in [
+            "interface[1].name: \"b\" is listed twice",
+            "interface[1].addresses: 10.0.0.1 is used twice",
+            "route[0].via: 10.0.0.2 is not an IPv6 address",
+            "table: give either synthetic = true or file",
+        ] {
+            assert!(e.iter().any(|x| x.starts_with(w)), "missing {w:?} in {e:#?}");
+        }
+    }
+
+    #[test]
+    fn cidr_parsing() {
+        assert_eq!(
+            parse_cidr("10.0.0.0/8", true).unwrap(),
+            ("10.0.0.0".parse().unwrap(), 8)
+        );
+        assert!(parse_cidr("10.0.0.1/32", true).is_ok());
+        assert!(parse_cidr("0.0.0.0/0", true).is_ok());
+        assert!(parse_cidr("::/0", true).is_ok());
+        assert!(parse_cidr("fd00::1/128", true).is_ok());
+        assert!(parse_cidr("fd00::1/127", true).is_err());
+        assert!(parse_cidr("224.0.0.1/24", false).is_err());
+        assert!(parse_cidr("10.0.0.1", false).is_err());
+        assert_eq!(default_tap("a-very-long-nam"), "va-very-long-na");
+    }
+}

@@ -1,0 +1,4 @@
+//! vfsrd, the router daemon: opens the configured interfaces, runs one forwarding worker
+//! per configured core and the control plane on its own core.
+
+pub mod config;
