@@ -2,3 +2,4 @@
 //! per configured core and the control plane on its own core.
 
 pub mod config;
+pub mod control;
