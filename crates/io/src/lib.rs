@@ -8,6 +8,9 @@
 //!
 //! Backends:
 //! - [`mem`]: queues in memory, for tests and the pipeline benchmark.
+//! - [`packet`]: AF_PACKET with TPACKET_V3 rings (any interface; the fallback when AF_XDP
+//!   is not available), and [`packet::RawSocket`] for the control plane's frames.
+//! - [`pcap`]: pcap files, read as a receive queue and written as a transmit queue.
 
 use std::os::fd::RawFd;
 
