@@ -4,3 +4,4 @@
 pub mod config;
 pub mod control;
 pub mod router;
+pub mod link;

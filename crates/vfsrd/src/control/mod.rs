@@ -1,1 +1,606 @@
+//! The control plane, one thread on its own core: it owns the FIBs, the next-hop table and
+//! every port's ARP and ND tables (the workers only read published snapshots), and it
+//! handles what is not transit traffic:
+//!
+//! - **neighbor resolution**: answers ARP requests and Neighbor Solicitations for the
+//!   router's addresses, learns from replies and advertisements, sends requests and
+//!   solicitations for next hops the workers asked about ([`ToControl::Resolve`]), holds their
+//!   packets (a few per neighbor) and sends them once the MAC is known;
+//! - **ICMP echo** to the router's addresses, answered here, without the host stack;
+//! - **the punt path**: every other frame for the router goes to the port's TAP device, where
+//!   the host stack (sshd, routing daemons) sees it as if the port were a kernel interface;
+//!   what the host sends on the TAP leaves through the port.
+//!
+//! Input is rate-limited per class ([`PuntClass`]: ARP/ND, routing protocols, ICMP, other
+//! local traffic, slow path), each with its own token bucket, so a flood of one kind (say,
+//! pings to the router) cannot crowd out BGP or ssh. Frames reach this thread two ways: the
+//! XDP program passes control traffic to the kernel, where the port's raw socket reads it
+//! (it never waits behind transit traffic in a worker's ring), and workers hand over what
+//! their own classification punts (AF_PACKET ports) through the [`Inbox`](crate::link).
+
 pub mod frames;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+use vfsr_fwd::lab::Lab;
+use vfsr_fwd::ratelimit::TokenBucket;
+use vfsr_fwd::stage::classify::punt_class;
+use vfsr_fwd::{Packet, PuntClass};
+use vfsr_lpm::LpmUpdate;
+use vfsr_neigh::{Event, Outcome, Solicit};
+use vfsr_wire::arp::{ArpOp, ArpRepr};
+use vfsr_wire::ethernet::{ethertype, MacAddr, HEADER_LEN};
+use vfsr_wire::icmpv6::NdRepr;
+
+use crate::config::PuntSection;
+use crate::link::{Link, ToControl, Wake};
+
+/// How often neighbor timers run.
+pub const TIMER_MS: u64 = 50;
+/// Most frames read from one source per step (the rest wait for the next step).
+const READ_BUDGET: usize = 256;
+
+/// One port as the control plane sees it.
+pub struct CtlPort {
+    /// Pipeline index.
+    pub ifindex: u32,
+    /// Interface name.
+    pub name: String,
+    /// MAC.
+    pub mac: MacAddr,
+    /// IPv4 addresses.
+    pub addrs4: Vec<(Ipv4Addr, u8)>,
+    /// IPv6 addresses (a link-local one included).
+    pub addrs6: Vec<(Ipv6Addr, u8)>,
+    /// Sends out of the port; with an XDP port it also receives the control traffic the
+    /// XDP program passed to the kernel.
+    pub wire: Box<dyn Link>,
+    /// The host stack's view of the port.
+    pub tap: Option<Box<dyn Link>>,
+}
+
+impl CtlPort {
+    fn owns4(&self, a: Ipv4Addr) -> bool {
+        self.addrs4.iter().any(|(x, _)| *x == a)
+    }
+
+    fn owns6(&self, a: Ipv6Addr) -> bool {
+        self.addrs6.iter().any(|(x, _)| *x == a)
+    }
+
+    fn on_link4(&self, a: Ipv4Addr) -> bool {
+        self.addrs4.iter().any(|(x, l)| {
+            let m = if *l == 0 { 0 } else { u32::MAX << (32 - l) };
+            u32::from(*x) & m == u32::from(a) & m
+        })
+    }
+
+    /// Our address to speak from to `a`: the one on its subnet, else the first.
+    fn source4(&self, a: Ipv4Addr) -> Option<Ipv4Addr> {
+        self.addrs4
+            .iter()
+            .find(|(x, l)| {
+                let m = if *l == 0 { 0 } else { u32::MAX << (32 - l) };
+                u32::from(*x) & m == u32::from(a) & m
+            })
+            .or(self.addrs4.first())
+            .map(|(x, _)| *x)
+    }
+
+    fn link_local6(&self) -> Option<Ipv6Addr> {
+        self.addrs6
+            .iter()
+            .find(|(a, _)| a.segments()[0] & 0xffc0 == 0xfe80)
+            .or(self.addrs6.first())
+            .map(|(a, _)| *a)
+    }
+}
+
+/// What the control plane did, for the stats file.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct ControlCounters {
+    /// Control frames taken in (from the kernel path and from workers).
+    pub frames_in: u64,
+    /// Frames dropped by a class's rate limit, per class (arp_nd, routing, icmp, local,
+    /// slow_path).
+    pub rate_limited: [u64; PuntClass::COUNT],
+    /// ARP requests for our addresses answered.
+    pub arp_answered: u64,
+    /// Neighbor Solicitations for our addresses answered.
+    pub ns_answered: u64,
+    /// Neighbor MACs learned or confirmed.
+    pub neighbors_learned: u64,
+    /// ARP requests and Neighbor Solicitations sent.
+    pub solicits_sent: u64,
+    /// Packets held while their next hop resolves.
+    pub held: u64,
+    /// Held packets sent after resolution.
+    pub released: u64,
+    /// Held packets dropped (queue full, resolution failed).
+    pub hold_dropped: u64,
+    /// Echo requests answered.
+    pub echo_replies: u64,
+    /// Frames written to a TAP (the host stack).
+    pub to_host: u64,
+    /// Frames for the host lost (no TAP, TAP queue full).
+    pub to_host_dropped: u64,
+    /// Frames the host sent out through a port.
+    pub from_host: u64,
+    /// Frames that could not be sent on a port.
+    pub tx_failed: u64,
+    /// Frames too short or malformed to handle.
+    pub malformed: u64,
+}
+
+/// The control plane.
+pub struct Control<E4: LpmUpdate<u32>, E6: LpmUpdate<u128>> {
+    /// The router's state (FIBs, next hops, neighbor tables).
+    pub lab: Lab<E4, E6>,
+    /// Ports, index = pipeline index - 1.
+    pub ports: Vec<CtlPort>,
+    inbox: Receiver<ToControl>,
+    wake: Arc<Wake>,
+    limits: [TokenBucket; PuntClass::COUNT],
+    /// Counters.
+    pub counters: ControlCounters,
+    start: Instant,
+    last_timer_ms: u64,
+    buf: Vec<u8>,
+}
+
+impl<E4, E6> Control<E4, E6>
+where
+    E4: LpmUpdate<u32> + Clone,
+    E6: LpmUpdate<u128> + Clone,
+    E4::Config: Default,
+    E6::Config: Default,
+{
+    /// A control plane over `lab` and `ports`, reading what workers send on `inbox`.
+    pub fn new(
+        lab: Lab<E4, E6>,
+        ports: Vec<CtlPort>,
+        inbox: Receiver<ToControl>,
+        wake: Arc<Wake>,
+        punt: &PuntSection,
+    ) -> Self {
+        let bucket = |rate: u32| TokenBucket::new(rate, (rate / 10).max(16));
+        let limits = std::array::from_fn(|k| {
+            bucket(match PuntClass::ALL.get(k) {
+                Some(PuntClass::ArpNd) => punt.arp_nd,
+                Some(PuntClass::Routing) => punt.routing,
+                Some(PuntClass::Icmp) => punt.icmp,
+                Some(PuntClass::Local) => punt.local,
+                Some(PuntClass::SlowPath) | None => punt.slow_path,
+            })
+        });
+        Control {
+            lab,
+            ports,
+            inbox,
+            wake,
+            limits,
+            counters: ControlCounters::default(),
+            start: Instant::now(),
+            last_timer_ms: 0,
+            buf: vec![0; 16 * 1024],
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.start.elapsed().as_nanos() as u64
+    }
+
+    /// The descriptors a step waits on: the wake-up eventfd, each port's socket, each TAP.
+    pub fn poll_fds(&self) -> Vec<i32> {
+        let mut v = vec![self.wake.fd()];
+        for p in &self.ports {
+            v.extend(p.wire.fd());
+            if let Some(t) = &p.tap {
+                v.extend(t.fd());
+            }
+        }
+        v
+    }
+
+    /// One round: waits up to `timeout_ms` for something to do, then handles what the
+    /// workers sent, what the ports and TAPs received, and due timers.
+    pub fn step(&mut self, timeout_ms: i32) {
+        let mut fds: Vec<libc::pollfd> = self
+            .poll_fds()
+            .into_iter()
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        let wait = timeout_ms.min((TIMER_MS as i32).max(1));
+        // SAFETY: `fds` is a live, correctly sized array of pollfd.
+        unsafe {
+            libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait);
+        }
+        self.wake.drain();
+        self.work();
+    }
+
+    /// Handles everything waiting, without blocking.
+    pub fn work(&mut self) {
+        for _ in 0..4 * READ_BUDGET {
+            match self.inbox.try_recv() {
+                Ok(m) => self.from_worker(m),
+                Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => break,
+            }
+        }
+        let mut buf = std::mem::take(&mut self.buf);
+        for i in 0..self.ports.len() {
+            for _ in 0..READ_BUDGET {
+                let Some(n) = self.ports.get_mut(i).and_then(|p| p.wire.recv(&mut buf)) else {
+                    break;
+                };
+                if let Some(f) = buf.get(..n) {
+                    self.input(i, f, None);
+                }
+            }
+            for _ in 0..READ_BUDGET {
+                let Some(p) = self.ports.get_mut(i) else { break };
+                let Some(tap) = p.tap.as_mut() else { break };
+                let Some(n) = tap.recv(&mut buf) else { break };
+                let Some(f) = buf.get(..n) else { break };
+                if p.wire.send(f) {
+                    self.counters.from_host += 1;
+                } else {
+                    self.counters.tx_failed += 1;
+                }
+            }
+        }
+        self.buf = buf;
+        let now = self.now_ms();
+        if now >= self.last_timer_ms + TIMER_MS {
+            self.last_timer_ms = now;
+            self.timers(now);
+        }
+    }
+
+    fn from_worker(&mut self, m: ToControl) {
+        match m {
+            ToControl::Punt { class, packet } => {
+                let i = packet.iif as usize;
+                if i >= 1 && i <= self.ports.len() {
+                    self.input(i - 1, packet.frame(), Some(class));
+                } else {
+                    self.counters.malformed += 1;
+                }
+            }
+            ToControl::Resolve {
+                ifindex,
+                nexthop,
+                packet,
+            } => self.hold(ifindex, nexthop, packet),
+        }
+    }
+
+    /// Holds `packet` until `nexthop` on port `ifindex` resolves, soliciting it.
+    pub fn hold(&mut self, ifindex: u32, nexthop: IpAddr, packet: Packet) {
+        let now = self.now_ms();
+        let i = ifindex as usize;
+        let Some(t) = i.checked_sub(1).and_then(|k| self.lab.tables.get_mut(k)) else {
+            self.counters.hold_dropped += 1;
+            return;
+        };
+        self.counters.held += 1;
+        match nexthop {
+            IpAddr::V4(a) => {
+                let o = t.arp.resolve(a, packet, now);
+                t.arp.publish();
+                self.after4(i - 1, a, o);
+            }
+            IpAddr::V6(a) => {
+                let o = t.nd.resolve(a, packet, now);
+                t.nd.publish();
+                self.after6(i - 1, a, o);
+            }
+        }
+    }
+
+    /// Handles one control frame that arrived on port `i` (`class` known when a worker
+    /// classified it).
+    pub fn input(&mut self, i: usize, frame: &[u8], class: Option<PuntClass>) {
+        self.counters.frames_in += 1;
+        let Some(et) = frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]])) else {
+            self.counters.malformed += 1;
+            return;
+        };
+        let class = class.unwrap_or_else(|| classify(et, frame));
+        let now = self.now_ns();
+        if let Some(b) = self.limits.get_mut(class.index()) {
+            if !b.allow(now) {
+                if let Some(c) = self.counters.rate_limited.get_mut(class.index()) {
+                    *c += 1;
+                }
+                return;
+            }
+        }
+        match et {
+            ethertype::ARP => self.arp(i, frame),
+            ethertype::IPV4 => {
+                let ours = frames::dst4(frame)
+                    .is_some_and(|d| self.ports.get(i).is_some_and(|p| p.owns4(d)));
+                if ours && self.echo(i, frame) {
+                    return;
+                }
+                self.to_host(i, frame);
+            }
+            ethertype::IPV6 => {
+                if let Some(m) = frames::parse_nd(frame) {
+                    self.nd(i, frame, m);
+                    return;
+                }
+                let ours = frames::dst6(frame)
+                    .is_some_and(|d| self.ports.get(i).is_some_and(|p| p.owns6(d)));
+                if ours && self.echo(i, frame) {
+                    return;
+                }
+                self.to_host(i, frame);
+            }
+            _ => self.to_host(i, frame),
+        }
+    }
+
+    fn echo(&mut self, i: usize, frame: &[u8]) -> bool {
+        let mut reply = frame.to_vec();
+        if !frames::echo_reply_in_place(&mut reply) {
+            return false;
+        }
+        self.counters.echo_replies += 1;
+        self.send(i, &reply);
+        true
+    }
+
+    fn send(&mut self, i: usize, frame: &[u8]) {
+        let ok = self.ports.get_mut(i).is_some_and(|p| p.wire.send(frame));
+        if !ok {
+            self.counters.tx_failed += 1;
+        }
+    }
+
+    fn to_host(&mut self, i: usize, frame: &[u8]) {
+        let ok = self
+            .ports
+            .get_mut(i)
+            .and_then(|p| p.tap.as_mut())
+            .is_some_and(|t| t.send(frame));
+        if ok {
+            self.counters.to_host += 1;
+        } else {
+            self.counters.to_host_dropped += 1;
+        }
+    }
+
+    fn arp(&mut self, i: usize, frame: &[u8]) {
+        let Some(a) = frames::parse_arp(frame) else {
+            self.counters.malformed += 1;
+            return;
+        };
+        let Some(port) = self.ports.get(i) else {
+            return;
+        };
+        let mac = port.mac;
+        let for_us = port.owns4(a.target_ip);
+        let sender_on_link = port.on_link4(a.sender_ip) && !port.owns4(a.sender_ip);
+        let now = self.now_ms();
+        // RFC 826: update an entry we have; create one only when the message is for us.
+        if sender_on_link && a.sender_hw.is_unicast() {
+            let known = self
+                .lab
+                .tables
+                .get(i)
+                .is_some_and(|t| t.arp.get(&a.sender_ip).is_some());
+            if known || for_us {
+                let ev = if a.op == ArpOp::Reply {
+                    Event::Advert {
+                        mac: Some(a.sender_hw),
+                        solicited: true,
+                        override_flag: true,
+                    }
+                } else {
+                    Event::LinkLayerHint(a.sender_hw)
+                };
+                if let Some(t) = self.lab.tables.get_mut(i) {
+                    let o = t.arp.apply(a.sender_ip, ev, now);
+                    t.arp.publish();
+                    self.counters.neighbors_learned += 1;
+                    self.after4(i, a.sender_ip, o);
+                }
+            }
+        }
+        match a.op {
+            ArpOp::Request if for_us => {
+                let reply = a.reply_to(mac);
+                let f = frames::arp_frame(a.sender_hw, mac, &reply);
+                self.counters.arp_answered += 1;
+                self.send(i, &f);
+            }
+            // Replies reach the host stack too: it resolves its own neighbors through the TAP.
+            ArpOp::Reply if for_us => self.to_host(i, frame),
+            _ => {}
+        }
+    }
+
+    fn nd(&mut self, i: usize, frame: &[u8], m: frames::NdMessage) {
+        let Some(port) = self.ports.get(i) else {
+            return;
+        };
+        let mac = port.mac;
+        let now = self.now_ms();
+        match m.nd {
+            NdRepr::NeighborSolicit { target, source_ll } => {
+                if !port.owns6(target) {
+                    return;
+                }
+                if let (Some(ll), false) = (source_ll, m.src.is_unspecified()) {
+                    if let Some(t) = self.lab.tables.get_mut(i) {
+                        let o = t.nd.apply(m.src, Event::LinkLayerHint(ll), now);
+                        t.nd.publish();
+                        self.counters.neighbors_learned += 1;
+                        self.after6(i, m.src, o);
+                    }
+                }
+                let to_mac = source_ll.unwrap_or(m.src_mac);
+                if let Some(f) = frames::neighbor_advert(mac, target, m.src, to_mac) {
+                    self.counters.ns_answered += 1;
+                    self.send(i, &f);
+                }
+            }
+            NdRepr::NeighborAdvert {
+                solicited,
+                override_,
+                target,
+                target_ll,
+                ..
+            } => {
+                if let Some(t) = self.lab.tables.get_mut(i) {
+                    if t.nd.get(&target).is_some() {
+                        let ev = Event::Advert {
+                            mac: target_ll,
+                            solicited,
+                            override_flag: override_,
+                        };
+                        let o = t.nd.apply(target, ev, now);
+                        t.nd.publish();
+                        self.counters.neighbors_learned += 1;
+                        self.after6(i, target, o);
+                    }
+                }
+                self.to_host(i, frame);
+            }
+        }
+    }
+
+    /// Sends what a neighbor-table operation asks for on port `i`.
+    fn after4(&mut self, i: usize, addr: Ipv4Addr, o: Outcome<Packet>) {
+        if let Some(s) = o.solicit {
+            self.solicit4(i, addr, s);
+        }
+        self.release(i, o);
+    }
+
+    fn after6(&mut self, i: usize, addr: Ipv6Addr, o: Outcome<Packet>) {
+        if let Some(s) = o.solicit {
+            self.solicit6(i, addr, s);
+        }
+        self.release(i, o);
+    }
+
+    fn release(&mut self, i: usize, o: Outcome<Packet>) {
+        self.counters.hold_dropped += o.dropped.len() as u64;
+        let (Some(mac), Some(port)) = (o.mac, self.ports.get(i)) else {
+            self.counters.hold_dropped += o.transmit.len() as u64;
+            return;
+        };
+        let src = port.mac;
+        for mut p in o.transmit {
+            let f = p.frame_mut();
+            if let Some(h) = f.get_mut(..12) {
+                h[..6].copy_from_slice(&mac.0);
+                h[6..].copy_from_slice(&src.0);
+            }
+            self.counters.released += 1;
+            self.send(i, p.frame());
+        }
+    }
+
+    fn solicit4(&mut self, i: usize, addr: Ipv4Addr, s: Solicit) {
+        let Some(port) = self.ports.get(i) else {
+            return;
+        };
+        let Some(src) = port.source4(addr) else {
+            return;
+        };
+        let req = ArpRepr::request(port.mac, src, addr);
+        let dst = match s {
+            Solicit::Multicast => MacAddr::BROADCAST,
+            Solicit::Unicast(m) => m,
+        };
+        let f = frames::arp_frame(dst, port.mac, &req);
+        self.counters.solicits_sent += 1;
+        self.send(i, &f);
+    }
+
+    fn solicit6(&mut self, i: usize, addr: Ipv6Addr, s: Solicit) {
+        let Some(port) = self.ports.get(i) else {
+            return;
+        };
+        let Some(src) = port.link_local6() else {
+            return;
+        };
+        let to = match s {
+            Solicit::Multicast => None,
+            Solicit::Unicast(m) => Some(m),
+        };
+        if let Some(f) = frames::neighbor_solicit(port.mac, src, addr, to) {
+            self.counters.solicits_sent += 1;
+            self.send(i, &f);
+        }
+    }
+
+    /// Fires the neighbor tables' timers: retransmissions, probes, failures.
+    fn timers(&mut self, now: u64) {
+        for i in 0..self.lab.tables.len() {
+            let (fired4, fired6) = match self.lab.tables.get_mut(i) {
+                Some(t) => {
+                    let a = t.arp.expire(now);
+                    let b = t.nd.expire(now);
+                    t.arp.publish();
+                    t.nd.publish();
+                    (a, b)
+                }
+                None => continue,
+            };
+            for (a, o) in fired4 {
+                self.after4(i, a, o);
+            }
+            for (a, o) in fired6 {
+                self.after6(i, a, o);
+            }
+        }
+    }
+}
+
+/// The class of a control frame read from the kernel path (the pipeline's own rules).
+pub fn classify(et: u16, frame: &[u8]) -> PuntClass {
+    let ip = frame.get(HEADER_LEN..).unwrap_or(&[]);
+    match et {
+        ethertype::ARP => PuntClass::ArpNd,
+        ethertype::IPV4 => {
+            let ihl = usize::from(ip.first().copied().unwrap_or(0) & 0x0f) * 4;
+            let proto = ip.get(9).copied().unwrap_or(0);
+            let l4 = ip.get(ihl..).unwrap_or(&[]);
+            punt_class(proto, ports(l4), None)
+        }
+        ethertype::IPV6 => {
+            let nh = ip.get(6).copied().unwrap_or(0);
+            let l4 = ip.get(40..).unwrap_or(&[]);
+            let icmp6 = if nh == 58 { l4.first().copied() } else { None };
+            punt_class(nh, ports(l4), icmp6)
+        }
+        _ => PuntClass::Local,
+    }
+}
+
+fn ports(l4: &[u8]) -> (u16, u16) {
+    match l4.get(..4) {
+        Some(b) => (
+            u16::from_be_bytes([b[0], b[1]]),
+            u16::from_be_bytes([b[2], b[3]]),
+        ),
+        None => (0, 0),
+    }
+}
