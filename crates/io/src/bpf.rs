@@ -1,1 +1,573 @@
-//! (being written)
+//! Loading and attaching the XDP programs: a small FFI to the system libbpf (1.1 or later)
+//! behind a safe API.
+//!
+//! The programs live in `bpf/*.c`; `build.rs` compiles each one with clang and embeds the
+//! object in [`objects`] (`bpf/xsk_steer.c` becomes [`objects::XSK_STEER`]). At run time:
+//!
+//! ```text
+//!  objects::XSK_STEER ──BpfObject::load──▶ programs + maps in the kernel
+//!                                           │ prog_fd("xsk_steer")   map_fd("xsks")
+//!                                           ▼                        ▼
+//!                      XdpAttachment::attach(ifindex)      map_update(fd, key, value)
+//!                      (detached again on Drop)
+//! ```
+//!
+//! Only the handful of libbpf calls the router needs are declared, with the option structs
+//! laid out as in libbpf 1.1's headers; each carries its own size in `sz`, which is how
+//! libbpf keeps such structs compatible across versions. libbpf 1.x returns negative error
+//! numbers (and `NULL` with `errno` for pointers); every failure becomes an [`IoError`]
+//! naming the object, program, map or interface involved.
+//!
+//! An attachment uses `XDP_FLAGS_UPDATE_IF_NOEXIST`, so a program someone else attached is
+//! never replaced (the error says so and how to remove it), and detaches with
+//! `XDP_FLAGS_REPLACE` against its own program, so it never removes someone else's either.
+//!
+//! [`prog_test_run`] runs a program on a frame in the kernel (`BPF_PROG_TEST_RUN`); with
+//! [`BPF_F_TEST_XDP_LIVE_FRAMES`] and an `xdp_md` context naming an interface, the frames
+//! a program redirects or sends back are really transmitted, which is how a traffic
+//! generator can send millions of frames a second without a socket.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr::NonNull;
+use std::sync::Once;
+
+use crate::IoError;
+
+/// The programs compiled from `bpf/*.c`, one constant per file.
+pub mod objects {
+    include!(concat!(env!("OUT_DIR"), "/objects.rs"));
+}
+
+/// `BPF_F_TEST_XDP_LIVE_FRAMES`: frames of an XDP test run are really transmitted.
+pub const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+
+const XDP_FLAGS_UPDATE_IF_NOEXIST: u32 = 1 << 0;
+const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
+const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
+/// libbpf's own error numbers start here (`LIBBPF_ERRNO__START`).
+const LIBBPF_ERRNO_START: c_int = 4000;
+
+#[repr(C)]
+struct BpfObjectOpenOpts {
+    sz: usize,
+    object_name: *const c_char,
+    relaxed_maps: bool,
+}
+
+#[repr(C)]
+struct BpfXdpAttachOpts {
+    sz: usize,
+    old_prog_fd: c_int,
+}
+
+#[repr(C)]
+struct BpfTestRunOpts {
+    sz: usize,
+    data_in: *const c_void,
+    data_out: *mut c_void,
+    data_size_in: u32,
+    data_size_out: u32,
+    ctx_in: *const c_void,
+    ctx_out: *mut c_void,
+    ctx_size_in: u32,
+    ctx_size_out: u32,
+    retval: u32,
+    repeat: c_int,
+    duration: u32,
+    flags: u32,
+    cpu: u32,
+    batch_size: u32,
+}
+
+extern "C" {
+    fn bpf_object__open_mem(
+        obj_buf: *const c_void,
+        obj_buf_sz: usize,
+        opts: *const BpfObjectOpenOpts,
+    ) -> *mut c_void;
+    fn bpf_object__load(obj: *mut c_void) -> c_int;
+    fn bpf_object__close(obj: *mut c_void);
+    fn bpf_object__find_program_by_name(obj: *const c_void, name: *const c_char) -> *mut c_void;
+    fn bpf_program__fd(prog: *const c_void) -> c_int;
+    fn bpf_object__find_map_by_name(obj: *const c_void, name: *const c_char) -> *mut c_void;
+    fn bpf_map__fd(map: *const c_void) -> c_int;
+    fn bpf_map_update_elem(
+        fd: c_int,
+        key: *const c_void,
+        value: *const c_void,
+        flags: u64,
+    ) -> c_int;
+    fn bpf_map_lookup_elem(fd: c_int, key: *const c_void, value: *mut c_void) -> c_int;
+    fn bpf_map_delete_elem(fd: c_int, key: *const c_void) -> c_int;
+    fn bpf_xdp_attach(
+        ifindex: c_int,
+        prog_fd: c_int,
+        flags: u32,
+        opts: *const BpfXdpAttachOpts,
+    ) -> c_int;
+    fn bpf_xdp_detach(ifindex: c_int, flags: u32, opts: *const BpfXdpAttachOpts) -> c_int;
+    fn bpf_prog_test_run_opts(prog_fd: c_int, opts: *mut BpfTestRunOpts) -> c_int;
+    fn libbpf_strerror(err: c_int, buf: *mut c_char, size: usize) -> c_int;
+    fn libbpf_num_possible_cpus() -> c_int;
+}
+
+/// The error for libbpf's return value `ret` (negative) while doing `what`.
+fn libbpf_error(what: String, ret: c_int) -> IoError {
+    let err = ret.checked_neg().unwrap_or(libc::EINVAL);
+    if err >= LIBBPF_ERRNO_START {
+        let mut buf = [0 as c_char; 128];
+        // SAFETY: `buf` is writable for its length; libbpf NUL-terminates within it.
+        unsafe { libbpf_strerror(err, buf.as_mut_ptr(), buf.len()) };
+        // SAFETY: NUL-terminated above (the last byte is never written over by libbpf).
+        let text = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
+        return IoError::Unsupported(format!("{what}: {text} (libbpf error {err})"));
+    }
+    let e = std::io::Error::from_raw_os_error(err);
+    if matches!(err, libc::EPERM | libc::EACCES) {
+        return IoError::Unsupported(format!(
+            "{what}: {e}; needs root or CAP_NET_ADMIN+CAP_BPF (and CAP_PERFMON on some kernels)"
+        ));
+    }
+    IoError::Os { what, err: e }
+}
+
+/// Raises `RLIMIT_MEMLOCK` to infinity once per process: kernels before 5.11 charge BPF maps
+/// and AF_XDP memory against it. Failure is ignored (newer kernels do not need it, and the
+/// load that follows reports any real problem).
+pub fn raise_memlock_limit() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let lim = libc::rlimit {
+            rlim_cur: libc::RLIM_INFINITY,
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        // SAFETY: plain system call on a valid struct.
+        unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &lim) };
+    });
+}
+
+/// The number of possible CPUs: the number of values a per-CPU map holds per key.
+pub fn possible_cpus() -> Result<usize, IoError> {
+    // SAFETY: no arguments; libbpf reads /sys/devices/system/cpu/possible.
+    let n = unsafe { libbpf_num_possible_cpus() };
+    if n <= 0 {
+        return Err(libbpf_error("counting possible CPUs".into(), n));
+    }
+    Ok(n as usize)
+}
+
+/// A loaded BPF object: its programs and maps live in the kernel until it is dropped (and
+/// longer while attached: an attachment holds its own reference to its program).
+pub struct BpfObject {
+    obj: NonNull<c_void>,
+    name: String,
+}
+
+// SAFETY: the object is only read after load (lookups by name), never shared by reference
+// across threads by libbpf itself; moving it between threads is fine.
+unsafe impl Send for BpfObject {}
+
+impl BpfObject {
+    /// Opens and loads the ELF object `bytes` (see [`objects`]) under the name `name`.
+    pub fn load(name: &str, bytes: &[u8]) -> Result<BpfObject, IoError> {
+        raise_memlock_limit();
+        let cname = CString::new(name)
+            .map_err(|_| IoError::Unsupported(format!("BPF object name {name:?} has a NUL")))?;
+        let opts = BpfObjectOpenOpts {
+            sz: std::mem::size_of::<BpfObjectOpenOpts>(),
+            object_name: cname.as_ptr(),
+            relaxed_maps: false,
+        };
+        // SAFETY: `bytes` and `opts` are valid for the call; libbpf copies the buffer.
+        let obj = unsafe { bpf_object__open_mem(bytes.as_ptr().cast(), bytes.len(), &opts) };
+        let Some(obj) = NonNull::new(obj) else {
+            let errno = std::io::Error::last_os_error()
+                .raw_os_error()
+                .unwrap_or(libc::EINVAL);
+            return Err(libbpf_error(format!("opening BPF object {name}"), -errno));
+        };
+        let object = BpfObject {
+            obj,
+            name: name.to_string(),
+        };
+        // SAFETY: `obj` is a valid, not yet loaded object.
+        let ret = unsafe { bpf_object__load(object.obj.as_ptr()) };
+        if ret < 0 {
+            return Err(libbpf_error(
+                format!("loading BPF object {name} (the verifier log, if any, is on stderr)"),
+                ret,
+            ));
+        }
+        Ok(object)
+    }
+
+    /// The name given at load.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The descriptor of program `prog` (the C function's name).
+    pub fn prog_fd(&self, prog: &str) -> Result<RawFd, IoError> {
+        let missing =
+            || IoError::Unsupported(format!("BPF object {} has no program {prog:?}", self.name));
+        let c = CString::new(prog).map_err(|_| missing())?;
+        // SAFETY: valid object and C string.
+        let p = unsafe { bpf_object__find_program_by_name(self.obj.as_ptr(), c.as_ptr()) };
+        if p.is_null() {
+            return Err(missing());
+        }
+        // SAFETY: `p` belongs to the loaded object.
+        let fd = unsafe { bpf_program__fd(p) };
+        if fd < 0 {
+            return Err(libbpf_error(format!("program {prog} of {}", self.name), fd));
+        }
+        Ok(fd)
+    }
+
+    /// The descriptor of map `map`.
+    pub fn map_fd(&self, map: &str) -> Result<RawFd, IoError> {
+        let missing =
+            || IoError::Unsupported(format!("BPF object {} has no map {map:?}", self.name));
+        let c = CString::new(map).map_err(|_| missing())?;
+        // SAFETY: valid object and C string.
+        let m = unsafe { bpf_object__find_map_by_name(self.obj.as_ptr(), c.as_ptr()) };
+        if m.is_null() {
+            return Err(missing());
+        }
+        // SAFETY: `m` belongs to the loaded object.
+        let fd = unsafe { bpf_map__fd(m) };
+        if fd < 0 {
+            return Err(libbpf_error(format!("map {map} of {}", self.name), fd));
+        }
+        Ok(fd)
+    }
+}
+
+impl Drop for BpfObject {
+    fn drop(&mut self) {
+        // SAFETY: the object is valid and closed once.
+        unsafe { bpf_object__close(self.obj.as_ptr()) };
+    }
+}
+
+/// Sets `key` to `value` in map `fd` (creating or replacing it). The lengths must be the
+/// map's key and value sizes (the kernel reads exactly that many bytes, so a short slice
+/// is refused here rather than read past).
+pub fn map_update(fd: RawFd, key: &[u8], value: &[u8]) -> Result<(), IoError> {
+    check_sizes(fd, key.len(), value.len())?;
+    // SAFETY: the slices are valid for the sizes the map was checked to have.
+    let ret = unsafe { bpf_map_update_elem(fd, key.as_ptr().cast(), value.as_ptr().cast(), 0) };
+    if ret < 0 {
+        return Err(libbpf_error(format!("updating BPF map (fd {fd})"), ret));
+    }
+    Ok(())
+}
+
+/// Reads `key` of map `fd` into `value` (for a per-CPU map, `value` holds one value per
+/// possible CPU, 8-byte aligned each). `Ok(false)` when the key is absent.
+pub fn map_lookup(fd: RawFd, key: &[u8], value: &mut [u8]) -> Result<bool, IoError> {
+    let (k, v, percpu) = map_sizes(fd)?;
+    let need = if percpu {
+        v.div_ceil(8) * 8 * possible_cpus()?
+    } else {
+        v
+    };
+    if key.len() != k || value.len() < need {
+        return Err(IoError::Unsupported(format!(
+            "BPF map (fd {fd}) lookup: key is {} bytes (map: {k}), value buffer {} bytes \
+             (needs {need})",
+            key.len(),
+            value.len()
+        )));
+    }
+    // SAFETY: the buffers are at least the sizes the kernel reads and writes.
+    let ret = unsafe { bpf_map_lookup_elem(fd, key.as_ptr().cast(), value.as_mut_ptr().cast()) };
+    if ret == -libc::ENOENT {
+        return Ok(false);
+    }
+    if ret < 0 {
+        return Err(libbpf_error(format!("looking up BPF map (fd {fd})"), ret));
+    }
+    Ok(true)
+}
+
+/// Removes `key` from map `fd`; `Ok(false)` when it was absent.
+pub fn map_delete(fd: RawFd, key: &[u8]) -> Result<bool, IoError> {
+    let (k, _, _) = map_sizes(fd)?;
+    if key.len() != k {
+        return Err(IoError::Unsupported(format!(
+            "BPF map (fd {fd}) delete: key is {} bytes (map: {k})",
+            key.len()
+        )));
+    }
+    // SAFETY: the key is the map's key size.
+    let ret = unsafe { bpf_map_delete_elem(fd, key.as_ptr().cast()) };
+    if ret == -libc::ENOENT {
+        return Ok(false);
+    }
+    if ret < 0 {
+        return Err(libbpf_error(
+            format!("deleting from BPF map (fd {fd})"),
+            ret,
+        ));
+    }
+    Ok(true)
+}
+
+fn check_sizes(fd: RawFd, key: usize, value: usize) -> Result<(), IoError> {
+    let (k, v, _) = map_sizes(fd)?;
+    if key != k || value != v {
+        return Err(IoError::Unsupported(format!(
+            "BPF map (fd {fd}) update: key/value are {key}/{value} bytes, the map's are {k}/{v}"
+        )));
+    }
+    Ok(())
+}
+
+/// Key size, value size and whether the map is per-CPU, read from `/proc/self/fdinfo`
+/// (which every kernel with BPF provides, without another libbpf declaration).
+fn map_sizes(fd: RawFd) -> Result<(usize, usize, bool), IoError> {
+    let path = format!("/proc/self/fdinfo/{fd}");
+    let text = std::fs::read_to_string(&path).map_err(|err| IoError::Os {
+        what: format!("reading {path} (is {fd} a BPF map?)"),
+        err,
+    })?;
+    let field = |name: &str| -> Option<usize> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    match (field("key_size:"), field("value_size:"), field("map_type:")) {
+        (Some(k), Some(v), Some(t)) => {
+            // BPF_MAP_TYPE_PERCPU_HASH = 5, PERCPU_ARRAY = 6, LRU_PERCPU_HASH = 10.
+            Ok((k, v, matches!(t, 5 | 6 | 10)))
+        }
+        _ => Err(IoError::Unsupported(format!(
+            "descriptor {fd} is not a BPF map"
+        ))),
+    }
+}
+
+/// How an XDP program runs on an interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum XdpMode {
+    /// In the driver, before any socket buffer exists (`XDP_FLAGS_DRV_MODE`).
+    Native,
+    /// In the generic receive path, after the socket buffer is built (`XDP_FLAGS_SKB_MODE`):
+    /// works on every interface, slower.
+    Generic,
+}
+
+impl XdpMode {
+    /// The name used in configuration and logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            XdpMode::Native => "native",
+            XdpMode::Generic => "generic",
+        }
+    }
+
+    fn flag(self) -> u32 {
+        match self {
+            XdpMode::Native => XDP_FLAGS_DRV_MODE,
+            XdpMode::Generic => XDP_FLAGS_SKB_MODE,
+        }
+    }
+}
+
+/// The name of interface `ifindex`, or its number when it has none any more.
+pub(crate) fn ifname_of(ifindex: u32) -> String {
+    let mut buf = [0 as c_char; libc::IF_NAMESIZE];
+    // SAFETY: `buf` is IF_NAMESIZE long, as if_indextoname requires.
+    let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };
+    if p.is_null() {
+        return format!("ifindex {ifindex}");
+    }
+    // SAFETY: if_indextoname wrote a NUL-terminated name into `buf`.
+    unsafe { CStr::from_ptr(buf.as_ptr()) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// An XDP program attached to an interface; detached when dropped.
+pub struct XdpAttachment {
+    ifindex: u32,
+    mode: XdpMode,
+    /// Our own reference to the program: the detach names it, so only this program is
+    /// ever removed.
+    prog: OwnedFd,
+    /// Set once [`XdpAttachment::detach`] has run, so dropping does not detach twice.
+    detached: bool,
+}
+
+impl XdpAttachment {
+    /// Attaches program `prog_fd` to interface `ifindex` in `mode`, refusing to replace a
+    /// program already there.
+    pub fn attach(ifindex: u32, prog_fd: RawFd, mode: XdpMode) -> Result<XdpAttachment, IoError> {
+        let name = ifname_of(ifindex);
+        // SAFETY: duplicating a descriptor the caller holds open.
+        let dup = unsafe { libc::fcntl(prog_fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if dup < 0 {
+            return Err(IoError::last(format!(
+                "duplicating XDP program fd {prog_fd} for {name}"
+            )));
+        }
+        // SAFETY: `dup` is a fresh descriptor owned from here on.
+        let prog = unsafe { OwnedFd::from_raw_fd(dup) };
+        let ifi = c_int::try_from(ifindex)
+            .map_err(|_| IoError::NoSuchInterface(format!("ifindex {ifindex}")))?;
+        // SAFETY: plain call; no options.
+        let ret = unsafe {
+            bpf_xdp_attach(
+                ifi,
+                prog.as_raw_fd(),
+                XDP_FLAGS_UPDATE_IF_NOEXIST | mode.flag(),
+                std::ptr::null(),
+            )
+        };
+        if ret < 0 {
+            let m = mode.name();
+            return Err(match -ret {
+                libc::EBUSY | libc::EEXIST => IoError::Unsupported(format!(
+                    "{name}: an XDP program is already attached; remove it with \
+                     `ip link set dev {name} xdp off` (or xdpgeneric off) if it is stale"
+                )),
+                libc::EOPNOTSUPP if mode == XdpMode::Native => IoError::Unsupported(format!(
+                    "{name}: no native XDP support (EOPNOTSUPP); set backend = \"packet\" or \
+                     mode = \"generic\""
+                )),
+                _ => libbpf_error(format!("{name}: attaching XDP program ({m} mode)"), ret),
+            });
+        }
+        Ok(XdpAttachment {
+            ifindex,
+            mode,
+            prog,
+            detached: false,
+        })
+    }
+
+    /// The interface.
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    /// The mode it runs in.
+    pub fn mode(&self) -> XdpMode {
+        self.mode
+    }
+
+    /// Detaches now, reporting an error (dropping detaches too, silently).
+    pub fn detach(mut self) -> Result<(), IoError> {
+        self.detached = true;
+        self.detach_inner()
+    }
+
+    fn detach_inner(&self) -> Result<(), IoError> {
+        let opts = BpfXdpAttachOpts {
+            sz: std::mem::size_of::<BpfXdpAttachOpts>(),
+            old_prog_fd: self.prog.as_raw_fd(),
+        };
+        let ifi = c_int::try_from(self.ifindex).unwrap_or(0);
+        // SAFETY: valid options; libbpf adds XDP_FLAGS_REPLACE for `old_prog_fd`.
+        let ret = unsafe { bpf_xdp_detach(ifi, self.mode.flag(), &opts) };
+        // ENODEV: the interface is gone, and the program with it.
+        if ret < 0 && ret != -libc::ENODEV {
+            return Err(libbpf_error(
+                format!("{}: detaching XDP program", ifname_of(self.ifindex)),
+                ret,
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for XdpAttachment {
+    fn drop(&mut self) {
+        if !self.detached {
+            let _ = self.detach_inner();
+        }
+    }
+}
+
+/// Runs program `prog_fd` on `data` `repeat` times in the kernel (`BPF_PROG_TEST_RUN`) with
+/// test-run `flags` and an optional context (for XDP, a `struct xdp_md`, e.g. with
+/// `ingress_ifindex` set). Returns the program's return value and the mean duration of one
+/// run in nanoseconds.
+pub fn prog_test_run(
+    prog_fd: RawFd,
+    data: &[u8],
+    repeat: u32,
+    flags: u32,
+    ctx: Option<&[u8]>,
+) -> Result<(u32, u32), IoError> {
+    let too_big = |what: &str| IoError::Unsupported(format!("BPF test run: {what} too large"));
+    let (ctx_ptr, ctx_len) = match ctx {
+        Some(c) => (
+            c.as_ptr().cast(),
+            u32::try_from(c.len()).map_err(|_| too_big("context"))?,
+        ),
+        None => (std::ptr::null(), 0),
+    };
+    let mut opts = BpfTestRunOpts {
+        sz: std::mem::size_of::<BpfTestRunOpts>(),
+        data_in: data.as_ptr().cast(),
+        data_out: std::ptr::null_mut(),
+        data_size_in: u32::try_from(data.len()).map_err(|_| too_big("frame"))?,
+        data_size_out: 0,
+        ctx_in: ctx_ptr,
+        ctx_out: std::ptr::null_mut(),
+        ctx_size_in: ctx_len,
+        ctx_size_out: 0,
+        retval: 0,
+        repeat: c_int::try_from(repeat).map_err(|_| too_big("repeat count"))?,
+        duration: 0,
+        flags,
+        cpu: 0,
+        batch_size: 0,
+    };
+    // SAFETY: the input buffers outlive the call; no output buffers are given.
+    let ret = unsafe { bpf_prog_test_run_opts(prog_fd, &mut opts) };
+    if ret < 0 {
+        return Err(libbpf_error(
+            format!("BPF test run of program fd {prog_fd}"),
+            ret,
+        ));
+    }
+    Ok((opts.retval, opts.duration))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn option_structs_match_libbpf_1_1() {
+        // Sizes from /usr/include/bpf/{bpf,libbpf}.h on x86_64.
+        assert_eq!(std::mem::size_of::<BpfTestRunOpts>(), 80);
+        assert_eq!(std::mem::size_of::<BpfXdpAttachOpts>(), 16);
+        assert_eq!(std::mem::offset_of!(BpfTestRunOpts, retval), 56);
+        assert_eq!(std::mem::offset_of!(BpfTestRunOpts, batch_size), 76);
+    }
+
+    #[test]
+    fn the_steering_program_is_embedded() {
+        assert!(objects::XSK_STEER.starts_with(b"\x7fELF"));
+    }
+
+    #[test]
+    fn a_garbage_object_is_an_error_naming_it() {
+        let e = match BpfObject::load("garbage", b"not an ELF file") {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("garbage loaded"),
+        };
+        assert!(e.contains("garbage"), "{e}");
+    }
+
+    #[test]
+    fn a_bad_descriptor_is_not_a_map() {
+        let e = map_update(-1, &[0; 4], &[0; 4]).unwrap_err().to_string();
+        assert!(e.contains("-1"), "{e}");
+    }
+}
