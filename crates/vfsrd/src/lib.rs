@@ -5,3 +5,5 @@ pub mod config;
 pub mod control;
 pub mod router;
 pub mod link;
+pub mod dataplane;
+pub mod runtime;

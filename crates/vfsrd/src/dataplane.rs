@@ -1,0 +1,310 @@
+//! A forwarding worker's loop: receive a batch from each of its queues, run it through the
+//! pipeline, send the results, hand punts and unresolved packets to the control plane.
+//!
+//! Polling is adaptive, as NAPI does: while batches come in the worker keeps polling (no
+//! system call while frames wait in the rings); after `busy_poll` without a frame it
+//! flushes its transmit queues and sleeps in `poll(2)` on its queues' descriptors until a
+//! frame arrives (or 100 ms pass, to notice a stop request). A full ring under overload is
+//! not a problem of this loop: every batch is bounded, so the worker always finishes its
+//! round and the kernel drops the excess at the ring, where it is counted.
+//!
+//! Punts are rate-limited here per class before they reach the control plane's queue, and
+//! the control plane is woken once per batch that had any.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use vfsr_fwd::ratelimit::TokenBucket;
+use vfsr_fwd::{Batch, Packet, PuntClass, Verdict, Worker};
+use vfsr_io::{Backend, IoStats};
+use vfsr_lpm::LpmUpdate;
+
+use crate::config::PuntSection;
+use crate::link::{ToControl, Wake};
+
+/// How long an idle worker sleeps in `poll` at most.
+const IDLE_POLL_MS: i32 = 100;
+/// Packets kept for reuse.
+const POOL: usize = 1024;
+
+/// What a worker publishes for the stats file.
+#[derive(Default)]
+pub struct WorkerStats {
+    /// Per-queue I/O counters, refreshed every few hundred batches and when idle.
+    pub io: Mutex<Vec<(String, IoStats)>>,
+    /// Punts lost to the per-class limits or a full control queue.
+    pub punts_limited: AtomicU64,
+    /// Batches processed.
+    pub batches: AtomicU64,
+    /// Times the worker went to sleep in `poll`.
+    pub sleeps: AtomicU64,
+}
+
+/// One worker and its queues.
+pub struct WorkerLoop<E4, E6> {
+    /// The pipeline.
+    pub worker: Worker<E4, E6>,
+    /// This worker's queue on each port, by pipeline index - 1 (`None`: no queue there;
+    /// packets for that port are counted as transmit drops).
+    pub queues: Vec<Option<Box<dyn Backend>>>,
+    /// To the control plane.
+    pub to_control: SyncSender<ToControl>,
+    /// Wakes the control plane.
+    pub wake: Arc<Wake>,
+    /// Spin this long on empty queues before sleeping.
+    pub busy_poll: Duration,
+    /// Packets per receive call.
+    pub batch: usize,
+    /// Published counters.
+    pub stats: Arc<WorkerStats>,
+    limits: [TokenBucket; PuntClass::COUNT],
+    pool: Vec<Packet>,
+    start: Instant,
+    tx_unrouted: u64,
+}
+
+impl<E4, E6> WorkerLoop<E4, E6>
+where
+    E4: LpmUpdate<u32>,
+    E6: LpmUpdate<u128>,
+{
+    /// A loop over `queues`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        worker: Worker<E4, E6>,
+        queues: Vec<Option<Box<dyn Backend>>>,
+        to_control: SyncSender<ToControl>,
+        wake: Arc<Wake>,
+        punt: &PuntSection,
+        busy_poll: Duration,
+        batch: usize,
+        stats: Arc<WorkerStats>,
+    ) -> Self {
+        let limits = std::array::from_fn(|k| {
+            let rate = match PuntClass::ALL.get(k) {
+                Some(PuntClass::ArpNd) => punt.arp_nd,
+                Some(PuntClass::Routing) => punt.routing,
+                Some(PuntClass::Icmp) => punt.icmp,
+                Some(PuntClass::Local) => punt.local,
+                Some(PuntClass::SlowPath) | None => punt.slow_path,
+            };
+            TokenBucket::new(rate, (rate / 10).max(16))
+        });
+        WorkerLoop {
+            worker,
+            queues,
+            to_control,
+            wake,
+            busy_poll,
+            batch: batch.max(1),
+            stats,
+            limits,
+            pool: Vec::with_capacity(POOL),
+            start: Instant::now(),
+            tx_unrouted: 0,
+        }
+    }
+
+    /// Runs until `stop` is set, then flushes the transmit queues.
+    pub fn run(&mut self, stop: &AtomicBool) {
+        let mut batch = Batch::new();
+        let mut last_work = Instant::now();
+        let mut rounds: u64 = 0;
+        while !stop.load(Ordering::Relaxed) {
+            let n = self.round(&mut batch);
+            rounds += 1;
+            if n > 0 {
+                last_work = Instant::now();
+                if rounds % 512 == 0 {
+                    self.publish();
+                }
+                continue;
+            }
+            if last_work.elapsed() < self.busy_poll {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.flush();
+            self.worker.flush_counters();
+            self.publish();
+            self.sleep();
+            last_work = Instant::now();
+        }
+        self.flush();
+        self.worker.flush_counters();
+        self.publish();
+    }
+
+    /// Receives and forwards one batch from each queue; returns the frames received.
+    pub fn round(&mut self, batch: &mut Batch) -> usize {
+        let mut total = 0;
+        for q in 0..self.queues.len() {
+            batch.packets.clear();
+            batch.verdicts.clear();
+            let got = match self.queues.get_mut(q).and_then(|b| b.as_mut()) {
+                Some(b) => b
+                    .recv(&mut batch.packets, self.batch, &mut self.pool)
+                    .unwrap_or(0),
+                None => 0,
+            };
+            if got == 0 {
+                continue;
+            }
+            total += got;
+            let now = self.start.elapsed().as_nanos() as u64;
+            self.worker.process(batch, now);
+            self.dispatch(batch, now);
+        }
+        if total > 0 {
+            self.stats.batches.fetch_add(1, Ordering::Relaxed);
+        }
+        total
+    }
+
+    fn dispatch(&mut self, batch: &mut Batch, now: u64) {
+        // Transmit: one send per egress port that has packets (ports are 1..=64).
+        let bit = |oif: u32| match oif {
+            1..=64 => 1u64 << (oif - 1),
+            _ => 0,
+        };
+        let mut mask: u64 = 0;
+        for (p, v) in batch.packets.iter().zip(&batch.verdicts) {
+            if let Verdict::Forward { oif } = v {
+                mask |= bit(*oif);
+                if bit(*oif) == 0 || bit(p.oif) == 0 {
+                    self.tx_unrouted += 1;
+                }
+            }
+        }
+        for p in &batch.generated {
+            mask |= bit(p.oif);
+        }
+        while mask != 0 {
+            let oif = mask.trailing_zeros() + 1;
+            mask &= mask - 1;
+            let mut frames = batch
+                .packets
+                .iter()
+                .zip(&batch.verdicts)
+                .filter(|(_, v)| matches!(v, Verdict::Forward { oif: o } if *o == oif))
+                .map(|(p, _)| p.frame())
+                .chain(
+                    batch
+                        .generated
+                        .iter()
+                        .filter(|p| p.oif == oif)
+                        .map(|p| p.frame()),
+                );
+            match self
+                .queues
+                .get_mut(oif as usize - 1)
+                .and_then(|q| q.as_mut())
+            {
+                Some(q) => {
+                    let _ = q.send(&mut frames);
+                }
+                None => self.tx_unrouted += frames.count() as u64,
+            }
+        }
+        let generated = std::mem::take(&mut batch.generated);
+        self.worker.recycle(generated);
+
+        // Punts and holds go to the control plane; the rest of the buffers are reused.
+        let mut woke = false;
+        for (p, v) in batch.packets.drain(..).zip(batch.verdicts.drain(..)) {
+            let msg = match v {
+                Verdict::Punt(class) => {
+                    let ok = self
+                        .limits
+                        .get_mut(class.index())
+                        .is_some_and(|b| b.allow(now));
+                    if !ok {
+                        self.stats.punts_limited.fetch_add(1, Ordering::Relaxed);
+                        self.pool.push(p);
+                        continue;
+                    }
+                    ToControl::Punt { class, packet: p }
+                }
+                Verdict::Resolve { ifindex, nexthop } => {
+                    let ok = self
+                        .limits
+                        .get_mut(PuntClass::SlowPath.index())
+                        .is_some_and(|b| b.allow(now));
+                    if !ok {
+                        self.stats.punts_limited.fetch_add(1, Ordering::Relaxed);
+                        self.pool.push(p);
+                        continue;
+                    }
+                    ToControl::Resolve {
+                        ifindex,
+                        nexthop,
+                        packet: p,
+                    }
+                }
+                _ => {
+                    if self.pool.len() < POOL {
+                        self.pool.push(p);
+                    }
+                    continue;
+                }
+            };
+            match self.to_control.try_send(msg) {
+                Ok(()) => woke = true,
+                Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                    self.stats.punts_limited.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        if woke {
+            self.wake.notify();
+        }
+    }
+
+    fn flush(&mut self) {
+        for q in self.queues.iter_mut().flatten() {
+            let _ = q.flush();
+        }
+    }
+
+    fn publish(&self) {
+        let io: Vec<(String, IoStats)> = self
+            .queues
+            .iter()
+            .flatten()
+            .map(|q| (q.name().to_string(), q.stats()))
+            .collect();
+        if let Ok(mut g) = self.stats.io.lock() {
+            *g = io;
+        }
+    }
+
+    /// Frames that had no queue to leave by.
+    pub fn tx_unrouted(&self) -> u64 {
+        self.tx_unrouted
+    }
+
+    fn sleep(&mut self) {
+        self.stats.sleeps.fetch_add(1, Ordering::Relaxed);
+        let mut fds: Vec<libc::pollfd> = self
+            .queues
+            .iter()
+            .flatten()
+            .filter_map(|q| q.fd())
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        if fds.is_empty() {
+            std::thread::sleep(Duration::from_millis(1));
+            return;
+        }
+        // SAFETY: `fds` is a live, correctly sized array of pollfd.
+        unsafe {
+            libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, IDLE_POLL_MS);
+        }
+    }
+}

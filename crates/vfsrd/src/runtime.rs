@@ -1,0 +1,342 @@
+//! Starting and stopping the router: the control plane on the calling thread (pinned to
+//! its core), one thread per forwarding worker (pinned to its core), the stats file, and a
+//! clean stop: workers stop receiving and flush what they queued, then the control plane
+//! stops, then the caller drops the I/O (which detaches XDP programs and deletes TAPs).
+
+use std::any::Any;
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::mpsc::sync_channel;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Map, Value};
+use vfsr_flow::FlowConfig;
+use vfsr_fwd::{Counters, DropReason, Outcome, PuntClass, SharedCounters, WorkerConfig};
+use vfsr_io::{Backend, IoStats};
+use vfsr_lpm::LpmUpdate;
+use vfsr_wire::MacAddr;
+
+use crate::config::Plan;
+use crate::control::{Control, ControlCounters, CtlPort};
+use crate::dataplane::{WorkerLoop, WorkerStats};
+use crate::link::{Link, ToControl, Wake};
+use crate::router::{self, Installed};
+
+/// Frames workers may queue for the control plane.
+const INBOX: usize = 4096;
+
+/// One port's I/O.
+pub struct PortIo {
+    /// The interface's MAC.
+    pub mac: MacAddr,
+    /// One backend per queue (queue `w` goes to worker `w`).
+    pub queues: Vec<Box<dyn Backend>>,
+    /// The control plane's link on the port.
+    pub wire: Box<dyn Link>,
+    /// The host stack's TAP.
+    pub tap: Option<Box<dyn Link>>,
+    /// What must stay alive while the port runs (the XDP program's attachment).
+    pub keep: Vec<Box<dyn Any + Send>>,
+}
+
+/// Options of a run.
+#[derive(Default)]
+pub struct RunOptions {
+    /// Rewrite this file with JSON counters every second.
+    pub stats: Option<PathBuf>,
+    /// Print progress lines to standard output.
+    pub verbose: bool,
+}
+
+/// The counters at the end of a run.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    /// Pipeline counters of all workers.
+    pub counters: Counters,
+    /// Control-plane counters.
+    pub control: ControlCounters,
+    /// I/O counters, summed.
+    pub io: IoStats,
+    /// What was installed.
+    pub installed: Installed,
+}
+
+/// CPU seconds used by thread `tid` of this process.
+pub fn thread_cpu_seconds(tid: i32) -> f64 {
+    let path = format!("/proc/self/task/{tid}/stat");
+    let Ok(s) = std::fs::read_to_string(path) else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let Some(rest) = s.rfind(')').and_then(|i| s.get(i + 2..)) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|x| x.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 (1-based), 11 and 12 after the state field.
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (ticks(11) + ticks(12)) / hz
+}
+
+/// Pins the calling thread to `core`; a failure is reported, not fatal.
+pub fn pin(core: usize) -> Result<(), String> {
+    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(format!(
+                "cannot pin to core {core}: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn gettid() -> i32 {
+    // SAFETY: gettid has no preconditions.
+    unsafe { libc::gettid() }
+}
+
+/// Builds the router for `plan` and runs it over `ports` until `stop` is set. Calls
+/// `ready` once every worker runs.
+pub fn run<E4, E6>(
+    plan: &Plan,
+    ports: Vec<PortIo>,
+    opts: &RunOptions,
+    stop: Arc<AtomicBool>,
+    ready: &mut dyn FnMut(&Installed),
+) -> Result<Summary, String>
+where
+    E4: LpmUpdate<u32> + Clone + Send + Sync + 'static,
+    E6: LpmUpdate<u128> + Clone + Send + Sync + 'static,
+    E4::Config: Default,
+    E6::Config: Default,
+{
+    if let Err(e) = pin(plan.control_core) {
+        eprintln!("vfsrd: control plane: {e}");
+    }
+    let macs: Vec<MacAddr> = ports.iter().map(|p| p.mac).collect();
+    let (lab, installed) = router::build::<E4, E6>(plan, &macs)?;
+    let specs = router::port_specs(plan, &macs);
+
+    let wake = Arc::new(Wake::new().map_err(|e| format!("eventfd: {e}"))?);
+    let (tx, rx) = sync_channel::<ToControl>(INBOX);
+
+    // Split each port's queues among the workers: queue w to worker w.
+    let nworkers = plan.workers.len();
+    let mut per_worker: Vec<Vec<Option<Box<dyn Backend>>>> = (0..nworkers)
+        .map(|_| (0..ports.len()).map(|_| None).collect())
+        .collect();
+    let mut ctl_ports = Vec::new();
+    let mut keep = Vec::new();
+    for (i, (p, spec)) in ports.into_iter().zip(&specs).enumerate() {
+        for (w, q) in p.queues.into_iter().enumerate() {
+            match per_worker.get_mut(w).and_then(|v| v.get_mut(i)) {
+                Some(slot) => *slot = Some(q),
+                None => eprintln!(
+                    "vfsrd: {}: queue {w} has no worker (only {nworkers} configured)",
+                    q.name()
+                ),
+            }
+        }
+        ctl_ports.push(CtlPort {
+            ifindex: i as u32 + 1,
+            name: plan
+                .interfaces
+                .get(i)
+                .map(|x| x.name.clone())
+                .unwrap_or_default(),
+            mac: p.mac,
+            addrs4: spec.addrs4.clone(),
+            addrs6: spec.addrs6.clone(),
+            wire: p.wire,
+            tap: p.tap,
+        });
+        keep.extend(p.keep);
+    }
+
+    let wconfig = WorkerConfig {
+        batch_size: plan.batch,
+        flow: (plan.flow_entries > 0).then(|| FlowConfig {
+            capacity: plan.flow_entries,
+            idle_timeout: plan.flow_idle_ms,
+            seed: seed(),
+        }),
+        ..WorkerConfig::default()
+    };
+    let mut shared: Vec<Arc<SharedCounters>> = Vec::new();
+    let mut wstats: Vec<Arc<WorkerStats>> = Vec::new();
+    let tids: Arc<Vec<AtomicI32>> = Arc::new((0..nworkers).map(|_| AtomicI32::new(0)).collect());
+    let mut handles = Vec::new();
+    for (w, queues) in per_worker.into_iter().enumerate() {
+        let mut cfg = wconfig;
+        if let Some(f) = cfg.flow.as_mut() {
+            f.seed ^= (w as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+        let worker = lab.worker(cfg);
+        shared.push(worker.shared());
+        let st = Arc::new(WorkerStats::default());
+        wstats.push(Arc::clone(&st));
+        let mut lp = WorkerLoop::new(
+            worker,
+            queues,
+            tx.clone(),
+            Arc::clone(&wake),
+            &plan.punt,
+            Duration::from_micros(plan.busy_poll_us),
+            plan.batch,
+            st,
+        );
+        let core = plan.workers.get(w).copied().unwrap_or(1);
+        let stop = Arc::clone(&stop);
+        let tids = Arc::clone(&tids);
+        let h = std::thread::Builder::new()
+            .name(format!("vfsr-worker{w}"))
+            .spawn(move || {
+                if let Some(t) = tids.get(w) {
+                    t.store(gettid(), Ordering::Relaxed);
+                }
+                if let Err(e) = pin(core) {
+                    eprintln!("vfsrd: worker {w}: {e}");
+                }
+                lp.run(&stop);
+            })
+            .map_err(|e| format!("starting worker {w}: {e}"))?;
+        handles.push(h);
+    }
+    drop(tx);
+
+    let mut control = Control::new(lab, ctl_ports, rx, Arc::clone(&wake), &plan.punt);
+    ready(&installed);
+    let control_tid = gettid();
+    let started = Instant::now();
+    let mut next_stats = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        control.step(50);
+        if let Some(path) = &opts.stats {
+            if Instant::now() >= next_stats {
+                next_stats += Duration::from_secs(1);
+                let v = stats_json(
+                    &Counters::sum(shared.iter().map(|s| s.as_ref())),
+                    &control.counters,
+                    &wstats,
+                    control_tid,
+                    &tids,
+                    started.elapsed(),
+                );
+                write_atomically(path, &v);
+            }
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    let counters = Counters::sum(shared.iter().map(|s| s.as_ref()));
+    let mut io = IoStats::default();
+    for s in &wstats {
+        if let Ok(g) = s.io.lock() {
+            for (_, q) in g.iter() {
+                io.add(q);
+            }
+        }
+    }
+    if let Some(path) = &opts.stats {
+        let v = stats_json(
+            &counters,
+            &control.counters,
+            &wstats,
+            control_tid,
+            &tids,
+            started.elapsed(),
+        );
+        write_atomically(path, &v);
+    }
+    drop(keep);
+    Ok(Summary {
+        counters,
+        control: control.counters,
+        io,
+        installed,
+    })
+}
+
+fn seed() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    t ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+fn write_atomically(path: &std::path::Path, v: &Value) {
+    let tmp = path.with_extension("tmp");
+    let ok = std::fs::File::create(&tmp)
+        .and_then(|mut f| f.write_all(v.to_string().as_bytes()))
+        .and_then(|_| std::fs::rename(&tmp, path));
+    if let Err(e) = ok {
+        eprintln!("vfsrd: stats file {}: {e}", path.display());
+    }
+}
+
+/// The stats file's JSON.
+pub fn stats_json(
+    c: &Counters,
+    control: &ControlCounters,
+    workers: &[Arc<WorkerStats>],
+    control_tid: i32,
+    tids: &[AtomicI32],
+    uptime: Duration,
+) -> Value {
+    let mut drops = Map::new();
+    for r in DropReason::ALL {
+        let n = c.dropped(*r);
+        if n > 0 {
+            drops.insert(r.name().into(), json!(n));
+        }
+    }
+    let mut punts = Map::new();
+    for p in PuntClass::ALL {
+        punts.insert(p.name().into(), json!(c.punted(*p)));
+    }
+    let mut io = IoStats::default();
+    let mut queues = Vec::new();
+    let mut limited = 0;
+    let mut sleeps = 0;
+    for w in workers {
+        limited += w.punts_limited.load(Ordering::Relaxed);
+        sleeps += w.sleeps.load(Ordering::Relaxed);
+        if let Ok(g) = w.io.lock() {
+            for (name, q) in g.iter() {
+                io.add(q);
+                queues.push(json!({"name": name, "rx": q.rx, "rx_dropped": q.rx_dropped,
+                    "tx": q.tx, "tx_dropped": q.tx_dropped, "kicks": q.kicks}));
+            }
+        }
+    }
+    let worker_cpu: Vec<f64> = tids
+        .iter()
+        .map(|t| thread_cpu_seconds(t.load(Ordering::Relaxed)))
+        .collect();
+    json!({
+        "uptime_s": uptime.as_secs_f64(),
+        "rx": c.rx(),
+        "forwarded": c.outcome(Outcome::Forwarded),
+        "dropped": c.outcome(Outcome::Dropped),
+        "punted": c.outcome(Outcome::Punted),
+        "held": c.outcome(Outcome::Held),
+        "drops": drops,
+        "punts": punts,
+        "punts_limited": limited,
+        "worker_sleeps": sleeps,
+        "io": {"rx": io.rx, "rx_dropped": io.rx_dropped, "rx_invalid": io.rx_invalid,
+               "tx": io.tx, "tx_dropped": io.tx_dropped, "kicks": io.kicks},
+        "queues": queues,
+        "control": serde_json::to_value(control).unwrap_or(Value::Null),
+        "cpu_seconds": {"control": thread_cpu_seconds(control_tid), "workers": worker_cpu},
+    })
+}
