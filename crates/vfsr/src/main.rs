@@ -7,6 +7,7 @@
 //! vfsr lpm bench                    every engine and peer, one core, table + JSON
 //! vfsr fib bench                    live FIB: load, update rates, readers under updates
 //! vfsr fwd bench                    forwarding pipeline in memory: legacy, split, split+flow
+//! vfsr replay --in A --out B        forward a pcap capture offline through the pipeline
 //! ```
 
 mod bench;
@@ -16,6 +17,7 @@ mod fibbench;
 mod fwdbench;
 mod lookup;
 mod pin;
+mod replay;
 mod tables;
 
 use clap::{Args, Parser, Subcommand};
@@ -47,6 +49,8 @@ enum Command {
     /// The forwarding pipeline.
     #[command(subcommand)]
     Fwd(FwdCommand),
+    /// Forward a pcap capture offline through the pipeline; write what it sends to a pcap.
+    Replay(replay::ReplayArgs),
 }
 
 #[derive(Subcommand)]
@@ -98,6 +102,7 @@ fn main() -> ExitCode {
         Command::Lpm(LpmCommand::Bench(a)) => bench::run(&a),
         Command::Fib(FibCommand::Bench(a)) => fibbench::run(&a),
         Command::Fwd(FwdCommand::Bench(a)) => fwdbench::run(&a),
+        Command::Replay(a) => replay::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
