@@ -31,9 +31,14 @@
 //! [`IoStats::tx_dropped`], never waited for.
 //!
 //! The socket asks for `PACKET_QDISC_BYPASS` (frames go straight to the driver, as a router's
-//! would) and `PACKET_IGNORE_OUTGOING` (it does not read back its own transmits, nor what the
-//! host stack sends on the interface). The kernel's drop counter (`PACKET_STATISTICS`,
+//! would) and `PACKET_IGNORE_OUTGOING`: a packet socket never reads its own transmits, but
+//! without the option it would read every frame the host stack (or anyone else) sends on the
+//! interface and forward it again. The kernel's drop counter (`PACKET_STATISTICS`,
 //! reset by every read) is accumulated into [`IoStats::rx_dropped`].
+//!
+//! The kernel takes VLAN tags out of received frames before packet sockets see them and
+//! reports them beside the frame (`TP_STATUS_VLAN_VALID`); receive puts the tag back, so a
+//! frame reaches the pipeline with the bytes it had on the wire.
 //!
 //! Everything read from the shared ring is bounds-checked against the block before it is
 //! used: the kernel writes it, but a wrong offset must be a counted invalid frame, not a
@@ -77,6 +82,11 @@ const HDR_SNAPLEN: usize = 12;
 const HDR_LEN: usize = 16;
 const HDR_STATUS: usize = 20;
 const HDR_MAC: usize = 24;
+// `hv1` (`struct tpacket_hdr_variant1`) follows at 28: rxhash, then the VLAN tag.
+const HDR_VLAN_TCI: usize = 32;
+const HDR_VLAN_TPID: usize = 36;
+/// The 802.1Q TPID, used when the kernel does not say which one the tag had.
+const ETHERTYPE_VLAN: u16 = 0x8100;
 
 /// `struct tpacket_req3`.
 #[repr(C)]
@@ -515,22 +525,86 @@ impl PacketPort {
         true
     }
 
-    /// The frame at the cursor as (offset in block, length), or `None` when its header or
-    /// data lie outside the block; also the offset to the next header.
-    fn frame_at(&self, off: usize) -> Option<(usize, usize, bool, u32)> {
+    /// The frame whose header is at `off`, or `None` when its header or data lie outside
+    /// the block.
+    fn frame_at(&self, off: usize) -> Option<RxFrame> {
         if off < BLOCK_HDR || off.checked_add(FRAME_HDR)? > self.block_size {
             return None;
         }
         let next = self.block_u32(off + HDR_NEXT)?;
         let snap = self.block_u32(off + HDR_SNAPLEN)? as usize;
         let len = self.block_u32(off + HDR_LEN)? as usize;
+        let status = self.block_u32(off + HDR_STATUS)?;
         let mac = self.block_u16(off + HDR_MAC)? as usize;
         let start = off.checked_add(mac)?;
         if mac < FRAME_HDR || start.checked_add(snap)? > self.block_size {
             return None;
         }
-        Some((start, snap, snap < len, next))
+        let vlan = if status & libc::TP_STATUS_VLAN_VALID != 0 {
+            let tci = self.block_u32(off + HDR_VLAN_TCI)? as u16;
+            let tpid = match self.block_u16(off + HDR_VLAN_TPID)? {
+                t if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 && t != 0 => t,
+                _ => ETHERTYPE_VLAN,
+            };
+            Some((tpid, tci))
+        } else {
+            None
+        };
+        Some(RxFrame {
+            start,
+            len: snap,
+            truncated: snap < len,
+            next,
+            vlan,
+        })
     }
+
+    /// Copies `f` into `p`, putting back the 802.1Q tag the kernel took out of the frame
+    /// (it moves tags into metadata before packet sockets see the frame); `false` if it
+    /// does not fit or is shorter than an Ethernet address pair.
+    fn copy_frame(&self, f: &RxFrame, p: &mut Packet) -> bool {
+        // SAFETY: frame_at checked start + len against the block.
+        let data =
+            unsafe { std::slice::from_raw_parts(self.block_ptr(self.block).add(f.start), f.len) };
+        let Some((tpid, tci)) = f.vlan else {
+            if f.len > p.capacity() {
+                return false;
+            }
+            p.set_frame(data);
+            return true;
+        };
+        let total = f.len + 4;
+        let (Some(macs), Some(rest)) = (data.get(..12), data.get(12..)) else {
+            return false;
+        };
+        let mut head = [0u8; 16];
+        head[..12].copy_from_slice(macs);
+        head[12..14].copy_from_slice(&tpid.to_be_bytes());
+        head[14..].copy_from_slice(&tci.to_be_bytes());
+        let Some((h, t)) = p
+            .buffer_mut()
+            .get_mut(..total)
+            .and_then(|d| d.split_at_mut_checked(16))
+        else {
+            return false;
+        };
+        h.copy_from_slice(&head);
+        t.copy_from_slice(rest);
+        p.set_len(total)
+    }
+}
+
+/// Where a received frame is in its block and what the kernel says about it.
+#[derive(Clone, Copy, Debug)]
+struct RxFrame {
+    start: usize,
+    len: usize,
+    /// Cut short by the ring (the frame was larger than a block allows).
+    truncated: bool,
+    /// Offset from this frame's header to the next one (0: last).
+    next: u32,
+    /// The VLAN tag the kernel removed: (TPID, TCI).
+    vlan: Option<(u16, u16)>,
 }
 
 impl Backend for PacketPort {
@@ -558,34 +632,29 @@ impl Backend for PacketPort {
                 continue;
             }
             let off = self.cursor.offset;
-            let Some((start, len, truncated, next)) = self.frame_at(off) else {
+            let Some(f) = self.frame_at(off) else {
                 // A header outside the block: the rest of the block cannot be walked.
                 self.stats.rx_invalid += u64::from(self.cursor.left);
                 self.release_block();
                 continue;
             };
             self.cursor.left -= 1;
-            self.cursor.offset = off.saturating_add(next as usize);
-            if next == 0 && self.cursor.left > 0 {
+            self.cursor.offset = off.saturating_add(f.next as usize);
+            if f.next == 0 && self.cursor.left > 0 {
                 self.stats.rx_invalid += u64::from(self.cursor.left);
                 self.cursor.left = 0;
             }
             let mut p = pool
                 .pop()
                 .unwrap_or_else(|| Packet::with_capacity(vfsr_fwd::DEFAULT_BUFFER));
-            if truncated || len > p.capacity() {
-                self.stats.rx_invalid += 1;
-                pool.push(p);
-            } else {
-                // SAFETY: frame_at checked start + len against the block.
-                let data = unsafe {
-                    std::slice::from_raw_parts(self.block_ptr(self.block).add(start), len)
-                };
-                p.set_frame(data);
+            if !f.truncated && self.copy_frame(&f, &mut p) {
                 p.iif = self.ifindex;
                 p.oif = 0;
                 out.push(p);
                 n += 1;
+            } else {
+                self.stats.rx_invalid += 1;
+                pool.push(p);
             }
             if self.cursor.left == 0 {
                 self.release_block();

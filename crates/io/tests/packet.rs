@@ -1,7 +1,9 @@
 //! The AF_PACKET backend on a real veth pair across two network namespaces: frames sent by
 //! the peer arrive with their exact bytes (more than a ring's worth of blocks, read in small
-//! batches so receive resumes mid-block), a batch sent by the port arrives at the peer in
-//! order, and the port does not read back its own transmits.
+//! batches so receive resumes mid-block; VLAN tags put back), a batch sent by the port
+//! arrives at the peer in order and does not come back, frames others send on the interface
+//! are hidden by `PACKET_IGNORE_OUTGOING`, a full transmit ring counts drops and frees its
+//! slots, and the kernel's receive drops are accumulated.
 //!
 //! Needs root and `ip netns`; without them each test prints why and passes.
 
@@ -114,9 +116,13 @@ fn wait_readable(fd: i32, ms: i32) {
 /// Receives from `port` in batches of at most `max` until `want` of our frames came or 3 s
 /// passed; returns our frames' bytes.
 fn receive_ours(port: &mut PacketPort, want: usize, max: usize) -> Vec<Vec<u8>> {
+    receive_within(port, want, max, Duration::from_secs(3))
+}
+
+fn receive_within(port: &mut PacketPort, want: usize, max: usize, wait: Duration) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
     let mut pool = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let deadline = Instant::now() + wait;
     while got.len() < want && Instant::now() < deadline {
         let mut out = Vec::new();
         let n = port.recv(&mut out, max, &mut pool).unwrap();
@@ -221,15 +227,127 @@ fn a_sent_batch_reaches_the_peer_and_does_not_come_back() {
     );
 
     // The port's own transmits are not received.
-    let echoed = receive_ours(&mut port, 1, 64);
-    let mut pool = Vec::new();
-    let mut out = Vec::new();
-    port.recv(&mut out, 64, &mut pool).unwrap();
+    let echoed = receive_within(&mut port, 1, 64, Duration::from_millis(300));
     assert!(
-        echoed.is_empty() && !out.iter().any(|p| ours(p.frame())),
+        echoed.is_empty(),
         "the port read back {} of its own frames",
         echoed.len()
     );
+}
+
+/// How many of the frames another socket sends out of the port's interface (as the host
+/// stack would) the port reads, with `ignore_outgoing` as given.
+fn outgoing_seen(t: &Topo, ignore_outgoing: bool) -> usize {
+    let config = PacketConfig {
+        ignore_outgoing,
+        ..PacketConfig::default()
+    };
+    let if_a = t.if_a.clone();
+    let mut port = in_ns(&t.ns_a, move || {
+        PacketPort::with_config(&if_a, &config).unwrap()
+    });
+    let if_a = t.if_a.clone();
+    let mut host = in_ns(&t.ns_a, move || RawSocket::open(&if_a, true).unwrap());
+    for i in 0..8 {
+        assert!(host.send_frame(&frame(2000 + i, 100)).unwrap());
+    }
+    receive_within(&mut port, 8, 64, Duration::from_millis(500)).len()
+}
+
+#[test]
+fn ignore_outgoing_hides_what_others_send_on_the_interface() {
+    let Some(t) = topo() else { return };
+    // A packet socket never reads its own transmits; other senders' outgoing frames reach
+    // every packet socket of the interface unless it asks not to see them.
+    assert_eq!(
+        outgoing_seen(&t, false),
+        8,
+        "without PACKET_IGNORE_OUTGOING the frames are seen"
+    );
+    assert_eq!(outgoing_seen(&t, true), 0);
+}
+
+#[test]
+fn a_full_transmit_ring_counts_drops_and_slots_come_back() {
+    let Some(t) = topo() else { return };
+    let config = PacketConfig {
+        tx_frames: 16,
+        ..PacketConfig::default()
+    };
+    let if_a = t.if_a.clone();
+    let mut port = in_ns(&t.ns_a, move || {
+        PacketPort::with_config(&if_a, &config).unwrap()
+    });
+    let frames: Vec<Vec<u8>> = (0..100).map(|i| frame(3000 + i, 80)).collect();
+    let n = port.send(&mut frames.iter().map(|f| f.as_slice())).unwrap();
+    assert_eq!(n, 16, "one ring's worth is accepted before the kick");
+    assert_eq!(port.stats().tx_dropped, 84);
+    // Once the kernel has sent them, the slots are free again.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut again = 0;
+    while again == 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        again = port
+            .send(&mut frames[..16].iter().map(|f| f.as_slice()))
+            .unwrap();
+    }
+    assert_eq!(again, 16, "slots were not given back");
+}
+
+#[test]
+fn kernel_drops_are_accumulated_across_reads() {
+    let Some(t) = topo() else { return };
+    let config = PacketConfig {
+        block_size: 4096,
+        block_count: 2,
+        ..PacketConfig::default()
+    };
+    let if_a = t.if_a.clone();
+    let mut port = in_ns(&t.ns_a, move || {
+        PacketPort::with_config(&if_a, &config).unwrap()
+    });
+    let if_b = t.if_b.clone();
+    let mut peer = in_ns(&t.ns_b, move || RawSocket::open(&if_b, true).unwrap());
+    // Two blocks hold a few 1000-byte frames; the rest are dropped while nobody reads.
+    for i in 0..60 {
+        while !peer.send_frame(&frame(4000 + i, 1000)).unwrap() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let first = port.stats().rx_dropped;
+    assert!(first > 0, "the full ring must have dropped frames");
+    let second = port.stats().rx_dropped;
+    assert!(second >= first, "drops went from {first} to {second}");
+    let got = receive_within(&mut port, 60, 64, Duration::from_millis(200));
+    assert!(!got.is_empty() && got.len() < 60, "{} frames", got.len());
+}
+
+#[test]
+fn vlan_tags_are_put_back() {
+    let Some(t) = topo() else { return };
+    let if_a = t.if_a.clone();
+    let mut port = in_ns(&t.ns_a, move || PacketPort::open(&if_a).unwrap());
+    let if_b = t.if_b.clone();
+    let mut peer = in_ns(&t.ns_b, move || RawSocket::open(&if_b, true).unwrap());
+    let inner = frame(5000, 90);
+    let mut tagged = inner[..12].to_vec();
+    tagged.extend_from_slice(&[0x81, 0x00, 0x20, 0x64]); // priority 1, VLAN 100
+    tagged.extend_from_slice(&inner[12..]);
+    assert!(peer.send_frame(&tagged).unwrap());
+    let mut pool = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut got = None;
+    while got.is_none() && Instant::now() < deadline {
+        let mut out = Vec::new();
+        port.recv(&mut out, 8, &mut pool).unwrap();
+        got = out
+            .iter()
+            .find(|p| p.frame().get(16..18) == Some(&ETHERTYPE[..]))
+            .map(|p| p.frame().to_vec());
+        wait_readable(port.fd().unwrap(), 20);
+    }
+    assert_eq!(got, Some(tagged), "the tagged frame as sent");
 }
 
 #[test]
