@@ -405,18 +405,29 @@ impl XdpAttachment {
     /// Attaches program `prog_fd` to interface `ifindex` in `mode`, refusing to replace a
     /// program already there.
     pub fn attach(ifindex: u32, prog_fd: RawFd, mode: XdpMode) -> Result<XdpAttachment, IoError> {
+        XdpAttachment::try_attach(ifindex, prog_fd, mode).map_err(|(_, e)| e)
+    }
+
+    /// [`XdpAttachment::attach`], with the error number of a refused attach (0 for other
+    /// failures).
+    fn try_attach(
+        ifindex: u32,
+        prog_fd: RawFd,
+        mode: XdpMode,
+    ) -> Result<XdpAttachment, (c_int, IoError)> {
         let name = ifname_of(ifindex);
         // SAFETY: duplicating a descriptor the caller holds open.
         let dup = unsafe { libc::fcntl(prog_fd, libc::F_DUPFD_CLOEXEC, 0) };
         if dup < 0 {
-            return Err(IoError::last(format!(
-                "duplicating XDP program fd {prog_fd} for {name}"
-            )));
+            return Err((
+                0,
+                IoError::last(format!("duplicating XDP program fd {prog_fd} for {name}")),
+            ));
         }
         // SAFETY: `dup` is a fresh descriptor owned from here on.
         let prog = unsafe { OwnedFd::from_raw_fd(dup) };
         let ifi = c_int::try_from(ifindex)
-            .map_err(|_| IoError::NoSuchInterface(format!("ifindex {ifindex}")))?;
+            .map_err(|_| (0, IoError::NoSuchInterface(format!("ifindex {ifindex}"))))?;
         // SAFETY: plain call; no options.
         let ret = unsafe {
             bpf_xdp_attach(
@@ -428,17 +439,21 @@ impl XdpAttachment {
         };
         if ret < 0 {
             let m = mode.name();
-            return Err(match -ret {
-                libc::EBUSY | libc::EEXIST => IoError::Unsupported(format!(
-                    "{name}: an XDP program is already attached; remove it with \
-                     `ip link set dev {name} xdp off` (or xdpgeneric off) if it is stale"
-                )),
-                libc::EOPNOTSUPP if mode == XdpMode::Native => IoError::Unsupported(format!(
-                    "{name}: no native XDP support (EOPNOTSUPP); set backend = \"packet\" or \
-                     mode = \"generic\""
-                )),
-                _ => libbpf_error(format!("{name}: attaching XDP program ({m} mode)"), ret),
-            });
+            let err = -ret;
+            return Err((
+                err,
+                match err {
+                    libc::EBUSY | libc::EEXIST => IoError::Unsupported(format!(
+                        "{name}: an XDP program is already attached; remove it with \
+                         `ip link set dev {name} xdp off` (or xdpgeneric off) if it is stale"
+                    )),
+                    libc::EOPNOTSUPP if mode == XdpMode::Native => IoError::Unsupported(format!(
+                        "{name}: no native XDP support (EOPNOTSUPP); set backend = \
+                             \"packet\" or mode = \"generic\""
+                    )),
+                    _ => libbpf_error(format!("{name}: attaching XDP program ({m} mode)"), ret),
+                },
+            ));
         }
         Ok(XdpAttachment {
             ifindex,
@@ -446,6 +461,21 @@ impl XdpAttachment {
             prog,
             detached: false,
         })
+    }
+
+    /// Attaches in native mode, falling back to generic mode when the driver refuses
+    /// native XDP (but not when another program is attached or permission is missing:
+    /// those fail the same way in both modes).
+    pub fn attach_auto(ifindex: u32, prog_fd: RawFd) -> Result<XdpAttachment, IoError> {
+        match XdpAttachment::try_attach(ifindex, prog_fd, XdpMode::Native) {
+            Ok(a) => Ok(a),
+            Err((libc::EBUSY | libc::EEXIST | libc::EPERM | libc::EACCES | 0, e)) => Err(e),
+            Err((_, native)) => {
+                XdpAttachment::attach(ifindex, prog_fd, XdpMode::Generic).map_err(|generic| {
+                    IoError::Unsupported(format!("{generic} (native mode failed first: {native})"))
+                })
+            }
+        }
     }
 
     /// The interface.

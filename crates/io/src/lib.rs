@@ -7,6 +7,8 @@
 //! that has nothing to do waits on [`Backend::fd`] (see the adaptive polling in `vfsrd`).
 //!
 //! Backends:
+//! - [`xdp`]: AF_XDP sockets fed by an XDP steering program that keeps control traffic
+//!   in the kernel (the fast path; [`bpf`] loads and attaches the programs).
 //! - [`mem`]: queues in memory, for tests and the pipeline benchmark.
 //! - [`packet`]: AF_PACKET with TPACKET_V3 rings (any interface; the fallback when AF_XDP
 //!   is not available), and [`packet::RawSocket`] for the control plane's frames.
