@@ -160,6 +160,20 @@ fn frames_from_the_peer_arrive_exactly_across_many_blocks() {
     let if_b = t.if_b.clone();
     let mut peer = in_ns(&t.ns_b, move || RawSocket::open(&if_b, true).unwrap());
 
+    // The descriptor polls readable once a frame waits (the block retires within ~1 ms).
+    let t0 = Instant::now();
+    assert!(peer.send_frame(&frame(99_999, 60)).unwrap());
+    let mut p = libc::pollfd {
+        fd: port.fd().unwrap(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let r = unsafe { libc::poll(&mut p, 1, 2000) };
+    assert_eq!(r, 1, "poll did not report the waiting frame");
+    assert!(t0.elapsed() < Duration::from_millis(1000));
+    assert_eq!(receive_ours(&mut port, 1, 8), vec![frame(99_999, 60)]);
+
     let mut sent = Vec::new();
     let mut received = Vec::new();
     let mut seq = 0u32;

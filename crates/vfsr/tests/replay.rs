@@ -325,3 +325,67 @@ fn missing_or_garbage_input_is_a_clear_error() {
     let help = vfsr(&["--help"]);
     assert!(String::from_utf8_lossy(&help.stdout).contains("replay"));
 }
+
+#[test]
+fn to_router_readdresses_foreign_frames_and_batches_give_the_same_frames() {
+    let dir = Dir::new("opts");
+    let input = dir.path("in.pcap");
+    let output = dir.path("out.pcap");
+    let mut foreign = udp4(HOST4, DST4, 64, 20);
+    foreign[0..6].copy_from_slice(&[0x00, 0x1b, 0x21, 1, 2, 3]);
+    let frames: Vec<Vec<u8>> = (0..40u8)
+        .map(|i| udp4(HOST4, Ipv4Addr::new(203, 0, 113, i), 64, usize::from(i)))
+        .collect();
+    write_capture(&input, std::slice::from_ref(&foreign));
+    let t = table(&dir);
+    let run = |extra: &[&str]| -> Value {
+        let mut args = vec![
+            "replay",
+            "--in",
+            input.to_str().unwrap(),
+            "--out",
+            output.to_str().unwrap(),
+            "--table",
+            t.to_str().unwrap(),
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let o = vfsr(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let j = run(&[]);
+    assert_eq!(j["drops"]["eth_not_for_us"], 1, "{j}");
+    let j = run(&["--to-router"]);
+    assert_eq!(j["forwarded"], 1, "{j}");
+    let mut readdressed = foreign.clone();
+    readdressed[0..6].copy_from_slice(&PORT1_MAC);
+    check_forwarded4(&read_capture(&output)[0].data, &readdressed);
+
+    write_capture(&input, &frames);
+    run(&[]);
+    let one = read_capture(&output);
+    let j = run(&["--batch", "16"]);
+    assert_eq!(j["forwarded"], 40, "{j}");
+    let batched = read_capture(&output);
+    assert_eq!(one.len(), 40);
+    assert_eq!(
+        one.iter().map(|r| &r.data).collect::<Vec<_>>(),
+        batched.iter().map(|r| &r.data).collect::<Vec<_>>(),
+        "forwarded frames are written in input order whatever the batch"
+    );
+    for (r, sent) in one.iter().zip(&frames) {
+        check_forwarded4(&r.data, sent);
+    }
+    let o = vfsr(&[
+        "replay",
+        "--in",
+        input.to_str().unwrap(),
+        "--out",
+        output.to_str().unwrap(),
+        "--batch",
+        "0",
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--batch 0"));
+}
