@@ -235,6 +235,14 @@ pub fn run(a: &ReplayArgs) -> Result<(), String> {
             a.egress_mtu
         ));
     }
+    if let (Ok(i), Ok(o)) = (a.input.canonicalize(), a.output.canonicalize()) {
+        if i == o {
+            return Err(format!(
+                "--in and --out are the same file ({}); writing would destroy the capture",
+                i.display()
+            ));
+        }
+    }
     // The input first: a bad capture is reported before a table is built.
     let mut reader = PcapReader::open(&a.input, 1).map_err(|e| e.to_string())?;
     let table = match &a.table {

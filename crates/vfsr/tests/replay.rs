@@ -322,6 +322,21 @@ fn missing_or_garbage_input_is_a_clear_error() {
         assert!(err.contains(want), "{input:?}: {err}");
         assert!(!err.contains("panicked"), "{err}");
     }
+    let same = dir.path("same.pcap");
+    std::fs::copy(&garbage, &same).unwrap();
+    let o = vfsr(&[
+        "replay",
+        "--in",
+        same.to_str().unwrap(),
+        "--out",
+        same.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("same file"));
+    assert_eq!(
+        std::fs::read(&same).unwrap(),
+        std::fs::read(&garbage).unwrap()
+    );
     let help = vfsr(&["--help"]);
     assert!(String::from_utf8_lossy(&help.stdout).contains("replay"));
 }
