@@ -900,6 +900,18 @@ mod tests {
     }
 
     #[test]
+    fn without_privileges_the_error_says_what_to_do() {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            eprintln!("skipped: running as root, the socket opens");
+            return;
+        }
+        let e = PacketPort::open("lo").err().unwrap();
+        let s = e.to_string();
+        assert!(s.contains("lo") && s.contains("CAP_NET_RAW"), "{s}");
+    }
+
+    #[test]
     fn bad_geometry_is_refused_before_any_system_call() {
         let c = PacketConfig {
             block_size: 1000,
