@@ -59,6 +59,9 @@ struct BpfObjectOpenOpts {
 struct BpfXdpAttachOpts {
     sz: usize,
     old_prog_fd: c_int,
+    /// Explicit zero padding: libbpf refuses options whose bytes past the fields it
+    /// knows are not zero, and Rust leaves implicit padding undefined.
+    pad: u32,
 }
 
 #[repr(C)]
@@ -498,6 +501,7 @@ impl XdpAttachment {
         let opts = BpfXdpAttachOpts {
             sz: std::mem::size_of::<BpfXdpAttachOpts>(),
             old_prog_fd: self.prog.as_raw_fd(),
+            pad: 0,
         };
         let ifi = c_int::try_from(self.ifindex).unwrap_or(0);
         // SAFETY: valid options; libbpf adds XDP_FLAGS_REPLACE for `old_prog_fd`.

@@ -268,6 +268,16 @@ impl XdpInterface {
         bpf::map_delete(self.xsks, &queue.to_ne_bytes())
     }
 
+    /// Detaches the program now, reporting a failure (dropping detaches silently).
+    pub fn close(self) -> Result<(), IoError> {
+        let XdpInterface {
+            attachment, obj, ..
+        } = self;
+        let r = attachment.detach();
+        drop(obj);
+        r
+    }
+
     /// The program's counters, summed over CPUs.
     pub fn counters(&self) -> Result<SteerCounters, IoError> {
         let cpus = bpf::possible_cpus()?;
@@ -538,6 +548,15 @@ fn setup(
     if r < 0 {
         let err = std::io::Error::last_os_error();
         let errno = err.raw_os_error().unwrap_or(0);
+        if errno == libc::EBUSY {
+            return Err((
+                errno,
+                IoError::Unsupported(format!(
+                    "{q}: the queue is in use by another AF_XDP socket (EBUSY); is another \
+                     router or XDP application running on {name}?"
+                )),
+            ));
+        }
         return Err((
             errno,
             IoError::Os {
