@@ -36,6 +36,9 @@
 //! interface and forward it again. The kernel's drop counter (`PACKET_STATISTICS`,
 //! reset by every read) is accumulated into [`IoStats::rx_dropped`].
 //!
+//! Several queues of one interface (one per worker) are sockets of one fanout group
+//! ([`PacketConfig::fanout`]): the kernel hashes each flow to one of them.
+//!
 //! The kernel takes VLAN tags out of received frames before packet sockets see them and
 //! reports them beside the frame (`TP_STATUS_VLAN_VALID`); receive puts the tag back, so a
 //! frame reaches the pipeline with the bytes it had on the wire.
@@ -130,6 +133,10 @@ pub struct PacketConfig {
     pub ignore_outgoing: bool,
     /// Put the interface in promiscuous mode while the port is open.
     pub promiscuous: bool,
+    /// Join fanout group `id` (one per interface, shared by its queues): the kernel spreads
+    /// received frames over the group's sockets by flow hash, so a flow stays on one
+    /// worker. `None`: this socket receives everything.
+    pub fanout: Option<u16>,
 }
 
 impl Default for PacketConfig {
@@ -143,6 +150,7 @@ impl Default for PacketConfig {
             qdisc_bypass: true,
             ignore_outgoing: true,
             promiscuous: false,
+            fanout: None,
         }
     }
 }
@@ -451,6 +459,13 @@ impl PacketPort {
             promiscuous(raw, ifindex, ifname)?;
         }
         bind_all(raw, ifindex, ifname)?;
+        if let Some(id) = config.fanout {
+            // No DEFRAG flag: a router forwards fragments as they come. The kernel's flow
+            // hash leaves ports out for fragments, so all of a packet's fragments still
+            // land on one socket.
+            let arg: u32 = u32::from(id) | (libc::PACKET_FANOUT_HASH << 16);
+            setsockopt(raw, libc::PACKET_FANOUT, &arg, "PACKET_FANOUT", ifname)?;
+        }
         Ok(PacketPort {
             name: ifname.to_string(),
             ifindex,

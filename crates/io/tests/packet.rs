@@ -379,3 +379,73 @@ fn oversized_frames_are_counted_not_sent() {
     assert_eq!(s.tx, 1);
     assert_eq!(s.tx_dropped, 1);
 }
+
+/// An IPv4 UDP frame of flow `i` (source port varies), our marker in the payload.
+fn udp_flow(i: u16, seq: u32) -> Vec<u8> {
+    let mut f = vec![0xff; 6];
+    f.extend_from_slice(&[2, 0, 0, 0, 0x77, 1, 0x08, 0x00]);
+    f.extend_from_slice(&[0x45, 0, 0, 32, 0, 0, 0, 0, 64, 17, 0, 0]);
+    f.extend_from_slice(&[10, 0, 0, 1, 10, 0, 0, 2]);
+    f.extend_from_slice(&(1000 + i).to_be_bytes());
+    f.extend_from_slice(&[0x1f, 0x90, 0, 12, 0, 0]);
+    f.extend_from_slice(&seq.to_be_bytes());
+    f
+}
+
+#[test]
+fn a_fanout_group_splits_flows_without_duplicates() {
+    let Some(t) = topo() else { return };
+    let group = (std::process::id() & 0xffff) as u16;
+    let config = PacketConfig {
+        fanout: Some(group),
+        ..PacketConfig::default()
+    };
+    let if_a = t.if_a.clone();
+    let mut ports = in_ns(&t.ns_a, move || {
+        [
+            PacketPort::with_config(&if_a, &config).unwrap(),
+            PacketPort::with_config(&if_a, &config).unwrap(),
+        ]
+    });
+    let if_b = t.if_b.clone();
+    let mut peer = in_ns(&t.ns_b, move || RawSocket::open(&if_b, true).unwrap());
+    let mut sent = Vec::new();
+    for seq in 0..200u32 {
+        let f = udp_flow((seq % 50) as u16, seq);
+        while !peer.send_frame(&f).unwrap() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        sent.push(f);
+    }
+    let mut got: [Vec<Vec<u8>>; 2] = [Vec::new(), Vec::new()];
+    let mut pool = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while got[0].len() + got[1].len() < sent.len() && Instant::now() < deadline {
+        for (k, port) in ports.iter_mut().enumerate() {
+            let mut out = Vec::new();
+            port.recv(&mut out, 64, &mut pool).unwrap();
+            got[k].extend(
+                out.iter()
+                    .filter(|p| p.frame().get(26..30) == Some(&[10, 0, 0, 1][..]))
+                    .map(|p| p.frame().to_vec()),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let mut all: Vec<Vec<u8>> = got.concat();
+    all.sort();
+    let mut want = sent.clone();
+    want.sort();
+    assert_eq!(all, want, "every frame exactly once across the group");
+    assert!(
+        !got[0].is_empty() && !got[1].is_empty(),
+        "50 flows over two sockets: {} and {}",
+        got[0].len(),
+        got[1].len()
+    );
+    // A flow stays on one socket.
+    let flows_of = |v: &Vec<Vec<u8>>| -> std::collections::BTreeSet<Vec<u8>> {
+        v.iter().map(|f| f[34..36].to_vec()).collect()
+    };
+    assert!(flows_of(&got[0]).is_disjoint(&flows_of(&got[1])));
+}
