@@ -395,10 +395,7 @@ pub fn parse(text: &str, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>>
 fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
     let msg = e.message().trim().to_string();
     match e.span().and_then(|s| text.get(..s.start)) {
-        Some(before) => ConfigError::new(
-            format!("line {}", before.matches('\n').count() + 1),
-            msg,
-        ),
+        Some(before) => ConfigError::new(format!("line {}", before.matches('\n').count() + 1), msg),
         None => ConfigError::new("", msg),
     }
 }
@@ -417,7 +414,10 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
         if r.control_core >= n {
             errs.push(ConfigError::new(
                 "router.control_core",
-                format!("core {} does not exist (this machine has {n})", r.control_core),
+                format!(
+                    "core {} does not exist (this machine has {n})",
+                    r.control_core
+                ),
             ));
         }
         for (i, c) in r.workers.iter().enumerate() {
@@ -433,7 +433,10 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
         if !ENGINES.contains(&name.as_str()) {
             errs.push(ConfigError::new(
                 key,
-                format!("unknown engine {name:?} (expected one of: {})", ENGINES.join(", ")),
+                format!(
+                    "unknown engine {name:?} (expected one of: {})",
+                    ENGINES.join(", ")
+                ),
             ));
         }
     }
@@ -900,14 +903,20 @@ via = "172.16.0.1"
             "route[1].via: 172.16.0.1 is on no configured interface's subnet",
         ];
         for w in want {
-            assert!(e.iter().any(|x| x.starts_with(w)), "missing {w:?} in {e:#?}");
+            assert!(
+                e.iter().any(|x| x.starts_with(w)),
+                "missing {w:?} in {e:#?}"
+            );
         }
     }
 
     #[test]
     fn syntax_and_unknown_keys_are_errors() {
         let e = errors("[router]\nworkres = [1]\n");
-        assert!(e[0].starts_with("line 2: ") && e[0].contains("workres"), "{e:?}");
+        assert!(
+            e[0].starts_with("line 2: ") && e[0].contains("workres"),
+            "{e:?}"
+        );
         let e = errors("[[interface]]\nname = \"a\"\naddresses = [\"10.0.0.1/24\"\n");
         assert_eq!(e.len(), 1, "{e:?}");
         let e = errors("");
@@ -939,7 +948,10 @@ file = "x"
             "route[0].via: 10.0.0.2 is not an IPv6 address",
             "table: give either synthetic = true or file",
         ] {
-            assert!(e.iter().any(|x| x.starts_with(w)), "missing {w:?} in {e:#?}");
+            assert!(
+                e.iter().any(|x| x.starts_with(w)),
+                "missing {w:?} in {e:#?}"
+            );
         }
     }
 

@@ -117,7 +117,7 @@ where
             rounds += 1;
             if n > 0 {
                 last_work = Instant::now();
-                if rounds % 512 == 0 {
+                if rounds.is_multiple_of(512) {
                     self.publish();
                 }
                 continue;
@@ -153,6 +153,12 @@ where
                 continue;
             }
             total += got;
+            // Backends stamp the kernel's interface index; the pipeline numbers ports
+            // itself.
+            let iif = q as u32 + 1;
+            for p in &mut batch.packets {
+                p.iif = iif;
+            }
             let now = self.start.elapsed().as_nanos() as u64;
             self.worker.process(batch, now);
             self.dispatch(batch, now);

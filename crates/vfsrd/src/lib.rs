@@ -3,7 +3,9 @@
 
 pub mod config;
 pub mod control;
-pub mod router;
-pub mod link;
 pub mod dataplane;
+pub mod link;
+pub mod netlab;
+pub mod router;
 pub mod runtime;
+pub mod sys;

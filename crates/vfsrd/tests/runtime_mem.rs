@@ -93,7 +93,8 @@ fn start(config: &str) -> Rig {
         );
         let _ = tx.send(r);
     });
-    rrx.recv_timeout(Duration::from_secs(20)).expect("router ready");
+    rrx.recv_timeout(Duration::from_secs(20))
+        .expect("router ready");
     Rig {
         wires,
         links,
@@ -158,7 +159,10 @@ fn arp_resolution_releases_held_packets_then_workers_forward() {
     // control plane asks for the gateway on port 1.
     assert!(rig.wires[0].inject(&udp4(R1, [10, 1, 0, 2], [10, 9, 1, 1], 64, 1000)));
     let got = rig.sent(1, 1);
-    let req = got.iter().find_map(|f| parse_arp(f)).expect("an ARP request");
+    let req = got
+        .iter()
+        .find_map(|f| parse_arp(f))
+        .expect("an ARP request");
     assert_eq!(req.op, ArpOp::Request);
     assert_eq!(req.target_ip, Ipv4Addr::new(10, 2, 0, 2));
     assert_eq!(req.sender_ip, Ipv4Addr::new(10, 2, 0, 1));

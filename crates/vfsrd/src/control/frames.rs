@@ -285,8 +285,7 @@ fn echo6(frame: &mut [u8]) -> bool {
         let Ok(p) = Icmpv6Packet::new_checked(&ip[40..40 + plen]) else {
             return false;
         };
-        if p.msg_type() != ICMP6_ECHO_REQUEST || p.code() != 0 || !p.verify_checksum(&src, &dst)
-        {
+        if p.msg_type() != ICMP6_ECHO_REQUEST || p.code() != 0 || !p.verify_checksum(&src, &dst) {
             return false;
         }
     }

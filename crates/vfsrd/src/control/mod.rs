@@ -235,7 +235,7 @@ where
     pub fn work(&mut self) {
         for _ in 0..4 * READ_BUDGET {
             match self.inbox.try_recv() {
-                Ok(m) => self.from_worker(m),
+                Ok(m) => self.handle_worker_msg(m),
                 Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => break,
             }
         }
@@ -250,7 +250,9 @@ where
                 }
             }
             for _ in 0..READ_BUDGET {
-                let Some(p) = self.ports.get_mut(i) else { break };
+                let Some(p) = self.ports.get_mut(i) else {
+                    break;
+                };
                 let Some(tap) = p.tap.as_mut() else { break };
                 let Some(n) = tap.recv(&mut buf) else { break };
                 let Some(f) = buf.get(..n) else { break };
@@ -269,7 +271,7 @@ where
         }
     }
 
-    fn from_worker(&mut self, m: ToControl) {
+    fn handle_worker_msg(&mut self, m: ToControl) {
         match m {
             ToControl::Punt { class, packet } => {
                 let i = packet.iif as usize;
@@ -336,7 +338,7 @@ where
                 if ours && self.echo(i, frame) {
                     return;
                 }
-                self.to_host(i, frame);
+                self.punt_to_host(i, frame);
             }
             ethertype::IPV6 => {
                 if let Some(m) = frames::parse_nd(frame) {
@@ -348,9 +350,9 @@ where
                 if ours && self.echo(i, frame) {
                     return;
                 }
-                self.to_host(i, frame);
+                self.punt_to_host(i, frame);
             }
-            _ => self.to_host(i, frame),
+            _ => self.punt_to_host(i, frame),
         }
     }
 
@@ -371,7 +373,7 @@ where
         }
     }
 
-    fn to_host(&mut self, i: usize, frame: &[u8]) {
+    fn punt_to_host(&mut self, i: usize, frame: &[u8]) {
         let ok = self
             .ports
             .get_mut(i)
@@ -429,7 +431,7 @@ where
                 self.send(i, &f);
             }
             // Replies reach the host stack too: it resolves its own neighbors through the TAP.
-            ArpOp::Reply if for_us => self.to_host(i, frame),
+            ArpOp::Reply if for_us => self.punt_to_host(i, frame),
             _ => {}
         }
     }
@@ -479,7 +481,7 @@ where
                         self.after6(i, target, o);
                     }
                 }
-                self.to_host(i, frame);
+                self.punt_to_host(i, frame);
             }
         }
     }

@@ -1,0 +1,218 @@
+//! Opening the configured interfaces on a real system: the forwarding queues (AF_XDP, or
+//! AF_PACKET as the fallback), the control plane's raw socket, the TAP, and the kernel
+//! settings that keep the host stack from answering on the port itself.
+//!
+//! The port stays a kernel interface, but without addresses: the router owns them, and the
+//! TAP carries them for the host stack. Frames the XDP program passes up (control traffic)
+//! would still reach the kernel's IP stack on the port, and with AF_PACKET every frame
+//! does, so the port is told to stay quiet: `arp_ignore = 8` (never answer ARP there),
+//! `rp_filter = 1` (the port is not the way back to any source: the kernel's routes go
+//! through the TAPs, so it drops what arrives on the port) and `disable_ipv6 = 1`.
+
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::os::fd::RawFd;
+
+use vfsr_io::packet::{PacketPort, RawSocket};
+use vfsr_io::{Backend, IoError};
+use vfsr_wire::MacAddr;
+
+use crate::config::{BackendChoice, Interface, Plan};
+use crate::link::Link;
+use crate::runtime::PortIo;
+
+/// The control plane's socket on a port. On an XDP port it receives what the XDP program
+/// passed to the kernel; on an AF_PACKET port the workers see every frame already, so its
+/// socket only sends (a filter that accepts nothing keeps the kernel from queueing copies).
+pub struct Wire {
+    sock: RawSocket,
+    receives: bool,
+    errors: u64,
+}
+
+impl Wire {
+    /// Opens the socket; `receives` says whether it reads frames.
+    pub fn open(ifname: &str, receives: bool) -> Result<Wire, IoError> {
+        let sock = RawSocket::open(ifname, true)?;
+        if !receives {
+            drop_all_filter(sock.fd()).map_err(|err| IoError::Os {
+                what: format!("SO_ATTACH_FILTER on {ifname}"),
+                err,
+            })?;
+        }
+        Ok(Wire {
+            sock,
+            receives,
+            errors: 0,
+        })
+    }
+}
+
+fn drop_all_filter(fd: RawFd) -> std::io::Result<()> {
+    // One classic BPF instruction: return 0 (accept no bytes).
+    let mut insn = libc::sock_filter {
+        code: (libc::BPF_RET | libc::BPF_K) as u16,
+        jt: 0,
+        jf: 0,
+        k: 0,
+    };
+    let prog = libc::sock_fprog {
+        len: 1,
+        filter: &mut insn,
+    };
+    // SAFETY: `prog` points at one valid instruction that outlives the call.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ATTACH_FILTER,
+            (&prog as *const libc::sock_fprog).cast(),
+            std::mem::size_of::<libc::sock_fprog>() as libc::socklen_t,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // Frames queued before the filter went on are read and thrown away.
+    let mut buf = [0u8; 64];
+    // SAFETY: reads into a live local buffer, nonblocking.
+    while unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_DONTWAIT) } >= 0 {}
+    Ok(())
+}
+
+impl Link for Wire {
+    fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
+        if !self.receives {
+            return None;
+        }
+        match self.sock.recv_frame(buf) {
+            Ok(n) => n,
+            Err(_) => {
+                self.errors += 1;
+                None
+            }
+        }
+    }
+
+    fn send(&mut self, frame: &[u8]) -> bool {
+        self.sock.send_frame(frame).unwrap_or(false)
+    }
+
+    fn fd(&self) -> Option<RawFd> {
+        self.receives.then(|| self.sock.fd())
+    }
+}
+
+/// The interface's MAC, from sysfs.
+pub fn mac_of(name: &str) -> Result<MacAddr, String> {
+    let path = format!("/sys/class/net/{name}/address");
+    let s = std::fs::read_to_string(&path)
+        .map_err(|_| format!("interface {name:?} does not exist (no {path})"))?;
+    let mut m = [0u8; 6];
+    let parts: Vec<&str> = s.trim().split(':').collect();
+    if parts.len() != 6 {
+        return Err(format!("{name}: unreadable MAC {:?}", s.trim()));
+    }
+    for (b, p) in m.iter_mut().zip(parts) {
+        *b = u8::from_str_radix(p, 16).map_err(|_| format!("{name}: unreadable MAC {s:?}"))?;
+    }
+    Ok(MacAddr(m))
+}
+
+fn sysctl(path: &str, value: &str) -> Result<(), String> {
+    std::fs::write(path, value).map_err(|e| format!("{path}: {e}"))
+}
+
+/// Keeps the kernel's own stack quiet on a port the router drives (see the module doc).
+pub fn quiet_port(name: &str) -> Result<(), String> {
+    sysctl(&format!("/proc/sys/net/ipv4/conf/{name}/arp_ignore"), "8")?;
+    sysctl(&format!("/proc/sys/net/ipv4/conf/{name}/rp_filter"), "1")?;
+    // IPv6 may be absent from the kernel: then there is nothing to quiet.
+    let v6 = format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6");
+    if std::path::Path::new(&v6).exists() {
+        sysctl(&v6, "1")?;
+    }
+    Ok(())
+}
+
+fn open_xdp(itf: &Interface, mac: MacAddr) -> Result<PortIo, String> {
+    let mut cfg = vfsr_io::xdp::XdpConfig::new(&itf.name);
+    cfg.queues = itf.queues;
+    cfg.mode = match itf.xdp_mode {
+        crate::config::XdpModeChoice::Auto => vfsr_io::xdp::AttachMode::Auto,
+        crate::config::XdpModeChoice::Native => vfsr_io::xdp::AttachMode::Native,
+        crate::config::XdpModeChoice::Generic => vfsr_io::xdp::AttachMode::Generic,
+    };
+    cfg.zero_copy = itf.zero_copy;
+    cfg.local4 = itf
+        .addrs4
+        .iter()
+        .map(|(a, _)| *a)
+        .collect::<Vec<Ipv4Addr>>();
+    cfg.local6 = itf
+        .addrs6
+        .iter()
+        .map(|(a, _)| *a)
+        .collect::<Vec<Ipv6Addr>>();
+    let (iface, ports) = vfsr_io::xdp::open(&cfg).map_err(|e| e.to_string())?;
+    let wire = Wire::open(&itf.name, true).map_err(|e| e.to_string())?;
+    Ok(PortIo {
+        mac,
+        queues: ports
+            .into_iter()
+            .map(|p| Box::new(p) as Box<dyn Backend>)
+            .collect(),
+        wire: Box::new(wire),
+        tap: None,
+        keep: vec![Box::new(iface)],
+    })
+}
+
+fn open_packet(itf: &Interface, mac: MacAddr) -> Result<PortIo, String> {
+    if itf.queues > 1 {
+        eprintln!(
+            "vfsrd: {}: AF_PACKET opens one queue (software RSS spreads flows)",
+            itf.name
+        );
+    }
+    let port = PacketPort::open(&itf.name).map_err(|e| e.to_string())?;
+    let wire = Wire::open(&itf.name, false).map_err(|e| e.to_string())?;
+    Ok(PortIo {
+        mac,
+        queues: vec![Box::new(port)],
+        wire: Box::new(wire),
+        tap: None,
+        keep: Vec::new(),
+    })
+}
+
+/// Opens every interface of `plan`, with its TAP. Errors name the interface and what to do.
+pub fn open_ports(plan: &Plan) -> Result<Vec<PortIo>, String> {
+    let mut out = Vec::new();
+    for itf in &plan.interfaces {
+        let mac = mac_of(&itf.name)?;
+        quiet_port(&itf.name).map_err(|e| format!("{}: {e}", itf.name))?;
+        let mut io = match itf.backend {
+            BackendChoice::Packet => open_packet(itf, mac)?,
+            BackendChoice::Xdp => {
+                open_xdp(itf, mac).map_err(|e| format!("{}: AF_XDP: {e}", itf.name))?
+            }
+            BackendChoice::Auto => match open_xdp(itf, mac) {
+                Ok(io) => io,
+                Err(e) => {
+                    eprintln!(
+                        "vfsrd: {}: AF_XDP unavailable ({e}); falling back to AF_PACKET",
+                        itf.name
+                    );
+                    open_packet(itf, mac)?
+                }
+            },
+        };
+        io.tap = open_tap(itf, mac)?;
+        out.push(io);
+    }
+    Ok(out)
+}
+
+fn open_tap(_itf: &Interface, _mac: MacAddr) -> Result<Option<Box<dyn Link>>, String> {
+    Ok(None)
+}

@@ -1,0 +1,378 @@
+//! vfsrd as a real router between network namespaces, tested with the real tools.
+//!
+//! ```text
+//!   h1 eth0 ── r1 ┐            ┌ r2 ── eth0 h2      (r2: MTU 1400)
+//!  10.1.0.2       │   vfsrd    │      10.2.0.2
+//!  fd00:1::2      │    (rt)    │      fd00:2::2
+//!                 │            ├ r3 ── eth0 n1   10.3.0.2 ┐ both hold 10.99.0.1:
+//!                 └            └ r4 ── eth0 n2   10.4.0.2 ┘ an ECMP route's two next hops
+//! ```
+//!
+//! Runs once over AF_XDP and once over AF_PACKET. Needs root and network namespaces; skips
+//! with a printed reason otherwise. The namespaces are deleted even when a check fails.
+
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::process::{Child, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use vfsrd::netlab::{self, NetLab};
+
+const VFSRD: &str = env!("CARGO_BIN_EXE_vfsrd");
+
+fn tool(name: &str) -> bool {
+    std::process::Command::new("sh")
+        .args(["-c", &format!("command -v {name}")])
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn skip_reason() -> Option<String> {
+    if let Err(e) = netlab::available() {
+        return Some(e);
+    }
+    for t in ["ping", "traceroute", "iperf3", "ethtool"] {
+        if !tool(t) {
+            return Some(format!("{t} is not installed"));
+        }
+    }
+    None
+}
+
+struct Router {
+    lab: NetLab,
+    daemon: Option<Child>,
+    stats: std::path::PathBuf,
+}
+
+impl Drop for Router {
+    fn drop(&mut self) {
+        if let Some(mut d) = self.daemon.take() {
+            let _ = d.kill();
+            let _ = d.wait();
+        }
+        let _ = std::fs::remove_file(&self.stats);
+    }
+}
+
+fn build(tag: &str, backend: &str) -> Router {
+    let mut lab = NetLab::new(tag);
+    for ns in ["h1", "rt", "h2", "n1", "n2"] {
+        lab.add_ns(ns).unwrap();
+    }
+    lab.veth("h1", "eth0", "rt", "r1").unwrap();
+    lab.veth("rt", "r2", "h2", "eth0").unwrap();
+    lab.veth("rt", "r3", "n1", "eth0").unwrap();
+    lab.veth("rt", "r4", "n2", "eth0").unwrap();
+    lab.ip("rt", &["link", "set", "r2", "mtu", "1400"]).unwrap();
+    let host = |ns: &str, v4: &str, gw4: &str, v6: Option<(&str, &str)>| {
+        lab.ip(ns, &["addr", "add", v4, "dev", "eth0"]).unwrap();
+        lab.ip(ns, &["route", "add", "default", "via", gw4])
+            .unwrap();
+        if let Some((a, g)) = v6 {
+            lab.ip(ns, &["addr", "add", a, "dev", "eth0", "nodad"])
+                .unwrap();
+            lab.ip(ns, &["-6", "route", "add", "default", "via", g])
+                .unwrap();
+        }
+    };
+    host(
+        "h1",
+        "10.1.0.2/24",
+        "10.1.0.1",
+        Some(("fd00:1::2/64", "fd00:1::1")),
+    );
+    host(
+        "h2",
+        "10.2.0.2/24",
+        "10.2.0.1",
+        Some(("fd00:2::2/64", "fd00:2::1")),
+    );
+    host("n1", "10.3.0.2/24", "10.3.0.1", None);
+    host("n2", "10.4.0.2/24", "10.4.0.1", None);
+    for ns in ["n1", "n2"] {
+        lab.ip(ns, &["addr", "add", "10.99.0.1/32", "dev", "lo"])
+            .unwrap();
+    }
+    let config = format!(
+        r#"
+[router]
+control_core = 0
+workers = [1]
+busy_poll_us = 50
+
+[[interface]]
+name = "r1"
+backend = "{backend}"
+addresses = ["10.1.0.1/24", "fd00:1::1/64"]
+[[interface]]
+name = "r2"
+backend = "{backend}"
+mtu = 1400
+addresses = ["10.2.0.1/24", "fd00:2::1/64"]
+[[interface]]
+name = "r3"
+backend = "{backend}"
+addresses = ["10.3.0.1/24"]
+[[interface]]
+name = "r4"
+backend = "{backend}"
+addresses = ["10.4.0.1/24"]
+
+[[route]]
+prefix = "10.99.0.0/16"
+via = ["10.3.0.2", "10.4.0.2"]
+"#
+    );
+    let dir = std::env::temp_dir();
+    let cfg = dir.join(format!("vfsrd-{tag}-{}.toml", std::process::id()));
+    let stats = dir.join(format!("vfsrd-{tag}-{}.json", std::process::id()));
+    std::fs::write(&cfg, config).unwrap();
+    let mut child = lab
+        .command("rt", VFSRD)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--stats")
+        .arg(&stats)
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            println!("[vfsrd] {line}");
+            if line.contains("ready") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    let router = Router {
+        lab,
+        daemon: Some(child),
+        stats,
+    };
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("vfsrd says ready within 30 s");
+    router
+}
+
+fn stats(r: &Router) -> serde_json::Value {
+    std::thread::sleep(Duration::from_millis(1200));
+    let s = std::fs::read_to_string(&r.stats).unwrap_or_default();
+    serde_json::from_str(&s).unwrap_or(serde_json::Value::Null)
+}
+
+fn received(ping_out: &str) -> u32 {
+    ping_out
+        .split(',')
+        .find_map(|p| p.trim().strip_suffix(" received"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn ping(r: &Router, ns: &str, v6: bool, dst: &str, n: u32) -> u32 {
+    let count = n.to_string();
+    let mut argv = vec!["ping", "-n", "-c", &count, "-i", "0.2", "-W", "2"];
+    if v6 {
+        argv.insert(1, "-6");
+    }
+    argv.push(dst);
+    let o = r.lab.exec(ns, &argv).unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    println!("{text}");
+    received(&text)
+}
+
+fn the_router_forwards_and_answers(tag: &str, backend: &str) {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let mut r = build(tag, backend);
+
+    // Ping through the router from cold neighbor caches: the first packet waits in the
+    // hold queue while the router resolves h2, and is delivered.
+    assert_eq!(
+        ping(&r, "h1", false, "10.2.0.2", 3),
+        3,
+        "IPv4 ping h1 -> h2"
+    );
+    assert_eq!(
+        ping(&r, "h1", true, "fd00:2::2", 3),
+        3,
+        "IPv6 ping h1 -> h2"
+    );
+    // The router's own addresses answer.
+    assert_eq!(ping(&r, "h1", false, "10.1.0.1", 3), 3, "ping the router");
+    assert_eq!(
+        ping(&r, "h1", true, "fd00:1::1", 3),
+        3,
+        "ping -6 the router"
+    );
+
+    // traceroute shows the router as the first hop (ICMP Time Exceeded from 10.1.0.1).
+    let t = r
+        .lab
+        .sh(
+            "h1",
+            &[
+                "traceroute",
+                "-n",
+                "-q",
+                "1",
+                "-w",
+                "2",
+                "-m",
+                "4",
+                "10.2.0.2",
+            ],
+        )
+        .unwrap();
+    println!("{t}");
+    let hops: Vec<&str> = t.lines().skip(1).collect();
+    assert!(hops.first().is_some_and(|l| l.contains("10.1.0.1")), "{t}");
+    assert!(hops.get(1).is_some_and(|l| l.contains("10.2.0.2")), "{t}");
+
+    // A TCP connection to the router's own address goes through the TAP to the host stack.
+    let listener = r
+        .lab
+        .in_ns("rt", || TcpListener::bind("10.1.0.1:7777"))
+        .unwrap()
+        .expect("listen on the router's address (the TAP carries it)");
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0u8; 5];
+        s.read_exact(&mut buf).unwrap();
+        s.write_all(&buf).unwrap();
+        buf
+    });
+    let echoed = r
+        .lab
+        .in_ns("h1", || -> std::io::Result<Vec<u8>> {
+            let addr: SocketAddr = "10.1.0.1:7777".parse().unwrap();
+            let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
+            c.set_read_timeout(Some(Duration::from_secs(5)))?;
+            c.write_all(b"hello")?;
+            let mut buf = [0u8; 5];
+            c.read_exact(&mut buf)?;
+            Ok(buf.to_vec())
+        })
+        .unwrap()
+        .expect("TCP to the router");
+    assert_eq!(echoed, b"hello");
+    assert_eq!(&server.join().unwrap(), b"hello");
+
+    // iperf3 TCP through the router. The egress MTU is 1400 and the hosts' 1500: the
+    // first full-size segments get ICMP Fragmentation Needed and the flow continues with
+    // the smaller path MTU.
+    let mut srv = r
+        .lab
+        .command("h2", "iperf3")
+        .args(["-s", "-1", "-B", "10.2.0.2"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let out = r
+        .lab
+        .sh("h1", &["iperf3", "-c", "10.2.0.2", "-t", "2", "-J"])
+        .unwrap();
+    let _ = srv.wait();
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let bps = j["end"]["sum_received"]["bits_per_second"]
+        .as_f64()
+        .unwrap_or(0.0);
+    println!("iperf3 through vfsrd ({backend}): {:.1} Mbit/s", bps / 1e6);
+    assert!(bps > 20e6, "iperf3 at {bps} bit/s");
+    let route = r.lab.sh("h1", &["ip", "route", "get", "10.2.0.2"]).unwrap();
+    assert!(
+        route.contains("mtu 1400"),
+        "h1 learned the path MTU: {route}"
+    );
+
+    // ECMP: 40 UDP flows to 10.99.0.1 spread over n1 and n2, each flow on one path.
+    let listen = |ns: &str| {
+        r.lab
+            .in_ns(ns, || {
+                let s = UdpSocket::bind("10.99.0.1:9999").unwrap();
+                s.set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+                s
+            })
+            .unwrap()
+    };
+    let (s1, s2) = (listen("n1"), listen("n2"));
+    let collect = |s: UdpSocket| {
+        std::thread::spawn(move || {
+            let mut ports = HashSet::new();
+            let t0 = Instant::now();
+            let mut buf = [0u8; 64];
+            while t0.elapsed() < Duration::from_secs(4) {
+                if let Ok((_, from)) = s.recv_from(&mut buf) {
+                    ports.insert(from.port());
+                }
+            }
+            ports
+        })
+    };
+    let (c1, c2) = (collect(s1), collect(s2));
+    r.lab
+        .in_ns("h1", || {
+            for round in 0..5 {
+                for f in 0..40u16 {
+                    let s = UdpSocket::bind(("10.1.0.2", 20000 + f)).unwrap();
+                    let _ = s.send_to(&[round; 8], "10.99.0.1:9999");
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+        .unwrap();
+    let (p1, p2) = (c1.join().unwrap(), c2.join().unwrap());
+    println!("ECMP: {} flows via n1, {} via n2", p1.len(), p2.len());
+    assert!(!p1.is_empty() && !p2.is_empty(), "both paths carry flows");
+    assert!(p1.is_disjoint(&p2), "a flow took both paths");
+    assert_eq!(p1.len() + p2.len(), 40, "every flow arrived");
+
+    let s = stats(&r);
+    println!("{s:#}");
+    assert!(s["forwarded"].as_u64().unwrap_or(0) > 1000);
+    assert!(s["control"]["released"].as_u64().unwrap_or(0) >= 1);
+    assert!(s["control"]["echo_replies"].as_u64().unwrap_or(0) >= 6);
+    assert!(s["control"]["to_host"].as_u64().unwrap_or(0) >= 1);
+
+    // A clean stop: SIGTERM, exit 0, no XDP program and no TAP left.
+    let mut d = r.daemon.take().unwrap();
+    // SAFETY: signals our own child.
+    unsafe {
+        libc::kill(d.id() as i32, libc::SIGTERM);
+    }
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(st) = d.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "vfsrd stops on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "{status:?}");
+    let links = r.lab.ip("rt", &["link", "show"]).unwrap();
+    assert!(!links.contains("xdp"), "an XDP program was left: {links}");
+    assert!(!links.contains("vr1"), "a TAP was left: {links}");
+}
+
+#[test]
+fn over_af_xdp() {
+    the_router_forwards_and_answers("vx", "xdp");
+}
+
+#[test]
+fn over_af_packet() {
+    the_router_forwards_and_answers("vp", "packet");
+}
