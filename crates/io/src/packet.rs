@@ -50,7 +50,11 @@
 //!
 //! [`RawSocket`] is the simple form: a nonblocking `AF_PACKET` socket bound to one interface,
 //! one `recv`/`send` system call per frame. The control plane uses it for the little traffic
-//! it handles (ARP, ND, punted packets and their replies).
+//! it handles (ARP, ND, punted packets and their replies); it does not put VLAN tags back.
+//!
+//! The ring layouts and status protocol are the kernel's `Documentation/networking/
+//! packet_mmap.rst` and `include/uapi/linux/if_packet.h`; the offsets used here are listed
+//! as constants below, next to the structure they come from.
 
 use std::cell::Cell;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
