@@ -538,3 +538,28 @@ fn steering_decisions_one_frame_at_a_time() {
     assert!(!bpf::map_delete(local4, &LOCAL4.octets()).unwrap());
     assert_eq!(steer(&obj, &ipv4(PORT_MAC, LOCAL4, 1, 64)), transit);
 }
+
+#[test]
+fn the_queue_count_is_read_in_the_namespace_and_checked() {
+    let Some(t) = topo() else { return };
+    let if_a = t.if_a.clone();
+    let (count, err) = in_ns(&t.ns_a, move || {
+        let name = std::ffi::CString::new(if_a.as_str()).unwrap();
+        // SAFETY: a valid C string.
+        let idx = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        assert_ne!(idx, 0);
+        let count = xdp::rx_queue_count(&if_a, idx);
+        let mut c = XdpConfig::new(&if_a);
+        c.queues = 2;
+        let err = xdp::open(&c)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        (count, err)
+    });
+    assert_eq!(count, Some(1));
+    assert!(
+        err.contains("interface has 1 queues, config asks for 2"),
+        "{err}"
+    );
+}

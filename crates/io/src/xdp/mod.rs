@@ -169,17 +169,75 @@ fn index_of(name: &str) -> Result<u32, IoError> {
     Ok(i)
 }
 
-/// Receive queues of `name`, from sysfs (`queues/rx-N`); 1 when sysfs does not say.
-pub fn rx_queue_count(name: &str) -> u32 {
-    let dir = format!("/sys/class/net/{name}/queues");
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return 1;
+/// `struct ethtool_channels`.
+#[repr(C)]
+#[derive(Default)]
+struct EthtoolChannels {
+    cmd: u32,
+    max_rx: u32,
+    max_tx: u32,
+    max_other: u32,
+    max_combined: u32,
+    rx_count: u32,
+    tx_count: u32,
+    other_count: u32,
+    combined_count: u32,
+}
+
+const ETHTOOL_GCHANNELS: u32 = 0x3c;
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+
+/// Receive queues of interface `name` (index `ifindex`): the ethtool channel count (in the
+/// caller's network namespace), else sysfs when it shows this very interface (sysfs shows
+/// the namespace it was mounted in, which may not be ours); `None` when neither says.
+pub fn rx_queue_count(name: &str, ifindex: u32) -> Option<u32> {
+    ethtool_rx_queues(name).or_else(|| sysfs_rx_queues(name, ifindex))
+}
+
+fn ethtool_rx_queues(name: &str) -> Option<u32> {
+    if name.len() >= libc::IF_NAMESIZE {
+        return None;
+    }
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..Default::default()
     };
-    let n = rd
+    // SAFETY: all-zero is a valid ifreq.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    ifr.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
+    // SAFETY: a plain datagram socket for the ioctl, closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` is ours.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    // SAFETY: `ifr` points at `ch`, which outlives the call and is the size the kernel
+    // copies for ETHTOOL_GCHANNELS.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
+    let n = ch.rx_count.saturating_add(ch.combined_count);
+    (r == 0 && n > 0).then_some(n)
+}
+
+fn sysfs_rx_queues(name: &str, ifindex: u32) -> Option<u32> {
+    let base = format!("/sys/class/net/{name}");
+    let shown: u32 = std::fs::read_to_string(format!("{base}/ifindex"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    if shown != ifindex {
+        return None;
+    }
+    let n = std::fs::read_dir(format!("{base}/queues"))
+        .ok()?
         .filter_map(|e| e.ok())
         .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
         .count();
-    u32::try_from(n).unwrap_or(u32::MAX).max(1)
+    u32::try_from(n).ok().filter(|&n| n > 0)
 }
 
 /// What the steering program counted, summed over CPUs.
@@ -311,12 +369,14 @@ pub fn open(config: &XdpConfig) -> Result<(XdpInterface, Vec<XdpPort>), IoError>
     config.check()?;
     let name = config.ifname.as_str();
     let ifindex = index_of(name)?;
-    let have = rx_queue_count(name);
-    if config.queues > have {
-        return Err(IoError::Unsupported(format!(
-            "{name}: interface has {have} queues, config asks for {}",
-            config.queues
-        )));
+    match rx_queue_count(name, ifindex) {
+        Some(have) if config.queues > have => {
+            return Err(IoError::Unsupported(format!(
+                "{name}: interface has {have} queues, config asks for {}",
+                config.queues
+            )))
+        }
+        _ => {}
     }
     let obj = BpfObject::load("xsk_steer", bpf::objects::XSK_STEER).map_err(|e| {
         IoError::Unsupported(format!("{name}: loading the XDP steering program: {e}"))
@@ -548,6 +608,15 @@ fn setup(
     if r < 0 {
         let err = std::io::Error::last_os_error();
         let errno = err.raw_os_error().unwrap_or(0);
+        if errno == libc::EINVAL {
+            return Err((
+                errno,
+                IoError::Unsupported(format!(
+                    "{q}: binding the AF_XDP socket: {err}; does {name} have a queue {queue} \
+                     (ethtool -l {name})?"
+                )),
+            ));
+        }
         if errno == libc::EBUSY {
             return Err((
                 errno,
@@ -590,11 +659,13 @@ impl XdpPort {
         c.frames = frames;
         c.check()?;
         let ifindex = index_of(ifname)?;
-        let have = rx_queue_count(ifname);
-        if queue >= have {
-            return Err(IoError::Unsupported(format!(
-                "{ifname}: interface has {have} queues, queue {queue} asked for"
-            )));
+        match rx_queue_count(ifname, ifindex) {
+            Some(have) if queue >= have => {
+                return Err(IoError::Unsupported(format!(
+                    "{ifname}: interface has {have} queues, queue {queue} asked for"
+                )))
+            }
+            _ => {}
         }
         bpf::raise_memlock_limit();
         let len = frames as usize * frame_size as usize;
@@ -928,7 +999,13 @@ mod tests {
 
     #[test]
     fn loopback_has_one_queue_and_too_many_are_refused() {
-        assert!(rx_queue_count("lo") >= 1);
+        let lo = index_of("lo").unwrap();
+        assert!(rx_queue_count("lo", lo).is_some_and(|n| n >= 1));
+        assert_eq!(
+            sysfs_rx_queues("lo", lo + 1000),
+            None,
+            "another interface's sysfs"
+        );
         let mut c = XdpConfig::new("lo");
         c.queues = 64;
         let e = open(&c).err().map(|e| e.to_string()).unwrap_or_default();
