@@ -43,15 +43,28 @@
 //! pipeline. Zero-copy binding (`XDP_ZEROCOPY`, tried first when asked, falling back to
 //! copy mode on `EOPNOTSUPP`/`EINVAL`) only changes how the NIC fills the UMEM.
 //!
-//! What works on veth (kernel 6.18, measured by `tests/xdp.rs`): the steering program
-//! attaches in native mode, and AF_XDP receive works in native mode with the program on the
-//! receiving veth (the peer needs nothing for frames to arrive); generic mode works too.
-//! veth has no zero-copy, so the socket binds in copy mode either way. Transmit is copy
-//! mode: frames are handed to the veth's transmit function and arrive at the peer. A frame
-//! this port transmits is not seen by its own program.
+//! What works on veth (kernel 6.18, checked by `tests/xdp.rs`): the steering program
+//! attaches in native mode (`Auto` picks it) and in generic mode, and in both the AF_XDP
+//! socket of the veth that carries the program receives the transit frames the peer sends;
+//! the peer needs no program of its own for that (a peer program, or GRO, is needed only
+//! for frames *redirected into* a veth with `XDP_REDIRECT`, which this backend does not
+//! do). veth has no zero-copy, so sockets bind in copy mode either way; transmit (copy
+//! mode) hands each frame to the veth's transmit function and it arrives at the peer.
+//!
+//! Measured by `tests/xdp_rate.rs` (one core sending 64-byte frames from an AF_XDP socket
+//! on the peer and receiving them on the port, loaded two-core machine): `recv` itself
+//! costs about 20 ns per frame in native mode and 23 ns in generic mode, against 42 ns for
+//! the AF_PACKET backend in the same run; the whole path moves 0.5 to 0.6 Mpps in every
+//! mode, because the copy-mode transmit on the sending side (a socket buffer per frame)
+//! dominates. On veth, native mode gains nothing over generic: frames arrive as socket
+//! buffers either way.
+//!
+//! The XDP attach and detach act on the network namespace of the calling thread: an
+//! [`XdpInterface`] must be dropped (or [`XdpInterface::close`]d) in the namespace it was
+//! opened in. The sockets, once bound, can be used from any thread.
 //!
 //! Ring counters are read with acquire and written with release ordering (see
-//! [`ring`](self::ring)); descriptors read from the rx and completion rings are checked
+//! `xdp/ring.rs`); descriptors read from the rx and completion rings are checked
 //! against the UMEM before use, so a bad descriptor is a counted invalid frame.
 
 mod ring;
