@@ -572,6 +572,20 @@ pub fn prog_test_run(
     Ok((opts.retval, opts.duration))
 }
 
+/// The `struct xdp_md` context for an XDP test run of a `frame_len`-byte frame arriving on
+/// `ingress_ifindex` queue `rx_queue_index` (pass it as `ctx` to [`prog_test_run`]). The
+/// kernel wants `data` 0, `data_end` equal to the frame's length, no metadata and no egress
+/// interface; in live-frames mode the interface must exist in the caller's namespace and
+/// the frames the program transmits (`XDP_TX`) leave through it.
+pub fn xdp_md_ctx(ingress_ifindex: u32, rx_queue_index: u32, frame_len: u32) -> [u8; 24] {
+    let fields = [0, frame_len, 0, ingress_ifindex, rx_queue_index, 0];
+    let mut out = [0u8; 24];
+    for (chunk, v) in out.chunks_exact_mut(4).zip(fields) {
+        chunk.copy_from_slice(&v.to_ne_bytes());
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -583,6 +597,16 @@ mod tests {
         assert_eq!(std::mem::size_of::<BpfXdpAttachOpts>(), 16);
         assert_eq!(std::mem::offset_of!(BpfTestRunOpts, retval), 56);
         assert_eq!(std::mem::offset_of!(BpfTestRunOpts, batch_size), 76);
+    }
+
+    #[test]
+    fn the_xdp_md_context_has_the_kernel_layout() {
+        let c = xdp_md_ctx(7, 2, 60);
+        assert_eq!(&c[4..8], &60u32.to_ne_bytes(), "data_end");
+        assert_eq!(&c[12..16], &7u32.to_ne_bytes(), "ingress_ifindex");
+        assert_eq!(&c[16..20], &2u32.to_ne_bytes(), "rx_queue_index");
+        assert_eq!(&c[..4], &[0; 4]);
+        assert_eq!(&c[20..], &[0; 4]);
     }
 
     #[test]
