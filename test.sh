@@ -7,7 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/setup.sh
-ensure_packages build-essential pkg-config
+# clang and libbpf-dev build the XDP programs; the others are the integration tests' tools.
+ensure_packages build-essential pkg-config clang libbpf-dev iproute2 ethtool iputils-ping traceroute iperf3
 ensure_rust
 
 echo "== format"

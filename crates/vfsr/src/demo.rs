@@ -1,4 +1,6 @@
-//! `vfsr demo`: the README's first command. Builds the synthetic full table, loads it into every
+//! `vfsr demo`: the README's first command. Where it can (root, network namespaces, the test
+//! tools) it runs the live router of [`crate::livedemo`]. Otherwise, or with `--offline`, it
+//! shows the parts in memory: it builds the synthetic full table, loads it into every
 //! engine, checks that they agree, and shows lookups and their speed on one core; then loads the
 //! table into the RIB and the live Poptrie FIBs, streams route changes into them while a reader
 //! thread looks up, and shows answers before and after; last, the forwarding pipeline: a few
@@ -20,6 +22,9 @@ pub struct DemoArgs {
     /// Addresses per speed measurement.
     #[arg(long, default_value_t = 1 << 20)]
     pub lookups: usize,
+    /// Run the in-memory demo (engines, live FIB, pipeline) instead of the live router.
+    #[arg(long)]
+    pub offline: bool,
 }
 
 struct Built<K: Key> {
@@ -87,6 +92,20 @@ fn report<K: Key>(
 }
 
 pub fn run(a: &DemoArgs) -> Result<(), String> {
+    if !a.offline {
+        match crate::livedemo::unavailable() {
+            None => return crate::livedemo::run(a.seed),
+            Some(why) => println!(
+                "vfsr demo: the live router needs root, network namespaces and ping, traceroute \
+                 and iperf3 ({why}); showing the in-memory demo instead\n"
+            ),
+        }
+    }
+    offline(a)
+}
+
+/// The in-memory demo.
+fn offline(a: &DemoArgs) -> Result<(), String> {
     let core = pin::default_bench_core();
     if let Err(e) = pin::pin_to_core(core) {
         eprintln!("vfsr: not pinned: {e}");

@@ -15,6 +15,7 @@ mod demo;
 mod engines;
 mod fibbench;
 mod fwdbench;
+mod livedemo;
 mod lookup;
 mod pin;
 mod replay;
@@ -33,7 +34,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Build the synthetic full table, load it into every engine, show lookups and their speed.
+    /// A live router: vfsrd with the synthetic full table between two namespaces, with ping,
+    /// traceroute and iperf3 through it (or, with --offline or without root, the engines, the
+    /// live FIB and the pipeline in memory).
     Demo(demo::DemoArgs),
     /// Route tables: generate.
     #[command(subcommand)]
