@@ -257,6 +257,8 @@ fn steer_and_transmit(mode: AttachMode) {
     let result = in_ns(&ns_a, move || {
         let mut c = XdpConfig::new(&if_a);
         c.mode = mode;
+        // veth has no zero-copy: asking for it must fall back to copy mode.
+        c.zero_copy = mode == AttachMode::Auto;
         c.frames = 256;
         c.local4 = vec![LOCAL4];
         c.local6 = vec![LOCAL6];
@@ -589,4 +591,76 @@ fn a_live_frames_test_run_delivers_what_the_program_passes() {
         "five passed ARP frames seen on the interface"
     );
     assert!(seen.iter().all(|f| *f == arp_request()));
+}
+
+#[test]
+fn two_queues_share_the_traffic_and_lose_none() {
+    let Some(t) = topo() else { return };
+    // A second pair with two queues each way, in the same namespaces.
+    let (qa, qb) = (format!("{}q", t.if_a), format!("{}q", t.if_b));
+    let ok = ip(&[
+        "link",
+        "add",
+        &qa,
+        "netns",
+        &t.ns_a,
+        "numrxqueues",
+        "2",
+        "numtxqueues",
+        "2",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        &qb,
+        "netns",
+        &t.ns_b,
+        "numrxqueues",
+        "2",
+        "numtxqueues",
+        "2",
+    ]) && ip(&["-n", &t.ns_a, "link", "set", &qa, "up"])
+        && ip(&["-n", &t.ns_b, "link", "set", &qb, "up"]);
+    assert!(ok, "could not build the two-queue veth pair");
+    let qb2 = qb.clone();
+    let mut peer = in_ns(&t.ns_b, move || RawSocket::open(&qb2, true).unwrap());
+    let (per_port, counters) = in_ns(&t.ns_a, move || {
+        let mut c = XdpConfig::new(&qa);
+        c.queues = 2;
+        c.frames = 256;
+        let (iface, mut ports) = xdp::open(&c).unwrap();
+        assert_eq!(ports.len(), 2);
+        assert_eq!(ports[1].queue(), 1);
+        assert_eq!(ports[1].name(), format!("{qa}:1"));
+        for i in 0..64u32 {
+            let f = ipv4(PORT_MAC, Ipv4Addr::new(10, 9, 0, 7), i, 64 + i as usize);
+            assert!(peer.send_frame(&f).unwrap());
+        }
+        let mut per_port = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        let mut total = 0;
+        let mut got: Vec<Vec<Vec<u8>>> = vec![Vec::new(), Vec::new()];
+        while total < 64 && Instant::now() < deadline {
+            for (i, p) in ports.iter_mut().enumerate() {
+                let f = drain_port(p, 64, Duration::from_millis(20));
+                total += f.len();
+                got[i].extend(f);
+            }
+        }
+        for g in &got {
+            per_port.push(g.iter().filter(|f| is_transit(f)).count());
+        }
+        let counters = iface.counters().unwrap();
+        drop(ports);
+        iface.close().unwrap();
+        (per_port, counters)
+    });
+    assert_eq!(
+        per_port.iter().sum::<usize>(),
+        64,
+        "per queue: {per_port:?}"
+    );
+    assert_eq!(counters.redirected, 64);
+    assert_eq!(counters.xsk_missing, 0);
+    eprintln!("frames per queue: {per_port:?}");
 }
