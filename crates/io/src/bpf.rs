@@ -170,6 +170,10 @@ pub struct BpfObject {
 // SAFETY: the object is only read after load (lookups by name), never shared by reference
 // across threads by libbpf itself; moving it between threads is fine.
 unsafe impl Send for BpfObject {}
+// SAFETY: after load, `&self` methods only look programs and maps up by name, which reads
+// the object and never changes it, so concurrent calls are fine (a stats thread reading
+// counters while the control plane updates maps through their descriptors).
+unsafe impl Sync for BpfObject {}
 
 impl BpfObject {
     /// Opens and loads the ELF object `bytes` (see [`objects`]) under the name `name`.
