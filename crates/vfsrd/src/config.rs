@@ -520,6 +520,16 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
                 key("queues"),
                 format!("{} is outside 1..=64", s.queues),
             ));
+        } else if s.queues as usize > r.workers.len().max(1) {
+            errs.push(ConfigError::new(
+                key("queues"),
+                format!(
+                    "{} queues but {} worker(s): each queue needs a worker (fewer queues than \
+                     workers are spread by software RSS)",
+                    s.queues,
+                    r.workers.len()
+                ),
+            ));
         }
         if !(1280..=9000).contains(&s.mtu) {
             errs.push(ConfigError::new(
@@ -882,6 +892,7 @@ mtu = 100
 [[interface]]
 name = "b"
 backend = "dpdk"
+queues = 2
 [[route]]
 prefix = "10.0.0.1/8"
 via = "10.2.0.2"
@@ -899,6 +910,7 @@ via = "172.16.0.1"
             "interface[0].addresses[1]: \"x\" is not an IP address",
             "interface[0].mtu: 100 is outside",
             "interface[1].backend: unknown backend \"dpdk\"",
+            "interface[1].queues: 2 queues but 1 worker(s)",
             "route[0].prefix: \"10.0.0.1/8\" has bits set beyond /8",
             "route[1].via: 172.16.0.1 is on no configured interface's subnet",
         ];

@@ -12,7 +12,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::RawFd;
 
-use vfsr_io::packet::{PacketPort, RawSocket};
+use vfsr_io::packet::{PacketConfig, PacketPort, RawSocket};
 use vfsr_io::{Backend, IoError};
 use vfsr_wire::MacAddr;
 
@@ -167,18 +167,21 @@ fn open_xdp(itf: &Interface, mac: MacAddr) -> Result<PortIo, String> {
     })
 }
 
-fn open_packet(itf: &Interface, mac: MacAddr) -> Result<PortIo, String> {
-    if itf.queues > 1 {
-        eprintln!(
-            "vfsrd: {}: AF_PACKET opens one queue (software RSS spreads flows)",
-            itf.name
-        );
+fn open_packet(itf: &Interface, mac: MacAddr, fanout: u16) -> Result<PortIo, String> {
+    // Several queues are sockets of one fanout group: the kernel hashes each flow to one.
+    let mut queues: Vec<Box<dyn Backend>> = Vec::new();
+    for _ in 0..itf.queues {
+        let cfg = PacketConfig {
+            fanout: (itf.queues > 1).then_some(fanout),
+            ..PacketConfig::default()
+        };
+        let port = PacketPort::with_config(&itf.name, &cfg).map_err(|e| e.to_string())?;
+        queues.push(Box::new(port));
     }
-    let port = PacketPort::open(&itf.name).map_err(|e| e.to_string())?;
     let wire = Wire::open(&itf.name, false).map_err(|e| e.to_string())?;
     Ok(PortIo {
         mac,
-        queues: vec![Box::new(port)],
+        queues,
         wire: Box::new(wire),
         tap: None,
         keep: Vec::new(),
@@ -188,11 +191,14 @@ fn open_packet(itf: &Interface, mac: MacAddr) -> Result<PortIo, String> {
 /// Opens every interface of `plan`, with its TAP. Errors name the interface and what to do.
 pub fn open_ports(plan: &Plan) -> Result<Vec<PortIo>, String> {
     let mut out = Vec::new();
-    for itf in &plan.interfaces {
+    // Fanout group ids are per network namespace; derive them from the process id.
+    let base = (std::process::id() as u16).wrapping_mul(64);
+    for (i, itf) in plan.interfaces.iter().enumerate() {
+        let fanout = base.wrapping_add(i as u16);
         let mac = mac_of(&itf.name)?;
         quiet_port(&itf.name).map_err(|e| format!("{}: {e}", itf.name))?;
         let mut io = match itf.backend {
-            BackendChoice::Packet => open_packet(itf, mac)?,
+            BackendChoice::Packet => open_packet(itf, mac, fanout)?,
             BackendChoice::Xdp => {
                 open_xdp(itf, mac).map_err(|e| format!("{}: AF_XDP: {e}", itf.name))?
             }
@@ -203,7 +209,7 @@ pub fn open_ports(plan: &Plan) -> Result<Vec<PortIo>, String> {
                         "vfsrd: {}: AF_XDP unavailable ({e}); falling back to AF_PACKET",
                         itf.name
                     );
-                    open_packet(itf, mac)?
+                    open_packet(itf, mac, fanout)?
                 }
             },
         };
