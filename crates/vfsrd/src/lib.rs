@@ -9,3 +9,4 @@ pub mod netlab;
 pub mod router;
 pub mod runtime;
 pub mod sys;
+pub mod tap;

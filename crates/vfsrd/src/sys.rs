@@ -19,6 +19,7 @@ use vfsr_wire::MacAddr;
 use crate::config::{BackendChoice, Interface, Plan};
 use crate::link::Link;
 use crate::runtime::PortIo;
+use crate::tap::Tap;
 
 /// The control plane's socket on a port. On an XDP port it receives what the XDP program
 /// passed to the kernel; on an AF_PACKET port the workers see every frame already, so its
@@ -219,6 +220,21 @@ pub fn open_ports(plan: &Plan) -> Result<Vec<PortIo>, String> {
     Ok(out)
 }
 
-fn open_tap(_itf: &Interface, _mac: MacAddr) -> Result<Option<Box<dyn Link>>, String> {
-    Ok(None)
+fn open_tap(itf: &Interface, mac: MacAddr) -> Result<Option<Box<dyn Link>>, String> {
+    let tap = Tap::create(&itf.tap, mac, itf.mtu, &itf.addrs4, &itf.addrs6)?;
+    Ok(Some(Box::new(tap)))
+}
+
+impl Link for Tap {
+    fn recv(&mut self, buf: &mut [u8]) -> Option<usize> {
+        self.read_frame(buf)
+    }
+
+    fn send(&mut self, frame: &[u8]) -> bool {
+        self.write_frame(frame)
+    }
+
+    fn fd(&self) -> Option<RawFd> {
+        Some(Tap::fd(self))
+    }
 }
