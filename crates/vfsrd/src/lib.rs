@@ -8,5 +8,6 @@ pub mod link;
 pub mod netlab;
 pub mod router;
 pub mod runtime;
+pub mod spread;
 pub mod sys;
 pub mod tap;

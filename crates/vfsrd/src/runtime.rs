@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Map, Value};
 use vfsr_flow::FlowConfig;
 use vfsr_fwd::{Counters, DropReason, Outcome, PuntClass, SharedCounters, WorkerConfig};
+use vfsr_io::rss::{Rss, STANDARD_KEY};
 use vfsr_io::{Backend, IoStats};
 use vfsr_lpm::LpmUpdate;
 use vfsr_wire::MacAddr;
@@ -23,6 +24,7 @@ use crate::control::{Control, ControlCounters, CtlPort};
 use crate::dataplane::{WorkerLoop, WorkerStats};
 use crate::link::{Link, ToControl, Wake};
 use crate::router::{self, Installed};
+use crate::spread;
 
 /// Frames workers may queue for the control plane.
 const INBOX: usize = 4096;
@@ -55,6 +57,8 @@ pub struct RunOptions {
 pub struct Summary {
     /// Pipeline counters of all workers.
     pub counters: Counters,
+    /// Each worker's pipeline counters.
+    pub per_worker: Vec<Counters>,
     /// Control-plane counters.
     pub control: ControlCounters,
     /// I/O counters, summed.
@@ -135,13 +139,35 @@ where
     let mut ctl_ports = Vec::new();
     let mut keep = Vec::new();
     for (i, (p, spec)) in ports.into_iter().zip(&specs).enumerate() {
-        for (w, q) in p.queues.into_iter().enumerate() {
-            match per_worker.get_mut(w).and_then(|v| v.get_mut(i)) {
-                Some(slot) => *slot = Some(q),
-                None => eprintln!(
-                    "vfsrd: {}: queue {w} has no worker (only {nworkers} configured)",
-                    q.name()
-                ),
+        if p.queues.len() == 1 && nworkers > 1 {
+            // One queue, several workers: software RSS from worker 0.
+            let rss = Rss::new(&STANDARD_KEY, nworkers, plan.rss_symmetric);
+            let mut queues = p.queues;
+            let Some(q) = queues.pop() else {
+                continue;
+            };
+            let (spreader, handoffs) = spread::split(q, rss, nworkers, 0)?;
+            for (w, h) in handoffs.into_iter().enumerate() {
+                let b: Box<dyn Backend> = match h {
+                    Some(h) => Box::new(h),
+                    None => continue,
+                };
+                if let Some(slot) = per_worker.get_mut(w).and_then(|v| v.get_mut(i)) {
+                    *slot = Some(b);
+                }
+            }
+            if let Some(slot) = per_worker.get_mut(0).and_then(|v| v.get_mut(i)) {
+                *slot = Some(Box::new(spreader));
+            }
+        } else {
+            for (w, q) in p.queues.into_iter().enumerate() {
+                match per_worker.get_mut(w).and_then(|v| v.get_mut(i)) {
+                    Some(slot) => *slot = Some(q),
+                    None => eprintln!(
+                        "vfsrd: {}: queue {w} has no worker (only {nworkers} configured)",
+                        q.name()
+                    ),
+                }
             }
         }
         ctl_ports.push(CtlPort {
@@ -259,6 +285,7 @@ where
     drop(keep);
     Ok(Summary {
         counters,
+        per_worker: shared.iter().map(|s| s.read()).collect(),
         control: control.counters,
         io,
         installed,

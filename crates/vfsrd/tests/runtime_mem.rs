@@ -217,6 +217,59 @@ fn arp_resolution_releases_held_packets_then_workers_forward() {
 }
 
 #[test]
+fn software_rss_spreads_flows_over_two_workers_in_order() {
+    let config = CONFIG.replace("workers = [0]", "workers = [0, 1]");
+    let rig = start(&config);
+    // Resolve the gateway first.
+    let ans = ArpRepr {
+        op: ArpOp::Reply,
+        sender_hw: GW,
+        sender_ip: Ipv4Addr::new(10, 2, 0, 2),
+        target_hw: R2,
+        target_ip: Ipv4Addr::new(10, 2, 0, 1),
+    };
+    assert!(rig.wires[0].inject(&udp4(R1, [10, 1, 0, 2], [10, 9, 1, 1], 64, 999)));
+    let _ = rig.sent(1, 1);
+    assert!(rig.wires[1].inject(&arp_frame(R2, GW, &ans)));
+    let _ = rig.sent(1, 1);
+    // 32 flows, 6 packets each, interleaved; the TTL field numbers a flow's packets.
+    let mut total = 0;
+    for seq in 0..6u8 {
+        for flow in 0..32u16 {
+            let f = udp4(R1, [10, 1, 0, 2], [10, 9, 1, 1], 64 - seq, 5000 + flow);
+            while !rig.wires[0].inject(&f) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            total += 1;
+        }
+    }
+    let got = rig.sent(1, total);
+    let mut last: std::collections::HashMap<u16, u8> = Default::default();
+    let mut n = 0;
+    for f in got.iter().filter(|f| f.len() > 40 && f[12..14] == [8, 0]) {
+        let sport = u16::from_be_bytes([f[34], f[35]]);
+        if sport < 5000 {
+            continue;
+        }
+        let ttl = f[22];
+        if let Some(prev) = last.insert(sport, ttl) {
+            assert!(ttl < prev, "flow {sport} reordered: {ttl} after {prev}");
+        }
+        n += 1;
+    }
+    assert_eq!(n, total, "every packet forwarded");
+    let s = rig.finish();
+    assert_eq!(s.per_worker.len(), 2);
+    for (w, c) in s.per_worker.iter().enumerate() {
+        assert!(
+            c.outcome(vfsr_fwd::Outcome::Forwarded) > 20,
+            "worker {w} forwarded {}",
+            c.outcome(vfsr_fwd::Outcome::Forwarded)
+        );
+    }
+}
+
+#[test]
 fn a_neighbor_that_never_answers_drops_its_held_packets() {
     let rig = start(CONFIG);
     for i in 0..5 {
