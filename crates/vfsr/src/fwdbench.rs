@@ -72,6 +72,22 @@ pub struct FwdBenchArgs {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// Measure vfsrd on veth pairs between network namespaces against the Linux kernel's
+    /// forwarding and an XDP forwarder (root; a generator, a router and a sink namespace).
+    #[arg(long)]
+    pub veth: bool,
+    /// --veth: the routers to measure.
+    #[arg(long, value_delimiter = ',', default_values_t = ["vfsr".to_string(), "linux".to_string(), "linux-xdp".to_string()])]
+    pub routers: Vec<String>,
+    /// --veth: random destinations drawn from the table (a power of two).
+    #[arg(long, default_value_t = 65_536)]
+    pub destinations: usize,
+    /// --veth: offered load in Mpps (0: as fast as the generator goes).
+    #[arg(long, default_value_t = 0.0)]
+    pub rate: f64,
+    /// --veth: after vfsr's maximum, offer half of it for this many seconds and count losses.
+    #[arg(long)]
+    pub sustain: Option<u64>,
 }
 
 const INGRESS_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
@@ -463,6 +479,9 @@ fn run_legacy(
 }
 
 pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
+    if a.veth {
+        return crate::vethbench::run(a);
+    }
     if a.batch == 0 || a.batch > 4096 {
         return Err(format!("--batch {} must be in 1..=4096", a.batch));
     }

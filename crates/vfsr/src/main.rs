@@ -20,6 +20,7 @@ mod lookup;
 mod pin;
 mod replay;
 mod tables;
+mod vethbench;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
