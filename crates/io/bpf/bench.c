@@ -27,7 +27,8 @@
 
 #define BENCH_PORT 9
 
-// Destinations (network byte order); `conf[0]` is the index mask (a power of two minus 1).
+// Destinations (network byte order). `conf[0]` is the index mask (a power of two minus 1),
+// `conf[1]` the interval between frames in nanoseconds (0: as fast as possible).
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1 << 20);
@@ -37,12 +38,35 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
+	__uint(max_entries, 2);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, __u64);
 } conf SEC(".maps");
 
-// gen: frames sent; sink: bench frames dropped (0) and other frames passed (1);
+// The frame's headers (Ethernet, IPv4, UDP: 42 bytes). Written into every frame on every
+// run: live frames come back from the receiver's page pool as the receiver left them (a
+// forwarding router rewrites the MACs and the TTL in place).
+struct head {
+	__u8 b[42];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct head);
+} tmpl SEC(".maps");
+
+// The time the next paced frame is due (per CPU).
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} due SEC(".maps");
+
+// gen: frames sent (0) and runs skipped by pacing (1); sink: bench frames dropped (0) and
+// other frames passed (1);
 // fib_fwd: forwarded (0) and passed to the stack (1).
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -84,16 +108,34 @@ int gen(struct xdp_md *ctx)
 	void *end = (void *)(long)ctx->data_end;
 	struct ethhdr *eth = data;
 	struct iphdr *ip = (void *)(eth + 1);
-	if ((void *)(ip + 1) > end)
+	if (data + sizeof(struct head) > end)
 		return XDP_ABORTED;
-	__u32 zero = 0;
-	__u32 *mask = bpf_map_lookup_elem(&conf, &zero);
-	if (!mask)
+	__u32 zero = 0, one = 1;
+	struct head *h = bpf_map_lookup_elem(&tmpl, &zero);
+	if (!h)
 		return XDP_ABORTED;
-	__u32 i = bpf_get_prandom_u32() & *mask;
+	__u64 *mask = bpf_map_lookup_elem(&conf, &zero);
+	__u64 *interval = bpf_map_lookup_elem(&conf, &one);
+	__u64 *next = bpf_map_lookup_elem(&due, &zero);
+	if (!mask || !interval || !next)
+		return XDP_ABORTED;
+	// Pacing: a run before the next frame is due sends nothing, so frames leave evenly
+	// spaced instead of in bursts; a backlog of more than 32 intervals is forgotten.
+	if (*interval) {
+		__u64 now = bpf_ktime_get_ns();
+		if (now < *next) {
+			count(1);
+			return XDP_DROP;
+		}
+		if (*next + 32 * *interval < now)
+			*next = now;
+		*next += *interval;
+	}
+	__u32 i = bpf_get_prandom_u32() & (__u32)*mask;
 	__u32 *dst = bpf_map_lookup_elem(&dests, &i);
 	if (!dst)
 		return XDP_ABORTED;
+	__builtin_memcpy(data, h->b, sizeof(struct head));
 	ip->daddr = *dst;
 	ip->check = 0;
 	ip->check = ip_checksum(ip);

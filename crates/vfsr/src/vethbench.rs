@@ -30,7 +30,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -118,6 +118,23 @@ fn pin_napi(ifname: &str, core: usize) -> usize {
     n
 }
 
+/// Makes interface `ifname`'s receive work (its NAPI context, which exists on a veth once an
+/// XDP program is attached) a kernel thread and pins that thread to `core`.
+fn threaded_napi(lab: &NetLab, ns: &str, ifname: &str, core: usize) {
+    let set = lab.sh(
+        ns,
+        &[
+            "sh",
+            "-c",
+            &format!("echo 1 > /sys/class/net/{ifname}/threaded"),
+        ],
+    );
+    let n = pin_napi(ifname, core);
+    if set.is_err() || n == 0 {
+        eprintln!("vfsr: {ifname}: could not pin its NAPI thread to core {core}");
+    }
+}
+
 /// Sum of a per-CPU counter slot.
 fn percpu(map_fd: i32, slot: u32) -> u64 {
     let cpus = bpf::possible_cpus().unwrap_or(1);
@@ -130,21 +147,32 @@ fn percpu(map_fd: i32, slot: u32) -> u64 {
         .sum()
 }
 
-/// The generator: a thread in the generator's namespace running the `gen` program.
+/// The generator: a thread in the generator's namespace running the `gen` program in long
+/// test runs (each run of `BPF_PROG_RUN` costs milliseconds to set up, so runs are long and
+/// the program itself paces the frames).
 struct Generator {
     stop: Arc<AtomicBool>,
-    sent: Arc<AtomicU64>,
-    /// Frames per second to offer (0: flat out).
-    rate: Arc<AtomicU64>,
+    paused: Arc<AtomicBool>,
+    conf: i32,
+    counts: i32,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
 }
 
+/// Program runs per test run.
+const RUNS_PER_CALL: u32 = 1 << 21;
+
 impl Generator {
-    fn start(ns_path: String, prog_fd: i32, gen_ifindex: u32, frame: Vec<u8>) -> Generator {
+    fn start(
+        ns_path: String,
+        prog_fd: i32,
+        conf: i32,
+        counts: i32,
+        gen_ifindex: u32,
+        frame: Vec<u8>,
+    ) -> Generator {
         let stop = Arc::new(AtomicBool::new(false));
-        let sent = Arc::new(AtomicU64::new(0));
-        let rate = Arc::new(AtomicU64::new(0));
-        let (s, n, r) = (Arc::clone(&stop), Arc::clone(&sent), Arc::clone(&rate));
+        let paused = Arc::new(AtomicBool::new(true));
+        let (s, p) = (Arc::clone(&stop), Arc::clone(&paused));
         let thread = std::thread::spawn(move || -> Result<(), String> {
             let f = std::fs::File::open(&ns_path).map_err(|e| format!("{ns_path}: {e}"))?;
             // SAFETY: setns on a descriptor we hold open, for this thread only.
@@ -153,58 +181,49 @@ impl Generator {
             }
             pin_task(0, GEN_CORE);
             let ctx = bpf::xdp_md_ctx(gen_ifindex, 0, frame.len() as u32);
-            let mut idle_since = Instant::now();
-            let mut paced_from = (Instant::now(), 0u64);
             while !s.load(Ordering::Relaxed) {
-                let want = r.load(Ordering::Relaxed);
-                if want == u64::MAX {
-                    // Paused.
+                if p.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(2));
-                    idle_since = Instant::now();
                     continue;
                 }
-                let chunk: u32 = if want == 0 { 65_536 } else { 4096 };
                 bpf::prog_test_run(
                     prog_fd,
                     &frame,
-                    chunk,
+                    RUNS_PER_CALL,
                     bpf::BPF_F_TEST_XDP_LIVE_FRAMES,
                     Some(&ctx),
                 )
                 .map_err(|e| format!("generator: {e}"))?;
-                let total = n.fetch_add(u64::from(chunk), Ordering::Relaxed) + u64::from(chunk);
-                if want > 0 {
-                    if paced_from.0 < idle_since {
-                        paced_from = (Instant::now(), total);
-                    }
-                    let due = (total - paced_from.1) as f64 / want as f64;
-                    let ahead = due - paced_from.0.elapsed().as_secs_f64();
-                    if ahead > 0.0 {
-                        std::thread::sleep(Duration::from_secs_f64(ahead));
-                    }
-                }
             }
             Ok(())
         });
-        rate.store(u64::MAX, Ordering::Relaxed);
         Generator {
             stop,
-            sent,
-            rate,
+            paused,
+            conf,
+            counts,
             thread: Some(thread),
         }
     }
 
+    /// Offers `pps` frames per second (0: as fast as it can).
     fn set_rate(&self, pps: u64) {
-        self.rate.store(pps, Ordering::Relaxed);
+        let interval: u64 = if pps == 0 {
+            0
+        } else {
+            (1_000_000_000 / pps).max(1)
+        };
+        let _ = bpf::map_update(self.conf, &1u32.to_ne_bytes(), &interval.to_ne_bytes());
+        self.paused.store(false, Ordering::Relaxed);
     }
 
     fn pause(&self) {
-        self.rate.store(u64::MAX, Ordering::Relaxed);
+        self.paused.store(true, Ordering::Relaxed);
     }
 
+    /// Frames sent so far.
     fn sent(&self) -> u64 {
-        self.sent.load(Ordering::Relaxed)
+        percpu(self.counts, 0)
     }
 
     fn finish(mut self) -> Result<(), String> {
@@ -440,13 +459,6 @@ fn build_lab() -> Result<Lab3, String> {
     lab.ip("gen", &["route", "add", "default", "via", ROUTER_A])?;
     lab.ip("sink", &["addr", "add", "10.20.0.2/24", "dev", &s])?;
     lab.ip("sink", &["route", "add", "default", "via", "10.20.0.1"])?;
-    // Threaded NAPI: the router port's receive work and the sink's each get a thread we pin.
-    for (ns, i) in [("rtr", &a), ("sink", &s)] {
-        lab.sh(
-            ns,
-            &["sh", "-c", &format!("echo 1 > /sys/class/net/{i}/threaded")],
-        )?;
-    }
     let obj = BpfObject::load("bench", bpf::objects::BENCH).map_err(|e| e.to_string())?;
     let sink_counts = obj.map_fd("counts").map_err(|e| e.to_string())?;
     let sink_prog = obj.prog_fd("sink").map_err(|e| e.to_string())?;
@@ -461,7 +473,6 @@ fn build_lab() -> Result<Lab3, String> {
     };
     let s = l.s.clone();
     l.attach("sink", &s, sink_prog)?;
-    pin_napi(&l.s, GEN_CORE);
     Ok(l)
 }
 
@@ -708,14 +719,20 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
     bpf::map_update(
         cmap,
         &0u32.to_ne_bytes(),
-        &((dests.len() as u32) - 1).to_ne_bytes(),
+        &((dests.len() as u64) - 1).to_ne_bytes(),
     )
     .map_err(|e| e.to_string())?;
+    let gen_counts = gen_obj.map_fd("counts").map_err(|e| e.to_string())?;
     let frame = template(mac_in(&l.lab, "rtr", &l.a)?, mac_in(&l.lab, "gen", "gen0")?);
+    let tmap = gen_obj.map_fd("tmpl").map_err(|e| e.to_string())?;
+    bpf::map_update(tmap, &0u32.to_ne_bytes(), frame.get(..42).unwrap_or(&[]))
+        .map_err(|e| e.to_string())?;
     let gen_if = ifindex_in(&l.lab, "gen", "gen0")?;
     let gen = Generator::start(
         format!("/var/run/netns/{}", l.lab.name("gen")),
         gen_obj.prog_fd("gen").map_err(|e| e.to_string())?,
+        cmap,
+        gen_counts,
         gen_if,
         frame,
     );
@@ -735,7 +752,7 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
         match r.as_str() {
             "vfsr" => {
                 let d = start_vfsrd(&l, &spec)?;
-                pin_napi(&l.a, ROUTER_CORE);
+                threaded_napi(&l.lab, "rtr", &l.a, ROUTER_CORE);
                 daemon = Some(d);
             }
             _ => {
@@ -752,13 +769,17 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
                 if r == "linux-xdp" {
                     let pm = obj.map_fd("ports").map_err(|e| e.to_string())?;
                     let bi = ifindex_in(&l.lab, "rtr", &l.b)?;
-                    bpf::map_update(pm, &bi.to_ne_bytes(), &bi.to_ne_bytes())
+                    // A devmap names its devices by index in the updater's namespace.
+                    l.lab
+                        .in_ns("rtr", move || {
+                            bpf::map_update(pm, &bi.to_ne_bytes(), &bi.to_ne_bytes())
+                        })?
                         .map_err(|e| e.to_string())?;
                 }
                 let fd = obj.prog_fd(prog).map_err(|e| e.to_string())?;
                 let ai = l.a.clone();
                 l.attach("rtr", &ai, fd)?;
-                pin_napi(&l.a, ROUTER_CORE);
+                threaded_napi(&l.lab, "rtr", &l.a, ROUTER_CORE);
                 // The object stays loaded while attached (the attachment holds the program).
                 std::mem::forget(obj);
             }
@@ -844,7 +865,28 @@ fn linux_drops(l: &Lab3) -> Value {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(0)
     };
+    // The IP layer's own counters (where the kernel dropped what it received).
+    let snmp = l
+        .lab
+        .sh("rtr", &["cat", "/proc/net/snmp"])
+        .unwrap_or_default();
+    let mut ip = serde_json::Map::new();
+    let rows: Vec<&str> = snmp.lines().filter(|x| x.starts_with("Ip: ")).collect();
+    if let [names, values] = rows.as_slice() {
+        for (k, v) in names
+            .split_whitespace()
+            .zip(values.split_whitespace())
+            .skip(1)
+        {
+            if let Ok(n) = v.parse::<u64>() {
+                if n > 0 && k != "Forwarding" && k != "DefaultTTL" {
+                    ip.insert(k.to_string(), json!(n));
+                }
+            }
+        }
+    }
     json!({
+        "ip": ip,
         "ingress_rx_dropped": read("rtr", &l.a, "rx_dropped"),
         "egress_tx_dropped": read("rtr", &l.b, "tx_dropped"),
         "generator_tx_dropped": read("gen", "gen0", "tx_dropped"),
