@@ -208,11 +208,8 @@ impl Generator {
 
     /// Offers `pps` frames per second (0: as fast as it can).
     fn set_rate(&self, pps: u64) {
-        let interval: u64 = if pps == 0 {
-            0
-        } else {
-            (1_000_000_000 / pps).max(1)
-        };
+        // 0 frames per second means no pacing (interval 0).
+        let interval: u64 = 1_000_000_000u64.checked_div(pps).map_or(0, |i| i.max(1));
         let _ = bpf::map_update(self.conf, &1u32.to_ne_bytes(), &interval.to_ne_bytes());
         self.paused.store(false, Ordering::Relaxed);
     }
