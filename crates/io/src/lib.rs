@@ -20,11 +20,9 @@ use vfsr_fwd::Packet;
 
 pub mod bpf;
 pub mod mem;
-pub mod netdev;
 pub mod packet;
 pub mod pcap;
 pub mod rss;
-pub mod tap;
 pub mod xdp;
 
 /// Which backend a queue runs on.
