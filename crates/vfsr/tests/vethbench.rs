@@ -1,0 +1,148 @@
+//! `vfsr fwd bench --veth`: a short run over a small table between network namespaces,
+//! checking the JSON report's shape and that every router forwarded traffic.
+//!
+//! Needs root and network namespaces; skips with a printed reason otherwise. The benchmark
+//! tears its own namespaces down; the test only checks that none named after the run is left.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Why the test cannot run here, if it cannot.
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("needs root".into());
+    }
+    let probe = format!("vbprobe{}", std::process::id());
+    let ok = Command::new("ip")
+        .args(["netns", "add", &probe])
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        return Some("`ip netns add` does not work here".into());
+    }
+    let _ = Command::new("ip").args(["netns", "del", &probe]).status();
+    None
+}
+
+/// Removes a file when dropped, so a failing test leaves nothing behind.
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A small table: 512 IPv4 prefixes of lengths 16 to 24 in 11.0.0.0/8 and a few IPv6 ones.
+fn small_table(path: &Path) {
+    let mut s = String::new();
+    for i in 0u32..512 {
+        let len = 16 + (i % 9);
+        let addr = (11u32 << 24) | (i << 13);
+        let mask = u32::MAX << (32 - len);
+        let a = addr & mask;
+        s.push_str(&format!(
+            "{}.{}.{}.{}/{len}\n",
+            a >> 24,
+            (a >> 16) & 255,
+            (a >> 8) & 255,
+            a & 255
+        ));
+    }
+    for i in 0..8 {
+        s.push_str(&format!("2001:db8:{i:x}::/48\n"));
+    }
+    std::fs::write(path, s).unwrap();
+}
+
+#[test]
+fn veth_bench_reports_every_router() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let pid = std::process::id();
+    let table = TempFile(std::env::temp_dir().join(format!("vfsr-vb-table-{pid}.txt")));
+    let json = TempFile(std::env::temp_dir().join(format!("vfsr-vb-{pid}.json")));
+    small_table(&table.0);
+
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_vfsr"));
+    let mut routers = vec!["linux", "linux-xdp"];
+    // vfsrd is a binary of the same workspace; measure it when it was built next to vfsr.
+    if exe.with_file_name("vfsrd").exists() {
+        routers.insert(0, "vfsr");
+    } else {
+        println!("vfsrd not built next to vfsr: measuring the Linux routers only");
+    }
+    let run = Command::new(&exe)
+        .args([
+            "fwd",
+            "bench",
+            "--veth",
+            "--seconds",
+            "1",
+            "--destinations",
+            "256",
+        ])
+        .arg("--routers")
+        .arg(routers.join(","))
+        .arg("--table")
+        .arg(&table.0)
+        .arg("--json")
+        .arg(&json.0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let child = run.id();
+    let out = run.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    println!("{stdout}\n{stderr}");
+    assert!(out.status.success(), "vfsr fwd bench --veth failed");
+    assert!(stdout.contains("bottleneck") || stdout.contains("-bound"));
+
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json.0).unwrap()).unwrap();
+    let results = v["results"].as_array().expect("results is an array");
+    assert_eq!(results.len(), routers.len());
+    for (r, name) in results.iter().zip(&routers) {
+        assert_eq!(r["router"].as_str(), Some(*name));
+        for k in [
+            "offered_pps",
+            "forwarded_pps",
+            "cpu_cores_used",
+            "pps_per_core",
+        ] {
+            assert!(r[k].is_number(), "{name}: {k} is not a number: {}", r[k]);
+        }
+        let fwd = r["forwarded_pps"].as_f64().unwrap();
+        let offered = r["offered_pps"].as_f64().unwrap();
+        assert!(fwd > 0.0, "{name} forwarded nothing");
+        assert!(
+            offered >= fwd * 0.9,
+            "{name}: forwarded {fwd} > offered {offered}"
+        );
+        assert!(r["cpu_cores_used"].as_f64().unwrap() > 0.0);
+    }
+    assert!(v["idle_cpu_percent"].is_number());
+    for k in ["ping_idle", "ping_flood", "tcp_rr_idle", "tcp_rr_flood"] {
+        assert!(
+            v["latency_us"].get(k).is_some(),
+            "latency_us.{k} missing: {}",
+            v["latency_us"]
+        );
+    }
+    assert!(v["latency_us"]["ping_idle"].as_f64().unwrap() > 0.0);
+
+    // Nothing of the run is left behind: its namespaces are named after its process id.
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let ns = String::from_utf8_lossy(&ns.stdout);
+    let tag = format!("fb{child}-");
+    assert!(
+        !ns.lines().any(|l| l.starts_with(&tag)),
+        "namespaces left: {ns}"
+    );
+}
