@@ -136,6 +136,11 @@ pub struct Batch {
     pub verdicts: Vec<Verdict>,
     /// Packets the pipeline made (ICMP errors, fragments), ready to send on their `oif`.
     pub generated: Vec<Packet>,
+    /// Indices of forwarded packets whose decision depends on their destination alone (one
+    /// next hop, not an ECMP group), so a destination cache in front of the pipeline may
+    /// replay it for later packets (the XDP fast path). Filled only when
+    /// `WorkerConfig::report_offload` is set.
+    pub offload: Vec<u32>,
 }
 
 impl Batch {
@@ -153,6 +158,7 @@ impl Batch {
                 .collect(),
             verdicts: Vec::new(),
             generated: Vec::new(),
+            offload: Vec::new(),
         }
     }
 

@@ -72,6 +72,9 @@ pub struct WorkerConfig {
     pub icmp_burst: u32,
     /// Flow-table buckets visited for idle entries after each batch.
     pub gc_budget: usize,
+    /// List the packets whose forwarding decision depends on the destination alone in
+    /// [`Batch::offload`].
+    pub report_offload: bool,
 }
 
 impl Default for WorkerConfig {
@@ -85,6 +88,7 @@ impl Default for WorkerConfig {
             icmp_rate: TokenBucket::DEFAULT_RATE,
             icmp_burst: TokenBucket::DEFAULT_BURST,
             gc_budget: 16,
+            report_offload: false,
         }
     }
 }
@@ -355,6 +359,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let n = batch.packets.len();
         batch.verdicts.clear();
         batch.verdicts.resize(n, Verdict::Consumed);
+        batch.offload.clear();
         self.work.clear();
         self.refresh_epochs();
         let fib4 = self.fib4.load();
@@ -941,6 +946,9 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 }
                 set_macs(frame, v.mac, port.mac);
                 p.oif = v.oif;
+                if self.config.report_offload && v.route_nh == v.member {
+                    batch.offload.push(w.idx as u32);
+                }
                 self.counters.forwarded();
                 Verdict::Forward { oif: v.oif }
             }
