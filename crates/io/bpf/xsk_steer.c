@@ -19,6 +19,21 @@
 // parses with the same rules as for every frame and counts the drop under a named reason.
 // With no socket registered for the queue, bpf_redirect_map falls back to XDP_PASS and the
 // frame is counted as xsk_missing.
+//
+// The fast path (off until user space sets fastctl.on): a destination flow table as in the
+// seed's FreeBSD flowtable (section 4.2: "hashing the destination IP, the cached L3 entry
+// supplies the output interface and the cached L2 entry the destination MAC"), kept in the
+// receive hook. The worker's pipeline decides every packet it sees; when a decision depends
+// on the destination alone (one next hop, its MAC resolved, the packet fits the MTU), the
+// worker stores it in fast4/fast6 under the current generation. A later transit frame to
+// that destination that passes the same checks the pipeline makes (RFC 1812 5.2.2 for IPv4,
+// RFC 8200 for IPv6; anything unusual goes to the worker) is rewritten here (MACs, TTL with
+// the RFC 1624 update) and redirected to the egress port, never crossing into user space.
+// The control plane bumps fastctl.gen after it publishes any neighbor change, which retires
+// every entry at once; misses, stale entries and every other frame take the normal path.
+//
+//          └─ transit ─┬─ fast path on, checks pass, fresh entry ─▶ devmap tx_ports[port]
+//                      └─ otherwise ─────────────────────────────▶ xsks[rx_queue] (worker)
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -34,7 +49,9 @@
 #define CNT_REDIRECTED 0
 #define CNT_PASSED_CONTROL 1
 #define CNT_XSK_MISSING 2
-#define CNT_MAX 3
+#define CNT_FAST_FORWARDED 3
+#define CNT_FAST_STALE 4
+#define CNT_MAX 5
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -69,6 +86,59 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
+
+// One cached decision: where frames to a destination leave and with which MACs.
+struct fast_nh {
+	__u32 gen;	// fastctl.gen when the worker made the decision
+	__u32 port;	// key of the egress device in tx_ports
+	__u8 dmac[6];	// the next hop's MAC
+	__u8 smac[6];	// the egress port's MAC
+	__u16 mtu;	// the egress port's IP MTU
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, __u32);
+	__type(value, struct fast_nh);
+} fast4 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct addr6);
+	__type(value, struct fast_nh);
+} fast6 SEC(".maps");
+
+// Slot 0: the fast path's switch, its generation and this port's MAC.
+struct fast_ctl {
+	__u32 gen;
+	__u32 on;
+	__u8 mac[6];
+	__u8 pad[2];
+};
+
+// Mapped into user space: the workers read the generation and the control plane bumps it
+// with plain atomic operations, no system call.
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fast_ctl);
+} fastctl SEC(".maps");
+
+// Egress devices by the router's port number.
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u32);
+} tx_ports SEC(".maps");
+
+// The generation is written by user space through the mapping.
+#define READ_ONCE_GEN(ctl) (*(volatile __u32 *)&(ctl)->gen)
 
 static __always_inline void count(__u32 slot)
 {
@@ -136,6 +206,141 @@ static __always_inline int is_control(void *data, void *end)
 	return 0;
 }
 
+static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
+{
+	return ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]) |
+		(a[4] ^ b[4]) | (a[5] ^ b[5])) == 0;
+}
+
+// Looks the entry up and checks that it is current and the packet fits; NULL otherwise.
+static __always_inline struct fast_nh *fresh(struct fast_nh *nh, const struct fast_ctl *ctl,
+					     __u32 ip_len)
+{
+	if (!nh)
+		return NULL;
+	if (nh->gen != READ_ONCE_GEN(ctl)) {
+		count(CNT_FAST_STALE);
+		return NULL;
+	}
+	if (ip_len > nh->mtu)
+		return NULL;
+	return nh;
+}
+
+static __always_inline int fast_out(struct ethhdr *eth, const struct fast_nh *nh)
+{
+	__builtin_memcpy(eth->h_dest, nh->dmac, 6);
+	__builtin_memcpy(eth->h_source, nh->smac, 6);
+	count(CNT_FAST_FORWARDED);
+	return bpf_redirect_map(&tx_ports, nh->port, XDP_ABORTED);
+}
+
+// IPv4 with the checks of the pipeline's ip4_input, classify and ttl stages: a 20-byte
+// header (options go to the worker), total length within the frame, a valid checksum, a
+// source that is not martian (0/8, 127/8, 224/4 and above), TTL above 1. The destination
+// needs no check here: only destinations the pipeline forwarded are in the table.
+static __always_inline int fast4_path(struct ethhdr *eth, void *end, const struct fast_ctl *ctl)
+{
+	struct iphdr *ip = (void *)(eth + 1);
+
+	if ((void *)(ip + 1) > end)
+		return -1;
+	if (*(__u8 *)ip != 0x45)
+		return -1;
+	__u32 total = bpf_ntohs(ip->tot_len);
+
+	if (total < 20 || (void *)ip + total > end)
+		return -1;
+	__u8 first = ((__u8 *)&ip->saddr)[0];
+
+	if (first == 0 || first == 127 || first >= 224)
+		return -1;
+	if (ip->ttl <= 1)
+		return -1;
+	__u16 *w = (__u16 *)ip;
+	__u32 sum = 0;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	if (sum != 0xffff)
+		return -1;
+	__u32 dst = ip->daddr;
+	struct fast_nh *nh = fresh(bpf_map_lookup_elem(&fast4, &dst), ctl, total);
+
+	if (!nh)
+		return -1;
+	// TTL - 1 and the checksum by RFC 1624: the TTL is the high byte of its 16-bit word,
+	// so the word drops by 0x0100 and the one's-complement checksum rises by it.
+	ip->ttl -= 1;
+	__u32 c = (__u32)ip->check + bpf_htons(0x0100);
+
+	ip->check = (__u16)(c + (c >> 16));
+	return fast_out(eth, nh);
+}
+
+// IPv6 with the checks of ip6_input and classify: payload within the frame, an upper layer
+// the pipeline needs no extension-header walk for (TCP, UDP, ICMPv6), a source that is not
+// multicast, unspecified, loopback or link-local, hop limit above 1.
+static __always_inline int fast6_path(struct ethhdr *eth, void *end, const struct fast_ctl *ctl)
+{
+	struct ipv6hdr *ip6 = (void *)(eth + 1);
+
+	if ((void *)(ip6 + 1) > end)
+		return -1;
+	if ((*(__u8 *)ip6 >> 4) != 6)
+		return -1;
+	__u32 len = 40 + (__u32)bpf_ntohs(ip6->payload_len);
+
+	if ((void *)ip6 + len > end)
+		return -1;
+	__u8 nx = ip6->nexthdr;
+
+	if (nx != IPPROTO_TCP && nx != IPPROTO_UDP && nx != IPPROTO_ICMPV6)
+		return -1;
+	if (ip6->hop_limit <= 1)
+		return -1;
+	const __u8 *s = ip6->saddr.in6_u.u6_addr8;
+
+	if (s[0] == 0xff || (s[0] == 0xfe && (s[1] & 0xc0) == 0x80))
+		return -1;
+	__u32 hi = ip6->saddr.in6_u.u6_addr32[0] | ip6->saddr.in6_u.u6_addr32[1] |
+		   ip6->saddr.in6_u.u6_addr32[2];
+	__u32 lo = bpf_ntohl(ip6->saddr.in6_u.u6_addr32[3]);
+
+	if (hi == 0 && lo <= 1)
+		return -1;
+	struct addr6 key;
+
+	__builtin_memcpy(key.b, ip6->daddr.in6_u.u6_addr8, 16);
+	struct fast_nh *nh = fresh(bpf_map_lookup_elem(&fast6, &key), ctl, len);
+
+	if (!nh)
+		return -1;
+	ip6->hop_limit -= 1;
+	return fast_out(eth, nh);
+}
+
+// The fast path's verdict, or -1 when the frame goes to the worker.
+static __always_inline int fast_path(void *data, void *end)
+{
+	__u32 zero = 0;
+	struct fast_ctl *ctl = bpf_map_lookup_elem(&fastctl, &zero);
+	struct ethhdr *eth = data;
+
+	if (!ctl || !ctl->on || (void *)(eth + 1) > end)
+		return -1;
+	// Only frames addressed to this port (the pipeline's eth_input rule).
+	if (!mac_eq(eth->h_dest, ctl->mac) || (eth->h_source[0] & 1))
+		return -1;
+	if (eth->h_proto == bpf_htons(ETH_P_IP))
+		return fast4_path(eth, end, ctl);
+	if (eth->h_proto == bpf_htons(ETH_P_IPV6))
+		return fast6_path(eth, end, ctl);
+	return -1;
+}
+
 SEC("xdp")
 int xsk_steer(struct xdp_md *ctx)
 {
@@ -145,6 +350,10 @@ int xsk_steer(struct xdp_md *ctx)
 
 	if (is_control(data, end))
 		return pass_control();
+	int fast = fast_path(data, end);
+
+	if (fast >= 0)
+		return fast;
 	if (!bpf_map_lookup_elem(&xsks, &q)) {
 		count(CNT_XSK_MISSING);
 		return XDP_PASS;

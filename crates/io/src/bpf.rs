@@ -540,6 +540,28 @@ pub fn prog_test_run(
     flags: u32,
     ctx: Option<&[u8]>,
 ) -> Result<(u32, u32), IoError> {
+    let (retval, duration, _) = test_run(prog_fd, data, None, repeat, flags, ctx)?;
+    Ok((retval, duration))
+}
+
+/// Runs `prog_fd` once on `data` (no context, no flags) and returns the program's verdict
+/// with the frame as the program left it (at most `data.len() + 256` bytes).
+pub fn prog_test_run_data(prog_fd: RawFd, data: &[u8]) -> Result<(u32, Vec<u8>), IoError> {
+    let mut out = vec![0u8; data.len() + 256];
+    let (retval, _, len) = test_run(prog_fd, data, Some(&mut out), 1, 0, None)?;
+    out.truncate(len);
+    Ok((retval, out))
+}
+
+/// `bpf_prog_test_run_opts`: (verdict, nanoseconds per run, bytes written to `out`).
+fn test_run(
+    prog_fd: RawFd,
+    data: &[u8],
+    out: Option<&mut [u8]>,
+    repeat: u32,
+    flags: u32,
+    ctx: Option<&[u8]>,
+) -> Result<(u32, u32, usize), IoError> {
     let too_big = |what: &str| IoError::Unsupported(format!("BPF test run: {what} too large"));
     let (ctx_ptr, ctx_len) = match ctx {
         Some(c) => (
@@ -548,12 +570,19 @@ pub fn prog_test_run(
         ),
         None => (std::ptr::null(), 0),
     };
+    let (out_ptr, out_len) = match out {
+        Some(o) => (
+            o.as_mut_ptr().cast(),
+            u32::try_from(o.len()).map_err(|_| too_big("output"))?,
+        ),
+        None => (std::ptr::null_mut(), 0),
+    };
     let mut opts = BpfTestRunOpts {
         sz: std::mem::size_of::<BpfTestRunOpts>(),
         data_in: data.as_ptr().cast(),
-        data_out: std::ptr::null_mut(),
+        data_out: out_ptr,
         data_size_in: u32::try_from(data.len()).map_err(|_| too_big("frame"))?,
-        data_size_out: 0,
+        data_size_out: out_len,
         ctx_in: ctx_ptr,
         ctx_out: std::ptr::null_mut(),
         ctx_size_in: ctx_len,
@@ -565,7 +594,8 @@ pub fn prog_test_run(
         cpu: 0,
         batch_size: 0,
     };
-    // SAFETY: the input buffers outlive the call; no output buffers are given.
+    // SAFETY: the input buffers outlive the call; the output buffer, if any, is writable for
+    // `data_size_out` bytes, which the kernel does not exceed.
     let ret = unsafe { bpf_prog_test_run_opts(prog_fd, &mut opts) };
     if ret < 0 {
         return Err(libbpf_error(
@@ -573,7 +603,11 @@ pub fn prog_test_run(
             ret,
         ));
     }
-    Ok((opts.retval, opts.duration))
+    Ok((
+        opts.retval,
+        opts.duration,
+        (opts.data_size_out as usize).min(out_len as usize),
+    ))
 }
 
 /// The `struct xdp_md` context for an XDP test run of a `frame_len`-byte frame arriving on

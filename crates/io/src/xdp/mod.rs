@@ -67,7 +67,10 @@
 //! `xdp/ring.rs`); descriptors read from the rx and completion rings are checked
 //! against the UMEM before use, so a bad descriptor is a counted invalid frame.
 
+mod fast;
 mod ring;
+
+pub use fast::{FastCounters, FastEntry, FastPath};
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -110,6 +113,36 @@ pub struct XdpConfig {
     pub local4: Vec<Ipv4Addr>,
     /// The router's IPv6 addresses.
     pub local6: Vec<Ipv6Addr>,
+    /// Preferred busy polling: the worker runs the interface's receive work itself, in
+    /// batches it asks for (`None`: the kernel's NAPI context runs it).
+    pub busy_poll: Option<BusyPoll>,
+}
+
+/// Preferred busy polling of one interface (kernel 5.11+): see the module doc.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BusyPoll {
+    /// Frames the interface's NAPI poll may deliver per busy poll (`SO_BUSY_POLL_BUDGET`).
+    pub budget: u16,
+    /// `SO_BUSY_POLL`, microseconds: non-zero turns busy polling on for the socket.
+    pub usecs: u32,
+    /// How long the kernel keeps the interface's interrupts (on veth: the peer's wake-ups)
+    /// off after a busy poll, nanoseconds (`gro_flush_timeout`): a worker that comes back
+    /// within this time keeps the receive work to itself.
+    pub hold_ns: u64,
+    /// How many empty polls of the kernel's own NAPI context may pass before interrupts come
+    /// back (`napi_defer_hard_irqs`).
+    pub defer_irqs: u32,
+}
+
+impl Default for BusyPoll {
+    fn default() -> Self {
+        BusyPoll {
+            budget: 64,
+            usecs: 20,
+            hold_ns: 200_000,
+            defer_irqs: 2,
+        }
+    }
 }
 
 impl XdpConfig {
@@ -124,6 +157,7 @@ impl XdpConfig {
             zero_copy: false,
             local4: Vec::new(),
             local6: Vec::new(),
+            busy_poll: None,
         }
     }
 
@@ -145,6 +179,14 @@ impl XdpConfig {
                 "{name}: AF_XDP frame count {} must be a power of two from 64 to 1048576",
                 self.frames
             )));
+        }
+        if let Some(bp) = self.busy_poll {
+            if bp.budget == 0 || bp.usecs == 0 || bp.hold_ns == 0 || bp.defer_irqs == 0 {
+                return Err(IoError::Unsupported(format!(
+                    "{name}: busy polling needs a non-zero budget, time, hold time and \
+                     deferral count ({bp:?})"
+                )));
+            }
         }
         if self.queues == 0 || self.queues > MAX_QUEUES {
             return Err(IoError::Unsupported(format!(
@@ -262,6 +304,10 @@ pub struct SteerCounters {
     pub passed_control: u64,
     /// Transit frames that arrived on a queue with no socket (passed to the kernel).
     pub xsk_missing: u64,
+    /// Frames the fast path forwarded (see [`FastPath`]).
+    pub fast_forwarded: u64,
+    /// Frames whose fast-path entry was stale.
+    pub fast_stale: u64,
 }
 
 /// The steering program on one interface. Dropping it detaches the program.
@@ -276,6 +322,56 @@ pub struct XdpInterface {
     local6: RawFd,
     counters: RawFd,
     zero_copy: bool,
+    /// The interface's interrupt-deferral settings while busy polling (restored on drop).
+    _napi: Option<NapiDefer>,
+}
+
+/// Socket options of preferred busy polling (`asm-generic/socket.h`).
+const SO_PREFER_BUSY_POLL: libc::c_int = 69;
+const SO_BUSY_POLL_BUDGET: libc::c_int = 70;
+
+/// An interface's `napi_defer_hard_irqs` and `gro_flush_timeout`, set for busy polling and
+/// put back as they were when dropped.
+struct NapiDefer {
+    dir: String,
+    old: Vec<(&'static str, String)>,
+}
+
+impl NapiDefer {
+    fn set(name: &str, bp: &BusyPoll) -> Result<NapiDefer, IoError> {
+        let dir = format!("/sys/class/net/{name}");
+        let mut d = NapiDefer {
+            dir,
+            old: Vec::new(),
+        };
+        for (file, value) in [
+            ("napi_defer_hard_irqs", bp.defer_irqs.to_string()),
+            ("gro_flush_timeout", bp.hold_ns.to_string()),
+        ] {
+            let path = format!("{}/{file}", d.dir);
+            let old = std::fs::read_to_string(&path).map_err(|e| {
+                IoError::Unsupported(format!(
+                    "{name}: busy polling: reading {path}: {e} (set busy_poll = false)"
+                ))
+            })?;
+            std::fs::write(&path, &value).map_err(|e| {
+                IoError::Unsupported(format!(
+                    "{name}: busy polling: writing {value} to {path}: {e} (needs root; or set \
+                     busy_poll = false)"
+                ))
+            })?;
+            d.old.push((file, old.trim().to_string()));
+        }
+        Ok(d)
+    }
+}
+
+impl Drop for NapiDefer {
+    fn drop(&mut self) {
+        for (file, value) in self.old.drain(..).rev() {
+            let _ = std::fs::write(format!("{}/{file}", self.dir), value);
+        }
+    }
 }
 
 impl XdpInterface {
@@ -351,22 +447,21 @@ impl XdpInterface {
 
     /// The program's counters, summed over CPUs.
     pub fn counters(&self) -> Result<SteerCounters, IoError> {
-        let cpus = bpf::possible_cpus()?;
-        let mut buf = vec![0u8; cpus * 8];
-        let mut read = |slot: u32| -> Result<u64, IoError> {
-            if !bpf::map_lookup(self.counters, &slot.to_ne_bytes(), &mut buf)? {
-                return Ok(0);
-            }
-            Ok(buf
-                .chunks_exact(8)
-                .map(|c| u64::from_ne_bytes(c.try_into().unwrap_or([0; 8])))
-                .sum())
-        };
+        let read = |slot: u32| fast::read_counter(self.counters, slot);
         Ok(SteerCounters {
             redirected: read(CNT_REDIRECTED)?,
             passed_control: read(CNT_PASSED_CONTROL)?,
             xsk_missing: read(CNT_XSK_MISSING)?,
+            fast_forwarded: read(fast::CNT_FAST_FORWARDED)?,
+            fast_stale: read(fast::CNT_FAST_STALE)?,
         })
+    }
+
+    /// Turns the program's fast path on (see [`FastPath`]): `mac` is this port's MAC,
+    /// `egress` the ports frames may leave by, as (port number, kernel interface index in
+    /// the caller's network namespace).
+    pub fn fast_path(&self, mac: [u8; 6], egress: &[(u32, u32)]) -> Result<FastPath, IoError> {
+        FastPath::for_object(&self.name, &self.obj, mac, egress)
     }
 }
 
@@ -419,6 +514,18 @@ pub fn open(config: &XdpConfig) -> Result<(XdpInterface, Vec<XdpPort>), IoError>
         AttachMode::Generic => XdpAttachment::attach(ifindex, prog, XdpMode::Generic)?,
     };
     let zero_copy = ports.iter().all(|p| p.zero_copy);
+    // Busy polling needs the NAPI id a socket learns at bind time, which since kernel 6.13
+    // only zero-copy sockets get: in copy mode the kernel's NAPI context does the receive
+    // work whatever the socket asks, so there is nothing to turn on.
+    let napi = match &config.busy_poll {
+        Some(bp) if zero_copy => {
+            for p in &mut ports {
+                p.set_busy_poll(bp)?;
+            }
+            Some(NapiDefer::set(name, bp)?)
+        }
+        _ => None,
+    };
     Ok((
         XdpInterface {
             name: name.to_string(),
@@ -430,6 +537,7 @@ pub fn open(config: &XdpConfig) -> Result<(XdpInterface, Vec<XdpPort>), IoError>
             local6,
             counters,
             zero_copy,
+            _napi: napi,
         },
         ports,
     ))
@@ -455,6 +563,8 @@ pub struct XdpPort {
     /// Frames in the transmit ring the kernel may not have been woken for.
     tx_kick_pending: bool,
     zero_copy: bool,
+    /// Whether each receive drives the interface's NAPI poll itself (a `recvfrom`).
+    busy_poll: bool,
     stats: IoStats,
 }
 
@@ -734,6 +844,7 @@ impl XdpPort {
                 .collect(),
             tx_kick_pending: false,
             zero_copy,
+            busy_poll: false,
             stats: IoStats::default(),
         };
         port.refill();
@@ -755,6 +866,65 @@ impl XdpPort {
         self.zero_copy
     }
 
+    /// Turns preferred busy polling on for this socket: from now on every [`Backend::recv`]
+    /// first runs the interface's NAPI poll for up to `bp.budget` frames (one `recvfrom`),
+    /// and transmit kicks do the same.
+    pub fn set_busy_poll(&mut self, bp: &BusyPoll) -> Result<(), IoError> {
+        let fd = self.fd.as_raw_fd();
+        for (opt, val, what) in [
+            (SO_PREFER_BUSY_POLL, 1, "SO_PREFER_BUSY_POLL"),
+            (libc::SO_BUSY_POLL, bp.usecs as libc::c_int, "SO_BUSY_POLL"),
+            (
+                SO_BUSY_POLL_BUDGET,
+                libc::c_int::from(bp.budget),
+                "SO_BUSY_POLL_BUDGET",
+            ),
+        ] {
+            // SAFETY: `val` is a readable c_int.
+            let r = unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    opt,
+                    (&val as *const libc::c_int).cast(),
+                    std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                )
+            };
+            if r < 0 {
+                let err = std::io::Error::last_os_error();
+                return Err(IoError::Unsupported(format!(
+                    "{}: setting {what}: {err} (busy polling needs kernel 5.11+ and \
+                     CAP_NET_ADMIN; or set busy_poll = false)",
+                    self.name
+                )));
+            }
+        }
+        self.busy_poll = true;
+        Ok(())
+    }
+
+    /// The NAPI context the socket busy-polls (`SO_INCOMING_NAPI_ID`), learned from the first
+    /// frame it received; 0 before that, or when the driver gives its queues no id.
+    pub fn napi_id(&self) -> u32 {
+        let mut id: libc::c_uint = 0;
+        let mut len = std::mem::size_of::<libc::c_uint>() as libc::socklen_t;
+        // SAFETY: `id` is writable for `len` bytes.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_INCOMING_NAPI_ID,
+                (&mut id as *mut libc::c_uint).cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            id
+        } else {
+            0
+        }
+    }
+
     /// Gives `fill_pending` back to the fill ring, as much as fits.
     fn refill(&mut self) {
         let want = u32::try_from(self.fill_pending.len()).unwrap_or(u32::MAX);
@@ -765,6 +935,23 @@ impl XdpPort {
             }
         }
         self.fill.submit(n);
+    }
+
+    /// A zero-length nonblocking receive: wakes the driver, and with busy polling runs one
+    /// NAPI poll of the interface.
+    fn wake_rx(&mut self) {
+        self.stats.kicks += 1;
+        // SAFETY: a zero-length nonblocking receive with no buffer, as AF_XDP expects.
+        unsafe {
+            libc::recvfrom(
+                self.fd.as_raw_fd(),
+                std::ptr::null_mut(),
+                0,
+                libc::MSG_DONTWAIT,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
     }
 
     /// Moves completed transmit frames back to the free list.
@@ -838,6 +1025,11 @@ impl Backend for XdpPort {
         pool: &mut Vec<Packet>,
     ) -> Result<usize, IoError> {
         let want = u32::try_from(max).unwrap_or(u32::MAX);
+        if self.busy_poll && self.rx.peek(want) < want {
+            // One NAPI poll of the interface, run here: it moves up to the budget's frames
+            // from the device into the rx ring.
+            self.wake_rx();
+        }
         let n = self.rx.peek(want);
         let base_ptr = self.umem.ptr();
         let limit = self.umem.len() as u64;
@@ -880,19 +1072,8 @@ impl Backend for XdpPort {
         if !self.fill_pending.is_empty() {
             self.refill();
         }
-        if self.fill.needs_wakeup() {
-            self.stats.kicks += 1;
-            // SAFETY: a zero-length nonblocking receive, which only wakes the driver.
-            unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    0,
-                    libc::MSG_DONTWAIT,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                )
-            };
+        if !self.busy_poll && self.fill.needs_wakeup() {
+            self.wake_rx();
         }
         self.stats.rx += got as u64;
         Ok(got)
