@@ -564,6 +564,9 @@ fn the_queue_count_is_read_in_the_namespace_and_checked() {
         err.contains("interface has 1 queues, config asks for 2"),
         "{err}"
     );
+    let if_a = t.if_a.clone();
+    let driver = in_ns(&t.ns_a, move || xdp::driver_name(&if_a));
+    assert_eq!(driver.as_deref(), Some("veth"));
 }
 
 #[test]

@@ -249,32 +249,73 @@ pub fn rx_queue_count(name: &str, ifindex: u32) -> Option<u32> {
     ethtool_rx_queues(name).or_else(|| sysfs_rx_queues(name, ifindex))
 }
 
-fn ethtool_rx_queues(name: &str) -> Option<u32> {
+/// Runs one `SIOCETHTOOL` request on interface `name` (in the caller's network namespace);
+/// `data` is the ethtool command structure, its `cmd` word set.
+fn ethtool<T>(name: &str, data: &mut T) -> bool {
     if name.len() >= libc::IF_NAMESIZE {
-        return None;
+        return false;
     }
-    let mut ch = EthtoolChannels {
-        cmd: ETHTOOL_GCHANNELS,
-        ..Default::default()
-    };
     // SAFETY: all-zero is a valid ifreq.
     let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
     for (d, s) in ifr.ifr_name.iter_mut().zip(name.bytes()) {
         *d = s as libc::c_char;
     }
-    ifr.ifr_ifru.ifru_data = (&mut ch as *mut EthtoolChannels).cast();
+    ifr.ifr_ifru.ifru_data = (data as *mut T).cast();
     // SAFETY: a plain datagram socket for the ioctl, closed below.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
     if fd < 0 {
-        return None;
+        return false;
     }
     // SAFETY: `fd` is ours.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    // SAFETY: `ifr` points at `ch`, which outlives the call and is the size the kernel
-    // copies for ETHTOOL_GCHANNELS.
-    let r = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) };
+    // SAFETY: `ifr` points at `data`, which outlives the call and is the structure (and
+    // size) the kernel copies for the command in its first word.
+    unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut ifr) == 0 }
+}
+
+fn ethtool_rx_queues(name: &str) -> Option<u32> {
+    let mut ch = EthtoolChannels {
+        cmd: ETHTOOL_GCHANNELS,
+        ..Default::default()
+    };
+    let ok = ethtool(name, &mut ch);
     let n = ch.rx_count.saturating_add(ch.combined_count);
-    (r == 0 && n > 0).then_some(n)
+    (ok && n > 0).then_some(n)
+}
+
+/// `struct ethtool_drvinfo` (`linux/ethtool.h`).
+#[repr(C)]
+struct EthtoolDrvinfo {
+    cmd: u32,
+    driver: [u8; 32],
+    version: [u8; 32],
+    fw_version: [u8; 32],
+    bus_info: [u8; 32],
+    erom_version: [u8; 32],
+    reserved2: [u8; 12],
+    counts: [u32; 5],
+}
+
+const ETHTOOL_GDRVINFO: u32 = 0x03;
+
+/// The name of interface `name`'s driver (`veth`, `mlx5_core`, ...), as `ethtool -i` shows.
+pub fn driver_name(name: &str) -> Option<String> {
+    let mut info = EthtoolDrvinfo {
+        cmd: ETHTOOL_GDRVINFO,
+        driver: [0; 32],
+        version: [0; 32],
+        fw_version: [0; 32],
+        bus_info: [0; 32],
+        erom_version: [0; 32],
+        reserved2: [0; 12],
+        counts: [0; 5],
+    };
+    if !ethtool(name, &mut info) {
+        return None;
+    }
+    let end = info.driver.iter().position(|&b| b == 0).unwrap_or(32);
+    let d = String::from_utf8_lossy(info.driver.get(..end)?).into_owned();
+    (!d.is_empty()).then_some(d)
 }
 
 fn sysfs_rx_queues(name: &str, ifindex: u32) -> Option<u32> {
@@ -1189,6 +1230,13 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.contains("nonexistent0"), "{e}");
+    }
+
+    #[test]
+    fn driver_names_come_from_ethtool() {
+        assert_eq!(std::mem::size_of::<EthtoolDrvinfo>(), 196);
+        assert_eq!(driver_name("no-such-if0"), None);
+        assert_eq!(driver_name(&"x".repeat(40)), None);
     }
 
     #[test]
