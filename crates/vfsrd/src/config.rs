@@ -12,6 +12,12 @@
 //! fib6 = "poptrie"
 //! flow_table = true
 //! batch = 32
+//! busy_poll_us = 0         # keep polling empty queues this long before sleeping
+//! worker_priority = 10     # SCHED_FIFO priority of the workers (0: ordinary scheduling)
+//! control_priority = 20    # and of the control plane, whose punts are rate-limited
+//! fast_path = false        # AF_XDP ports forward established destinations in XDP; the
+//!                          # egress drivers must take XDP redirects (a veth: its peer
+//!                          # needs GRO on or an XDP program)
 //!
 //! [[interface]]
 //! name = "eth1"
@@ -20,6 +26,8 @@
 //! mtu = 1500
 //! addresses = ["192.0.2.1/24", "2001:db8:1::1/64"]
 //! tap = "veth1"            # the host stack's view of the port (default "v" + name)
+//! busy_poll = true         # AF_XDP: workers run the port's receive work (preferred busy
+//!                          # polling), so a flood cannot starve them of their core
 //!
 //! [[route]]
 //! prefix = "203.0.113.0/24"
@@ -115,6 +123,15 @@ pub struct RouterSection {
     pub batch: usize,
     /// Microseconds a worker keeps polling an empty queue before it sleeps in `poll`.
     pub busy_poll_us: u64,
+    /// Real-time priority of the forwarding workers (`SCHED_FIFO` 1..=99; 0 keeps the
+    /// ordinary scheduler).
+    pub worker_priority: u32,
+    /// Real-time priority of the control plane's thread (`SCHED_FIFO` 1..=99; 0 keeps the
+    /// ordinary scheduler).
+    pub control_priority: u32,
+    /// Let the XDP programs forward frames to destinations the workers already decided
+    /// (see `vfsr_io::xdp::FastPath`); needs egress drivers that take XDP redirects.
+    pub fast_path: bool,
     /// Software RSS hashes both directions of a flow alike.
     pub rss_symmetric: bool,
 }
@@ -130,7 +147,10 @@ impl Default for RouterSection {
             flow_entries: 1 << 16,
             flow_idle_ms: 30_000,
             batch: 32,
-            busy_poll_us: 200,
+            busy_poll_us: 0,
+            worker_priority: 10,
+            control_priority: 20,
+            fast_path: false,
             rss_symmetric: true,
         }
     }
@@ -162,6 +182,14 @@ pub struct InterfaceSection {
     /// Ask for zero-copy AF_XDP (falls back to copy mode when the driver has none).
     #[serde(default)]
     pub zero_copy: bool,
+    /// AF_XDP: the workers run the interface's receive work themselves (preferred busy
+    /// polling) instead of leaving it to the kernel's NAPI context.
+    #[serde(default = "yes")]
+    pub busy_poll: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn default_backend() -> String {
@@ -310,6 +338,8 @@ pub struct Interface {
     pub xdp_mode: XdpModeChoice,
     /// Ask for zero-copy.
     pub zero_copy: bool,
+    /// AF_XDP preferred busy polling.
+    pub busy_poll: bool,
 }
 
 /// Where a checked route goes.
@@ -371,6 +401,12 @@ pub struct Plan {
     pub batch: usize,
     /// Busy-poll time before sleeping.
     pub busy_poll_us: u64,
+    /// Workers' `SCHED_FIFO` priority (0: ordinary scheduling).
+    pub worker_priority: u8,
+    /// The control plane's `SCHED_FIFO` priority (0: ordinary scheduling).
+    pub control_priority: u8,
+    /// XDP fast path.
+    pub fast_path: bool,
     /// Symmetric RSS.
     pub rss_symmetric: bool,
     /// Interfaces; a port's index in the pipeline is its position plus one.
@@ -451,6 +487,14 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
             "router.flow_entries",
             format!("{} is outside 1..=67108864", r.flow_entries),
         ));
+    }
+    for (key, p) in [
+        ("router.worker_priority", r.worker_priority),
+        ("router.control_priority", r.control_priority),
+    ] {
+        if p > 99 {
+            errs.push(ConfigError::new(key, format!("{p} is outside 0..=99")));
+        }
     }
     if r.busy_poll_us > 1_000_000 {
         errs.push(ConfigError::new(
@@ -556,6 +600,7 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
             tap,
             xdp_mode,
             zero_copy: s.zero_copy,
+            busy_poll: s.busy_poll,
         });
     }
     // One address belongs to one interface.
@@ -692,6 +737,9 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
         flow_idle_ms: r.flow_idle_ms,
         batch: r.batch,
         busy_poll_us: r.busy_poll_us,
+        worker_priority: u8::try_from(r.worker_priority).unwrap_or(0),
+        control_priority: u8::try_from(r.control_priority).unwrap_or(0),
+        fast_path: r.fast_path,
         rss_symmetric: r.rss_symmetric,
         interfaces,
         routes,
@@ -920,6 +968,39 @@ via = "172.16.0.1"
                 "missing {w:?} in {e:#?}"
             );
         }
+    }
+
+    #[test]
+    fn scheduling_and_fast_path_keys() {
+        let p = parse(GOOD, Some(2)).unwrap();
+        assert_eq!((p.worker_priority, p.control_priority), (10, 20));
+        assert_eq!(p.busy_poll_us, 0);
+        assert!(!p.fast_path);
+        assert!(p.interfaces.iter().all(|i| i.busy_poll));
+        let text = GOOD.replacen(
+            "[router]",
+            "[router]\nworker_priority = 0\ncontrol_priority = 99\nfast_path = true",
+            1,
+        );
+        let p = parse(&text, Some(2)).unwrap();
+        assert_eq!((p.worker_priority, p.control_priority), (0, 99));
+        assert!(p.fast_path);
+        let e = errors("[router]\nworker_priority = 100\ncontrol_priority = 250\n[[interface]]\nname = \"a\"\n");
+        assert!(
+            e.iter()
+                .any(|x| x.starts_with("router.worker_priority: 100 is outside 0..=99")),
+            "{e:?}"
+        );
+        assert!(
+            e.iter()
+                .any(|x| x.starts_with("router.control_priority: 250 is outside")),
+            "{e:?}"
+        );
+        let e = errors("[router]\nworker_priority = 300\n");
+        assert!(
+            e[0].starts_with("router.worker_priority: 300 is outside"),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -22,6 +22,7 @@ use vfsr_io::{Backend, IoStats};
 use vfsr_lpm::LpmUpdate;
 
 use crate::config::PuntSection;
+use crate::fastpath::FastInstaller;
 use crate::link::{ToControl, Wake};
 
 /// How long an idle worker sleeps in `poll` at most.
@@ -40,6 +41,12 @@ pub struct WorkerStats {
     pub batches: AtomicU64,
     /// Times the worker went to sleep in `poll`.
     pub sleeps: AtomicU64,
+    /// XDP fast-path entries installed.
+    pub fast_installed: AtomicU64,
+    /// Fast-path installs skipped by the rate limit.
+    pub fast_limited: AtomicU64,
+    /// Fast-path installs the kernel refused.
+    pub fast_failed: AtomicU64,
 }
 
 /// One worker and its queues.
@@ -63,6 +70,8 @@ pub struct WorkerLoop<E4, E6> {
     pool: Vec<Packet>,
     start: Instant,
     tx_unrouted: u64,
+    /// The XDP fast path's installer for each ingress port (by pipeline index - 1).
+    fast: Vec<Option<FastInstaller>>,
 }
 
 impl<E4, E6> WorkerLoop<E4, E6>
@@ -104,7 +113,13 @@ where
             pool: Vec::with_capacity(POOL),
             start: Instant::now(),
             tx_unrouted: 0,
+            fast: Vec::new(),
         }
+    }
+
+    /// Gives the loop an installer per ingress port (see [`crate::fastpath`]).
+    pub fn set_fast_path(&mut self, fast: Vec<Option<FastInstaller>>) {
+        self.fast = fast;
     }
 
     /// Runs until `stop` is set, then flushes the transmit queues.
@@ -159,8 +174,17 @@ where
             for p in &mut batch.packets {
                 p.iif = iif;
             }
+            // The fast path's generation is read before the pipeline loads its snapshots,
+            // so what this batch installs is never newer than what it was decided from.
+            let fast = self.fast.get_mut(q).and_then(|f| f.as_mut());
+            let gen = fast.as_ref().map(|f| f.generation());
             let now = self.start.elapsed().as_nanos() as u64;
             self.worker.process(batch, now);
+            if let (Some(f), Some(gen)) = (self.fast.get_mut(q).and_then(|f| f.as_mut()), gen) {
+                if !batch.offload.is_empty() {
+                    f.install(batch, gen, now);
+                }
+            }
             self.dispatch(batch, now);
         }
         if total > 0 {
@@ -284,6 +308,16 @@ where
         if let Ok(mut g) = self.stats.io.lock() {
             *g = io;
         }
+        let c = self.fast.iter().flatten().fold((0, 0, 0), |a, f| {
+            (
+                a.0 + f.counters.installed,
+                a.1 + f.counters.limited,
+                a.2 + f.counters.failed,
+            )
+        });
+        self.stats.fast_installed.store(c.0, Ordering::Relaxed);
+        self.stats.fast_limited.store(c.1, Ordering::Relaxed);
+        self.stats.fast_failed.store(c.2, Ordering::Relaxed);
     }
 
     /// Frames that had no queue to leave by.

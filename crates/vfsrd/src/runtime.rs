@@ -15,6 +15,7 @@ use serde_json::{json, Map, Value};
 use vfsr_flow::FlowConfig;
 use vfsr_fwd::{Counters, DropReason, Outcome, PuntClass, SharedCounters, WorkerConfig};
 use vfsr_io::rss::{Rss, STANDARD_KEY};
+use vfsr_io::xdp::FastPath;
 use vfsr_io::{Backend, IoStats};
 use vfsr_lpm::LpmUpdate;
 use vfsr_wire::MacAddr;
@@ -22,6 +23,7 @@ use vfsr_wire::MacAddr;
 use crate::config::Plan;
 use crate::control::{Control, ControlCounters, CtlPort};
 use crate::dataplane::{WorkerLoop, WorkerStats};
+use crate::fastpath::FastInstaller;
 use crate::link::{Link, ToControl, Wake};
 use crate::router::{self, Installed};
 use crate::spread;
@@ -41,6 +43,8 @@ pub struct PortIo {
     pub tap: Option<Box<dyn Link>>,
     /// What must stay alive while the port runs (the XDP program's attachment).
     pub keep: Vec<Box<dyn Any + Send>>,
+    /// The port's XDP fast path, when it has one.
+    pub fast: Option<FastPath>,
 }
 
 /// Options of a run.
@@ -101,6 +105,35 @@ pub fn pin(core: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// Gives the calling thread `SCHED_FIFO` priority `priority` (0: leaves it as it is).
+///
+/// Why a worker wants it: on a port whose receive work runs in the kernel's NAPI context on
+/// the worker's own core (AF_XDP in copy mode, as on veth), the two share that core. Under
+/// the ordinary scheduler they get half of it each, and under a flood the NAPI half fills
+/// the worker's ring and then spends itself on frames the full ring drops: a receive
+/// livelock. With priority the worker runs whenever its ring has frames, and sleeps in
+/// `poll` the moment it is empty; only then does the receive work run, one NAPI poll (at
+/// most 64 frames) at a time, whose end wakes the worker again. The receive work thus takes
+/// only frames the worker has room for; the rest wait in (and overflow from) the device's
+/// own queue, where they cost nothing. The kernel's real-time throttling
+/// (`sched_rt_runtime_us`) still leaves the core's other threads their share.
+pub fn realtime(priority: u8) -> Result<(), String> {
+    if priority == 0 {
+        return Ok(());
+    }
+    let param = libc::sched_param {
+        sched_priority: i32::from(priority),
+    };
+    // SAFETY: plain system call on the calling thread with a valid parameter.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(format!(
+            "cannot take SCHED_FIFO priority {priority}: {} (needs CAP_SYS_NICE)",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
 fn gettid() -> i32 {
     // SAFETY: gettid has no preconditions.
     unsafe { libc::gettid() }
@@ -138,6 +171,16 @@ where
         .collect();
     let mut ctl_ports = Vec::new();
     let mut keep = Vec::new();
+    // The XDP fast paths: port by port, and the MTU of each egress they can send by.
+    let mut ports = ports;
+    let fast: Vec<Option<FastPath>> = ports.iter_mut().map(|p| p.fast.take()).collect();
+    let mut fast_mtu = vec![0u16; ports.len() + 1];
+    for (i, f) in fast.iter().enumerate() {
+        if let (Some(_), Some(m), Some(itf)) = (f, fast_mtu.get_mut(i + 1), plan.interfaces.get(i))
+        {
+            *m = itf.mtu;
+        }
+    }
     for (i, (p, spec)) in ports.into_iter().zip(&specs).enumerate() {
         if p.queues.len() == 1 && nworkers > 1 {
             // One queue, several workers: software RSS from worker 0.
@@ -193,6 +236,7 @@ where
             idle_timeout: plan.flow_idle_ms,
             seed: seed(),
         }),
+        report_offload: fast.iter().any(Option::is_some),
         ..WorkerConfig::default()
     };
     let mut shared: Vec<Arc<SharedCounters>> = Vec::new();
@@ -218,7 +262,20 @@ where
             plan.batch,
             st,
         );
+        let mut installers = Vec::with_capacity(fast.len());
+        for f in &fast {
+            installers.push(match f {
+                Some(f) => Some(FastInstaller::new(
+                    f.try_clone()
+                        .map_err(|e| format!("worker {w}: fast path: {e}"))?,
+                    fast_mtu.clone(),
+                )),
+                None => None,
+            });
+        }
+        lp.set_fast_path(installers);
         let core = plan.workers.get(w).copied().unwrap_or(1);
+        let priority = plan.worker_priority;
         let stop = Arc::clone(&stop);
         let tids = Arc::clone(&tids);
         let h = std::thread::Builder::new()
@@ -230,6 +287,9 @@ where
                 if let Err(e) = pin(core) {
                     eprintln!("vfsrd: worker {w}: {e}");
                 }
+                if let Err(e) = realtime(priority) {
+                    eprintln!("vfsrd: worker {w}: {e}; it runs with ordinary priority");
+                }
                 lp.run(&stop);
             })
             .map_err(|e| format!("starting worker {w}: {e}"))?;
@@ -238,6 +298,19 @@ where
     drop(tx);
 
     let mut control = Control::new(lab, ctl_ports, rx, Arc::clone(&wake), &plan.punt);
+    let mut ctl_fast = Vec::new();
+    for f in fast.iter().flatten() {
+        ctl_fast.push(
+            f.try_clone()
+                .map_err(|e| format!("control plane: fast path: {e}"))?,
+        );
+    }
+    control.set_fast_paths(ctl_fast);
+    // The control plane's thread takes its priority only now, after every worker started
+    // (threads inherit the policy of the one that spawns them).
+    if let Err(e) = realtime(plan.control_priority) {
+        eprintln!("vfsrd: control plane: {e}; it runs with ordinary priority");
+    }
     ready(&installed);
     let control_tid = gettid();
     let started = Instant::now();
@@ -251,6 +324,7 @@ where
                     &Counters::sum(shared.iter().map(|s| s.as_ref())),
                     &control.counters,
                     &wstats,
+                    &fast,
                     control_tid,
                     &tids,
                     started.elapsed(),
@@ -276,6 +350,7 @@ where
             &counters,
             &control.counters,
             &wstats,
+            &fast,
             control_tid,
             &tids,
             started.elapsed(),
@@ -315,6 +390,7 @@ pub fn stats_json(
     c: &Counters,
     control: &ControlCounters,
     workers: &[Arc<WorkerStats>],
+    fast: &[Option<FastPath>],
     control_tid: i32,
     tids: &[AtomicI32],
     uptime: Duration,
@@ -349,6 +425,26 @@ pub fn stats_json(
         .iter()
         .map(|t| thread_cpu_seconds(t.load(Ordering::Relaxed)))
         .collect();
+    // The XDP fast path: frames its programs forwarded (never seen by a worker) and what
+    // the workers installed for them.
+    let mut fast_ports = Vec::new();
+    let (mut fast_fwd, mut fast_stale) = (0u64, 0u64);
+    for f in fast.iter().flatten() {
+        let c = f.counters().unwrap_or_default();
+        fast_fwd += c.forwarded;
+        fast_stale += c.stale;
+        fast_ports.push(
+            json!({"name": f.name(), "forwarded": c.forwarded, "stale": c.stale,
+            "generation": f.generation()}),
+        );
+    }
+    let installs = workers.iter().fold((0u64, 0u64, 0u64), |a, w| {
+        (
+            a.0 + w.fast_installed.load(Ordering::Relaxed),
+            a.1 + w.fast_limited.load(Ordering::Relaxed),
+            a.2 + w.fast_failed.load(Ordering::Relaxed),
+        )
+    });
     json!({
         "uptime_s": uptime.as_secs_f64(),
         "rx": c.rx(),
@@ -365,5 +461,8 @@ pub fn stats_json(
         "queues": queues,
         "control": serde_json::to_value(control).unwrap_or(Value::Null),
         "cpu_seconds": {"control": thread_cpu_seconds(control_tid), "workers": worker_cpu},
+        "fast_path": {"enabled": fast.iter().any(Option::is_some), "forwarded": fast_fwd,
+            "stale": fast_stale, "installed": installs.0, "install_limited": installs.1,
+            "install_failed": installs.2, "ports": fast_ports},
     })
 }

@@ -135,7 +135,7 @@ pub fn quiet_port(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-fn open_xdp(itf: &Interface, mac: MacAddr) -> Result<PortIo, String> {
+fn open_xdp(itf: &Interface, mac: MacAddr, batch: usize) -> Result<PortIo, String> {
     let mut cfg = vfsr_io::xdp::XdpConfig::new(&itf.name);
     cfg.queues = itf.queues;
     cfg.mode = match itf.xdp_mode {
@@ -144,6 +144,12 @@ fn open_xdp(itf: &Interface, mac: MacAddr) -> Result<PortIo, String> {
         crate::config::XdpModeChoice::Generic => vfsr_io::xdp::AttachMode::Generic,
     };
     cfg.zero_copy = itf.zero_copy;
+    if itf.busy_poll {
+        cfg.busy_poll = Some(vfsr_io::xdp::BusyPoll {
+            budget: u16::try_from(batch).unwrap_or(u16::MAX),
+            ..vfsr_io::xdp::BusyPoll::default()
+        });
+    }
     cfg.local4 = itf
         .addrs4
         .iter()
@@ -165,6 +171,7 @@ fn open_xdp(itf: &Interface, mac: MacAddr) -> Result<PortIo, String> {
         wire: Box::new(wire),
         tap: None,
         keep: vec![Box::new(iface)],
+        fast: None,
     })
 }
 
@@ -186,6 +193,7 @@ fn open_packet(itf: &Interface, mac: MacAddr, fanout: u16) -> Result<PortIo, Str
         wire: Box::new(wire),
         tap: None,
         keep: Vec::new(),
+        fast: None,
     })
 }
 
@@ -201,9 +209,9 @@ pub fn open_ports(plan: &Plan) -> Result<Vec<PortIo>, String> {
         let mut io = match itf.backend {
             BackendChoice::Packet => open_packet(itf, mac, fanout)?,
             BackendChoice::Xdp => {
-                open_xdp(itf, mac).map_err(|e| format!("{}: AF_XDP: {e}", itf.name))?
+                open_xdp(itf, mac, plan.batch).map_err(|e| format!("{}: AF_XDP: {e}", itf.name))?
             }
-            BackendChoice::Auto => match open_xdp(itf, mac) {
+            BackendChoice::Auto => match open_xdp(itf, mac, plan.batch) {
                 Ok(io) => io,
                 Err(e) => {
                     eprintln!(
@@ -217,7 +225,49 @@ pub fn open_ports(plan: &Plan) -> Result<Vec<PortIo>, String> {
         io.tap = open_tap(itf, mac)?;
         out.push(io);
     }
+    if plan.fast_path {
+        enable_fast_paths(&mut out)?;
+    }
     Ok(out)
+}
+
+/// Turns the XDP fast path on for every AF_XDP port, each able to send by every other
+/// AF_XDP port (pipeline index, kernel interface index).
+fn enable_fast_paths(ports: &mut [PortIo]) -> Result<(), String> {
+    let xdp_of = |p: &PortIo| -> Option<(u32, String)> {
+        p.keep
+            .iter()
+            .find_map(|k| k.downcast_ref::<vfsr_io::xdp::XdpInterface>())
+            .map(|x| (x.ifindex(), x.name().to_string()))
+    };
+    let egress: Vec<(u32, u32)> = (1u32..)
+        .zip(ports.iter())
+        .filter_map(|(i, p)| xdp_of(p).map(|(ifindex, _)| (i, ifindex)))
+        .collect();
+    for p in ports.iter_mut() {
+        let fast = match p
+            .keep
+            .iter()
+            .find_map(|k| k.downcast_ref::<vfsr_io::xdp::XdpInterface>())
+        {
+            Some(x) => {
+                if vfsr_io::xdp::driver_name(x.name()).as_deref() == Some("veth") {
+                    eprintln!(
+                        "vfsrd: {}: fast path on a veth: frames it sends out of this port \
+                         reach the peer only if the peer has GRO on or an XDP program",
+                        x.name()
+                    );
+                }
+                Some(
+                    x.fast_path(p.mac.0, &egress)
+                        .map_err(|e| format!("{}: fast path: {e}", x.name()))?,
+                )
+            }
+            None => None,
+        };
+        p.fast = fast;
+    }
+    Ok(())
 }
 
 fn open_tap(itf: &Interface, mac: MacAddr) -> Result<Option<Box<dyn Link>>, String> {

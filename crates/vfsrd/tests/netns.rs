@@ -58,7 +58,9 @@ impl Drop for Router {
     }
 }
 
-fn build(tag: &str, backend: &str) -> Router {
+/// The topology and a running vfsrd; `fast`: with the XDP fast path (the hosts' veth ends
+/// then take redirected frames: GRO on).
+fn build(tag: &str, backend: &str, fast: bool) -> Router {
     let mut lab = NetLab::new(tag);
     for ns in ["h1", "rt", "h2", "n1", "n2"] {
         lab.add_ns(ns).unwrap();
@@ -93,6 +95,11 @@ fn build(tag: &str, backend: &str) -> Router {
     );
     host("n1", "10.3.0.2/24", "10.3.0.1", None);
     host("n2", "10.4.0.2/24", "10.4.0.1", None);
+    if fast {
+        for ns in ["h1", "h2", "n1", "n2"] {
+            lab.sh(ns, &["ethtool", "-K", "eth0", "gro", "on"]).unwrap();
+        }
+    }
     for ns in ["n1", "n2"] {
         lab.ip(ns, &["addr", "add", "10.99.0.1/32", "dev", "lo"])
             .unwrap();
@@ -103,6 +110,7 @@ fn build(tag: &str, backend: &str) -> Router {
 control_core = 0
 workers = [1]
 busy_poll_us = 50
+fast_path = {fast}
 
 [[interface]]
 name = "r1"
@@ -187,12 +195,12 @@ fn ping(r: &Router, ns: &str, v6: bool, dst: &str, n: u32) -> u32 {
     received(&text)
 }
 
-fn the_router_forwards_and_answers(tag: &str, backend: &str) {
+fn the_router_forwards_and_answers(tag: &str, backend: &str, fast: bool) {
     if let Some(why) = skip_reason() {
         println!("skipped: {why}");
         return;
     }
-    let mut r = build(tag, backend);
+    let mut r = build(tag, backend, fast);
 
     // Ping through the router from cold neighbor caches: the first packet waits in the
     // hold queue while the router resolves h2, and is delivered.
@@ -339,10 +347,16 @@ fn the_router_forwards_and_answers(tag: &str, backend: &str) {
 
     let s = stats(&r);
     println!("{s:#}");
-    assert!(s["forwarded"].as_u64().unwrap_or(0) > 1000);
+    // Forwarded by the workers, and with the fast path by the XDP programs too.
+    let forwarded =
+        s["forwarded"].as_u64().unwrap_or(0) + s["fast_path"]["forwarded"].as_u64().unwrap_or(0);
+    assert!(forwarded > 1000, "{forwarded} forwarded");
     assert!(s["control"]["released"].as_u64().unwrap_or(0) >= 1);
     assert!(s["control"]["echo_replies"].as_u64().unwrap_or(0) >= 6);
     assert!(s["control"]["to_host"].as_u64().unwrap_or(0) >= 1);
+    if fast {
+        fast_path_checks(&r, &s);
+    }
 
     // A clean stop: SIGTERM, exit 0, no XDP program and no TAP left.
     let mut d = r.daemon.take().unwrap();
@@ -367,12 +381,57 @@ fn the_router_forwards_and_answers(tag: &str, backend: &str) {
     assert!(!links.contains("vr1"), "a TAP was left: {links}");
 }
 
+/// With the fast path: most of the iperf3 traffic never reached a worker, and after a
+/// neighbor's MAC changes the cached decisions retire and traffic follows the new MAC.
+fn fast_path_checks(r: &Router, s: &serde_json::Value) {
+    let f = &s["fast_path"];
+    assert_eq!(f["enabled"], true, "{f}");
+    assert!(f["installed"].as_u64().unwrap_or(0) >= 2, "{f}");
+    let fwd = f["forwarded"].as_u64().unwrap_or(0);
+    assert!(
+        fwd > s["forwarded"].as_u64().unwrap_or(0),
+        "the XDP program forwarded more than the workers: {f}"
+    );
+    let before = s["control"]["fast_invalidations"].as_u64().unwrap_or(0);
+    // h2 takes a new MAC and tells the router in an ARP request (it pings the router with
+    // an empty neighbor cache). Frames to the old MAC would be dropped by h2's kernel.
+    r.lab
+        .ip(
+            "h2",
+            &["link", "set", "eth0", "address", "02:00:00:00:99:02"],
+        )
+        .unwrap();
+    r.lab.ip("h2", &["neigh", "flush", "dev", "eth0"]).unwrap();
+    assert_eq!(
+        ping(r, "h2", false, "10.2.0.1", 1),
+        1,
+        "h2 pings the router"
+    );
+    assert_eq!(
+        ping(r, "h1", false, "10.2.0.2", 5),
+        5,
+        "h1 reaches h2 at its new MAC"
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    let s = stats(r);
+    println!("{:#}", s["fast_path"]);
+    assert!(
+        s["control"]["fast_invalidations"].as_u64().unwrap_or(0) > before,
+        "the MAC change retired the fast path's entries"
+    );
+}
+
 #[test]
 fn over_af_xdp() {
-    the_router_forwards_and_answers("vx", "xdp");
+    the_router_forwards_and_answers("vx", "xdp", false);
+}
+
+#[test]
+fn over_af_xdp_with_the_fast_path() {
+    the_router_forwards_and_answers("vf", "xdp", true);
 }
 
 #[test]
 fn over_af_packet() {
-    the_router_forwards_and_answers("vp", "packet");
+    the_router_forwards_and_answers("vp", "packet", false);
 }

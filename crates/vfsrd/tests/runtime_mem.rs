@@ -73,6 +73,7 @@ fn start(config: &str) -> Rig {
             wire: Box::new(ours),
             tap: None,
             keep: Vec::new(),
+            fast: None,
         });
         wires.push(wire);
         links.push(theirs);

@@ -30,6 +30,7 @@ use vfsr_fwd::lab::Lab;
 use vfsr_fwd::ratelimit::TokenBucket;
 use vfsr_fwd::stage::classify::punt_class;
 use vfsr_fwd::{Packet, PuntClass};
+use vfsr_io::xdp::FastPath;
 use vfsr_lpm::LpmUpdate;
 use vfsr_neigh::{Event, Outcome, Solicit};
 use vfsr_wire::arp::{ArpOp, ArpRepr};
@@ -128,6 +129,8 @@ pub struct ControlCounters {
     pub to_host: u64,
     /// Frames for the host lost (no TAP, TAP queue full).
     pub to_host_dropped: u64,
+    /// Times the XDP fast paths were retired after a neighbor change.
+    pub fast_invalidations: u64,
     /// Frames the host sent out through a port.
     pub from_host: u64,
     /// Frames that could not be sent on a port.
@@ -150,6 +153,10 @@ pub struct Control<E4: LpmUpdate<u32>, E6: LpmUpdate<u128>> {
     start: Instant,
     last_timer_ms: u64,
     buf: Vec<u8>,
+    /// The ports' XDP fast paths, retired whenever a neighbor change is published.
+    fast: Vec<FastPath>,
+    /// Neighbor snapshots published, as last seen by [`Control::sync_fast_paths`].
+    fast_seen: u64,
 }
 
 impl<E4, E6> Control<E4, E6>
@@ -187,6 +194,43 @@ where
             start: Instant::now(),
             last_timer_ms: 0,
             buf: vec![0; 16 * 1024],
+            fast: Vec::new(),
+            fast_seen: 0,
+        }
+    }
+
+    /// Gives the control plane the ports' XDP fast paths: their cached decisions hold a
+    /// neighbor's MAC, so every published neighbor change retires them (see
+    /// `vfsr_io::xdp::FastPath`).
+    pub fn set_fast_paths(&mut self, fast: Vec<FastPath>) {
+        self.fast = fast;
+        self.fast_seen = self.published();
+    }
+
+    /// Neighbor snapshots published so far, over every port's ARP and ND table.
+    fn published(&self) -> u64 {
+        self.lab
+            .tables
+            .iter()
+            .map(|t| t.arp.counters().published + t.nd.counters().published)
+            .sum()
+    }
+
+    /// Bumps the fast paths' generation if a neighbor snapshot was published since the last
+    /// call. The bump comes after the publication, which is what makes a worker's entry,
+    /// tagged with the generation it read before loading its snapshots, never outlive the
+    /// snapshot it came from.
+    fn sync_fast_paths(&mut self) {
+        if self.fast.is_empty() {
+            return;
+        }
+        let p = self.published();
+        if p != self.fast_seen {
+            self.fast_seen = p;
+            for f in &self.fast {
+                f.invalidate();
+            }
+            self.counters.fast_invalidations += 1;
         }
     }
 
@@ -269,6 +313,7 @@ where
             self.last_timer_ms = now;
             self.timers(now);
         }
+        self.sync_fast_paths();
     }
 
     fn handle_worker_msg(&mut self, m: ToControl) {
