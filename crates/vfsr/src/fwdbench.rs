@@ -77,7 +77,7 @@ pub struct FwdBenchArgs {
     #[arg(long)]
     pub veth: bool,
     /// --veth: the routers to measure.
-    #[arg(long, value_delimiter = ',', default_values_t = ["vfsr".to_string(), "linux".to_string(), "linux-xdp".to_string()])]
+    #[arg(long, value_delimiter = ',', default_values_t = ["vfsr".to_string(), "vfsr-fast".to_string(), "linux".to_string(), "linux-xdp".to_string()])]
     pub routers: Vec<String>,
     /// --veth: random destinations drawn from the table (a power of two).
     #[arg(long, default_value_t = 65_536)]

@@ -28,9 +28,10 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -44,6 +45,9 @@ use crate::fwdbench::FwdBenchArgs;
 const GEN_CORE: usize = 0;
 const ROUTER_CORE: usize = 1;
 const SINK: &str = "10.20.0.2";
+/// `SCHED_FIFO` priority of the sink's receive thread: above the generator (ordinary
+/// scheduling), below vfsrd's control plane (20), which shares core 0 with both.
+const SINK_PRIORITY: i32 = 1;
 const ROUTER_A: &str = "10.10.0.1";
 
 /// One router's figures.
@@ -54,6 +58,8 @@ struct Outcome {
     forwarded_pps: f64,
     cpu_cores_used: f64,
     drops: Value,
+    /// vfsrd's fast-path counters (frames its XDP programs forwarded), if it is vfsrd.
+    fast_path: Value,
     ping_idle_us: f64,
     ping_flood_us: f64,
     ping_flood_loss: f64,
@@ -99,8 +105,9 @@ fn pin_task(tid: i32, core: usize) {
     }
 }
 
-/// Pins the NAPI threads of interface `ifname` to `core`; returns how many.
-fn pin_napi(ifname: &str, core: usize) -> usize {
+/// Pins the NAPI threads of interface `ifname` to `core`, with `SCHED_FIFO` priority
+/// `priority` when it is not 0; returns how many.
+fn pin_napi(ifname: &str, core: usize, priority: i32) -> usize {
     let prefix = format!("napi/{ifname}-");
     let mut n = 0;
     if let Ok(rd) = std::fs::read_dir("/proc") {
@@ -111,6 +118,13 @@ fn pin_napi(ifname: &str, core: usize) -> usize {
             let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
             if comm.trim_end().starts_with(&prefix) {
                 pin_task(pid, core);
+                if priority > 0 {
+                    let p = libc::sched_param {
+                        sched_priority: priority,
+                    };
+                    // SAFETY: plain system call with a valid parameter.
+                    unsafe { libc::sched_setscheduler(pid, libc::SCHED_FIFO, &p) };
+                }
                 n += 1;
             }
         }
@@ -120,7 +134,7 @@ fn pin_napi(ifname: &str, core: usize) -> usize {
 
 /// Makes interface `ifname`'s receive work (its NAPI context, which exists on a veth once an
 /// XDP program is attached) a kernel thread and pins that thread to `core`.
-fn threaded_napi(lab: &NetLab, ns: &str, ifname: &str, core: usize) {
+fn threaded_napi(lab: &NetLab, ns: &str, ifname: &str, core: usize, priority: i32) {
     let set = lab.sh(
         ns,
         &[
@@ -129,7 +143,7 @@ fn threaded_napi(lab: &NetLab, ns: &str, ifname: &str, core: usize) {
             &format!("echo 1 > /sys/class/net/{ifname}/threaded"),
         ],
     );
-    let n = pin_napi(ifname, core);
+    let n = pin_napi(ifname, core, priority);
     if set.is_err() || n == 0 {
         eprintln!("vfsr: {ifname}: could not pin its NAPI thread to core {core}");
     }
@@ -333,23 +347,45 @@ fn ping_avg_us(lab: &NetLab, count: u32) -> (f64, f64) {
     (avg, loss)
 }
 
-/// A request/response server on the router's address (one connection, echoes bytes).
+/// A request/response server on the router's address (one connection, echoes bytes). It
+/// waits for that connection at most `ACCEPT_WAIT`, so a client that never connects (the
+/// router too busy to answer its handshake) cannot leave the benchmark waiting forever.
 fn rr_server(lab: &NetLab) -> Result<std::thread::JoinHandle<()>, String> {
     let listener = lab
-        .in_ns("rtr", || TcpListener::bind((ROUTER_A, 7000)))?
+        .in_ns("rtr", || {
+            let l = TcpListener::bind((ROUTER_A, 7000))?;
+            l.set_nonblocking(true)?;
+            Ok::<_, std::io::Error>(l)
+        })?
         .map_err(|e| format!("listen on {ROUTER_A}:7000: {e}"))?;
     Ok(std::thread::spawn(move || {
-        if let Ok((mut s, _)) = listener.accept() {
-            let _ = s.set_nodelay(true);
-            let mut b = [0u8; 1];
-            while s.read_exact(&mut b).is_ok() {
-                if s.write_all(&b).is_err() {
-                    break;
+        let t0 = Instant::now();
+        let mut s = loop {
+            match listener.accept() {
+                Ok((s, _)) => break s,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if t0.elapsed() > ACCEPT_WAIT {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
                 }
+                Err(_) => return,
+            }
+        };
+        let _ = s.set_nonblocking(false);
+        let _ = s.set_nodelay(true);
+        let _ = s.set_read_timeout(Some(Duration::from_secs(3)));
+        let mut b = [0u8; 1];
+        while s.read_exact(&mut b).is_ok() {
+            if s.write_all(&b).is_err() {
+                break;
             }
         }
     }))
 }
+
+/// How long the request/response server waits for its client.
+const ACCEPT_WAIT: Duration = Duration::from_secs(6);
 
 /// Median microseconds of `n` one-byte round trips to the router's address.
 fn tcp_rr_us(lab: &NetLab, n: usize) -> f64 {
@@ -453,6 +489,9 @@ fn build_lab() -> Result<Lab3, String> {
     lab.veth("gen", "gen0", "rtr", &a)?;
     lab.veth("rtr", &b, "sink", &s)?;
     lab.ip("gen", &["addr", "add", "10.10.0.2/24", "dev", "gen0"])?;
+    // Both outer ends take frames redirected into their veth by an XDP program (the sink
+    // through its own program, gen0 through GRO), as the egress of an XDP fast path needs.
+    lab.sh("gen", &["ethtool", "-K", "gen0", "gro", "on"])?;
     lab.ip("gen", &["route", "add", "default", "via", ROUTER_A])?;
     lab.ip("sink", &["addr", "add", "10.20.0.2/24", "dev", &s])?;
     lab.ip("sink", &["route", "add", "default", "via", "10.20.0.1"])?;
@@ -470,6 +509,10 @@ fn build_lab() -> Result<Lab3, String> {
     };
     let s = l.s.clone();
     l.attach("sink", &s, sink_prog)?;
+    // The sink's receive work stays off the router's core: without its own thread it would
+    // run in the softirq of whoever transmits into it, the router. It shares core 0 with the
+    // generator, ahead of it, so the sink is never what limits a router.
+    threaded_napi(&l.lab, "sink", &s, GEN_CORE, SINK_PRIORITY);
     Ok(l)
 }
 
@@ -506,7 +549,8 @@ fn vfsrd_stats(d: &Vfsrd) -> Value {
     serde_json::from_str(&s).unwrap_or(Value::Null)
 }
 
-fn start_vfsrd(l: &Lab3, table: &TableSpec) -> Result<Vfsrd, String> {
+/// Starts vfsrd on the router's ports (`fast`: with the XDP fast path).
+fn start_vfsrd(l: &Lab3, table: &TableSpec, fast: bool) -> Result<Vfsrd, String> {
     let exe = std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("vfsrd")))
@@ -523,7 +567,7 @@ fn start_vfsrd(l: &Lab3, table: &TableSpec) -> Result<Vfsrd, String> {
     std::fs::write(
         &cfg,
         format!(
-            "[router]\ncontrol_core = {GEN_CORE}\nworkers = [{ROUTER_CORE}]\n\n\
+            "[router]\ncontrol_core = {GEN_CORE}\nworkers = [{ROUTER_CORE}]\nfast_path = {fast}\n\n\
              [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"{ROUTER_A}/24\"]\n\n\
              [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"10.20.0.1/24\"]\n\n\
              [table]\n{source}\nvia4 = [\"{SINK}\"]\n",
@@ -531,9 +575,16 @@ fn start_vfsrd(l: &Lab3, table: &TableSpec) -> Result<Vfsrd, String> {
         ),
     )
     .map_err(|e| format!("{}: {e}", cfg.display()))?;
-    let mut child = l
-        .lab
-        .command("rtr", &exe.display().to_string())
+    let mut cmd = l.lab.command("rtr", &exe.display().to_string());
+    // SAFETY: the closure runs in the child between fork and exec and only makes one
+    // async-signal-safe system call: vfsrd gets SIGTERM if the benchmark dies.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    let mut child = cmd
         .arg("--config")
         .arg(&cfg)
         .arg("--stats")
@@ -659,6 +710,70 @@ fn latency_probe(l: &Lab3) -> (f64, f64, f64) {
     (p, loss, rr)
 }
 
+/// The write end of the pipe the signal handler writes to (-1: none yet).
+static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    let b = sig as u8;
+    // SAFETY: write(2) is async-signal-safe; the descriptor stays open for the process's
+    // life.
+    unsafe {
+        libc::write(
+            SIGNAL_PIPE.load(Ordering::Relaxed),
+            (&b as *const u8).cast(),
+            1,
+        );
+    }
+}
+
+/// On SIGINT or SIGTERM, deletes this run's namespaces (their veths, routes and XDP
+/// programs go with them) and exits; vfsrd, started with a parent-death signal, stops by
+/// itself. A handler (reset to the default in every program the benchmark starts) writes
+/// the signal to a pipe that a watcher thread reads.
+fn clean_up_on_signal() {
+    let mut fds = [0i32; 2];
+    // SAFETY: `fds` has room for the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return;
+    }
+    SIGNAL_PIPE.store(fds[1], Ordering::Relaxed);
+    let read_end = fds[0];
+    std::thread::spawn(move || {
+        let mut b = [0u8; 1];
+        // SAFETY: reads one byte into `b` from the pipe we own.
+        if unsafe { libc::read(read_end, b.as_mut_ptr().cast(), 1) } != 1 {
+            return;
+        }
+        eprintln!("vfsr: signal {}: removing the benchmark's namespaces", b[0]);
+        let prefix = format!("fb{}-", std::process::id());
+        if let Ok(o) = std::process::Command::new("ip")
+            .args(["netns", "list"])
+            .output()
+        {
+            for name in String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|n| n.starts_with(&prefix))
+            {
+                let _ = std::process::Command::new("ip")
+                    .args(["netns", "del", name])
+                    .status();
+            }
+        }
+        std::process::exit(128 + i32::from(b[0]));
+    });
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction with a plain handler and an empty mask is valid;
+        // the handler only calls write(2).
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+}
+
 /// `vfsr fwd bench --veth`.
 pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
     if let Err(e) = netlab::available() {
@@ -672,9 +787,9 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
     }
     let routers: Vec<String> = a.routers.clone();
     for r in &routers {
-        if !matches!(r.as_str(), "vfsr" | "linux" | "linux-xdp") {
+        if !matches!(r.as_str(), "vfsr" | "vfsr-fast" | "linux" | "linux-xdp") {
             return Err(format!(
-                "--routers: unknown router {r:?} (vfsr, linux, linux-xdp)"
+                "--routers: unknown router {r:?} (vfsr, vfsr-fast, linux, linux-xdp)"
             ));
         }
     }
@@ -695,6 +810,7 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
         ),
     };
     let dests = destinations(&routes, a.destinations, a.seed);
+    clean_up_on_signal();
     if dests.len() < a.destinations {
         return Err("the table has too few IPv4 routes to draw destinations from".into());
     }
@@ -747,13 +863,13 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
         };
         let mut daemon = None;
         match r.as_str() {
-            "vfsr" => {
-                let d = start_vfsrd(&l, &spec)?;
-                threaded_napi(&l.lab, "rtr", &l.a, ROUTER_CORE);
+            "vfsr" | "vfsr-fast" => {
+                let d = start_vfsrd(&l, &spec, r == "vfsr-fast")?;
+                threaded_napi(&l.lab, "rtr", &l.a, ROUTER_CORE, 0);
                 daemon = Some(d);
             }
             _ => {
-                if results.iter().all(|x| x.router == "vfsr") {
+                if results.iter().all(|x| x.router.starts_with("vfsr")) {
                     let s = install_linux_routes(&l, &routes)?;
                     println!(
                         "  {} routes installed with ip -batch in {s:.1} s",
@@ -776,7 +892,7 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
                 let fd = obj.prog_fd(prog).map_err(|e| e.to_string())?;
                 let ai = l.a.clone();
                 l.attach("rtr", &ai, fd)?;
-                threaded_napi(&l.lab, "rtr", &l.a, ROUTER_CORE);
+                threaded_napi(&l.lab, "rtr", &l.a, ROUTER_CORE, 0);
                 // The object stays loaded while attached (the attachment holds the program).
                 std::mem::forget(obj);
             }
@@ -809,6 +925,13 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
             let s = vfsrd_stats(d);
             o.drops =
                 json!({"pipeline": s["drops"], "io": s["io"], "punts_limited": s["punts_limited"]});
+            o.fast_path = s["fast_path"].clone();
+            if s["fast_path"]["enabled"] == true {
+                println!(
+                    "  fast path: {} frames forwarded in XDP, {} by the worker, {} entries installed",
+                    s["fast_path"]["forwarded"], s["forwarded"], s["fast_path"]["installed"]
+                );
+            }
             if let Some(secs) = a.sustain {
                 sustain = Some(run_sustain(&l, &gen, d, fwd / 2.0, secs));
             }
@@ -961,11 +1084,15 @@ fn report(
             .map(|o| o.pps_per_core())
     };
     let mut ratios = serde_json::Map::new();
-    if let Some(v) = get("vfsr") {
+    for me in ["vfsr", "vfsr-fast"] {
+        let Some(v) = get(me) else { continue };
         for peer in ["linux", "linux-xdp"] {
             if let Some(p) = get(peer).filter(|p| *p > 0.0) {
-                println!("vfsr / {peer}: {:.2}x packets per second per core", v / p);
-                ratios.insert(format!("vfsr_over_{peer}"), json!(v / p));
+                println!("{me} / {peer}: {:.2}x packets per second per core", v / p);
+                ratios.insert(
+                    format!("{}_over_{peer}", me.replace('-', "_")),
+                    json!(v / p),
+                );
             }
         }
     }
@@ -1007,6 +1134,7 @@ fn report(
             "cpu_cores_used": o.cpu_cores_used,
             "pps_per_core": o.pps_per_core(),
             "drops": o.drops,
+            "fast_path": o.fast_path,
             "latency_us": {"ping_idle": nan0(o.ping_idle_us), "ping_flood": nan0(o.ping_flood_us),
                 "ping_flood_loss_percent": o.ping_flood_loss,
                 "tcp_rr_idle": nan0(o.tcp_rr_idle_us), "tcp_rr_flood": nan0(o.tcp_rr_flood_us)},

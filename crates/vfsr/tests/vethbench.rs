@@ -7,6 +7,9 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+/// The benchmark floods both cores: the tests of this file take turns.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Why the test cannot run here, if it cannot.
 fn skip_reason() -> Option<String> {
     // SAFETY: geteuid has no preconditions.
@@ -59,6 +62,7 @@ fn small_table(path: &Path) {
 
 #[test]
 fn veth_bench_reports_every_router() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(why) = skip_reason() {
         println!("skipped: {why}");
         return;
@@ -72,6 +76,7 @@ fn veth_bench_reports_every_router() {
     let mut routers = vec!["linux", "linux-xdp"];
     // vfsrd is a binary of the same workspace; measure it when it was built next to vfsr.
     if exe.with_file_name("vfsrd").exists() {
+        routers.insert(0, "vfsr-fast");
         routers.insert(0, "vfsr");
     } else {
         println!("vfsrd not built next to vfsr: measuring the Linux routers only");
@@ -126,6 +131,24 @@ fn veth_bench_reports_every_router() {
             "{name}: forwarded {fwd} > offered {offered}"
         );
         assert!(r["cpu_cores_used"].as_f64().unwrap() > 0.0);
+        // Ping through vfsrd works, with and without the fast path (the peers' latencies
+        // are reported, not asserted).
+        if name.starts_with("vfsr") {
+            let ping = r["latency_us"]["ping_idle"].as_f64().unwrap_or(0.0);
+            assert!(ping > 0.0, "{name}: ping through the router failed");
+        }
+    }
+    // With the fast path, the XDP program forwarded the flood; without, it forwarded nothing.
+    for r in results {
+        match r["router"].as_str() {
+            Some("vfsr-fast") => assert!(
+                r["fast_path"]["forwarded"].as_u64().unwrap_or(0) > 1000,
+                "{}",
+                r["fast_path"]
+            ),
+            Some("vfsr") => assert_eq!(r["fast_path"]["enabled"], false),
+            _ => {}
+        }
     }
     assert!(v["idle_cpu_percent"].is_number());
     for k in ["ping_idle", "ping_flood", "tcp_rr_idle", "tcp_rr_flood"] {
@@ -145,4 +168,77 @@ fn veth_bench_reports_every_router() {
         !ns.lines().any(|l| l.starts_with(&tag)),
         "namespaces left: {ns}"
     );
+}
+
+#[test]
+fn an_interrupted_run_leaves_nothing_behind() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let exe = PathBuf::from(env!("CARGO_BIN_EXE_vfsr"));
+    if !exe.with_file_name("vfsrd").exists() {
+        println!("skipped: vfsrd not built next to vfsr");
+        return;
+    }
+    let mut run = Command::new(&exe)
+        .args([
+            "fwd",
+            "bench",
+            "--veth",
+            "--seconds",
+            "30",
+            "--routers",
+            "vfsr",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = run.id();
+    let tag = format!("fb{pid}-");
+    let netns = || {
+        let o = Command::new("ip").args(["netns", "list"]).output().unwrap();
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter(|l| l.starts_with(&tag))
+            .count()
+    };
+    let vfsrd_running = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+            .any(|e| {
+                std::fs::read_to_string(e.path().join("cmdline"))
+                    .unwrap_or_default()
+                    .contains(&format!("vfsr-vethbench-{pid}"))
+            })
+    };
+    // Wait until the router runs, then interrupt.
+    let t0 = std::time::Instant::now();
+    while !vfsrd_running() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(60),
+            "vfsrd never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(netns(), 3);
+    // SAFETY: signals our own child.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGINT);
+    }
+    let status = run.wait().unwrap();
+    assert_eq!(status.code(), Some(128 + libc::SIGINT), "{status:?}");
+    assert_eq!(netns(), 0, "namespaces left after SIGINT");
+    let t0 = std::time::Instant::now();
+    while vfsrd_running() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(10),
+            "vfsrd outlived the benchmark"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
