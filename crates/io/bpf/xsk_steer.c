@@ -299,6 +299,14 @@ static __always_inline int fast6_path(struct ethhdr *eth, void *end, const struc
 
 	if (nx != IPPROTO_TCP && nx != IPPROTO_UDP && nx != IPPROTO_ICMPV6)
 		return -1;
+	// Neighbor discovery and redirects are control traffic whatever their destination.
+	if (nx == IPPROTO_ICMPV6) {
+		struct icmp6hdr *icmp = (void *)(ip6 + 1);
+
+		if ((void *)(icmp + 1) > end ||
+		    (icmp->icmp6_type >= 133 && icmp->icmp6_type <= 137))
+			return -1;
+	}
 	if (ip6->hop_limit <= 1)
 		return -1;
 	const __u8 *s = ip6->saddr.in6_u.u6_addr8;
@@ -348,12 +356,16 @@ int xsk_steer(struct xdp_md *ctx)
 	void *end = (void *)(long)ctx->data_end;
 	__u32 q = ctx->rx_queue_index;
 
-	if (is_control(data, end))
-		return pass_control();
+	// The fast path goes first: its table holds only destinations the pipeline forwarded,
+	// never the router's own addresses, so a hit is transit traffic and the control test
+	// (a hash lookup for every IPv4 frame) is saved. Group-addressed frames and ARP never
+	// match it (our unicast MAC, IPv4 or IPv6 only).
 	int fast = fast_path(data, end);
 
 	if (fast >= 0)
 		return fast;
+	if (is_control(data, end))
+		return pass_control();
 	if (!bpf_map_lookup_elem(&xsks, &q)) {
 		count(CNT_XSK_MISSING);
 		return XDP_PASS;

@@ -239,7 +239,11 @@ fn the_fast_path_writes_what_the_pipeline_writes_and_refuses_what_it_would_not()
     let (ret, got) = run(&obj, &g);
     assert_eq!(ret, XDP_REDIRECT);
     assert_eq!(got, out6);
+    // ICMPv6 neighbor solicitation (type 135) to a fast destination: control traffic.
+    let mut ns = frame6(s6, d6, 255, 58, 30);
+    ns[54] = 135;
     let cases6: Vec<(Vec<u8>, &str)> = vec![
+        (ns, "neighbor discovery"),
         (frame6(s6, d6, 1, 17, 30), "hop limit 1"),
         (frame6(s6, d6, 64, 0, 30), "hop-by-hop"),
         (frame6(s6, d6, 64, 44, 30), "fragment header"),

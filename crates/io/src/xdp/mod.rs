@@ -59,6 +59,21 @@
 //! dominates. On veth, native mode gains nothing over generic: frames arrive as socket
 //! buffers either way.
 //!
+//! Who does the receive work. The XDP program and the copy into the UMEM run in the
+//! interface's NAPI context, in the kernel. With zero-copy sockets and
+//! [`XdpConfig::busy_poll`], the worker runs that context itself (preferred busy polling,
+//! kernel 5.11+: `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL_BUDGET`, the device's
+//! `napi_defer_hard_irqs` and `gro_flush_timeout`, restored when the interface closes):
+//! each [`Backend::recv`] polls the device for one budget of frames, so the kernel never
+//! fills a ring the worker cannot empty. Since kernel 6.13 a socket learns the NAPI context
+//! to poll only at bind time and only in zero-copy mode, so copy-mode sockets (every veth)
+//! do not busy-poll; there the router keeps its worker ahead of the NAPI thread by
+//! scheduling priority instead (see `vfsrd::runtime::realtime`).
+//!
+//! The steering program also holds the XDP fast path ([`FastPath`]): a destination flow
+//! table the workers fill, which lets the program forward frames to destinations already
+//! decided without the copy into user space and the socket buffer of copy-mode transmit.
+//!
 //! The XDP attach and detach act on the network namespace of the calling thread: an
 //! [`XdpInterface`] must be dropped (or [`XdpInterface::close`]d) in the namespace it was
 //! opened in. The sockets, once bound, can be used from any thread.
