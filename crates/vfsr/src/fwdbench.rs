@@ -88,6 +88,10 @@ pub struct FwdBenchArgs {
     /// --veth: after vfsr's maximum, offer half of it for this many seconds and count losses.
     #[arg(long)]
     pub sustain: Option<u64>,
+    /// --veth: SCHED_FIFO priority of the router's receive (NAPI) thread, the same for every
+    /// router (0: ordinary scheduling; vfsrd's worker runs at 10).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=9))]
+    pub napi_priority: u8,
 }
 
 const INGRESS_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);

@@ -15,9 +15,12 @@
 //!   A so the generator's frames are accepted) and `linux-xdp` (`fib_fwd`: `bpf_fib_lookup`
 //!   against the kernel's routes, redirect through a devmap).
 //! - **Where the work runs**: a veth's receive work runs in its NAPI context; A's NAPI is made
-//!   threaded and its thread pinned to core 1, so all of a router's packet work (the XDP
-//!   program, the kernel stack, vfsrd's worker) is on core 1; the sink's NAPI thread is
-//!   pinned to core 0 with the generator. A router's CPU is core 1's busy time
+//!   threaded and its thread pinned to core 1 with `SCHED_FIFO` priority `--napi-priority`
+//!   (default 5, the same for every router: ahead of ordinary tasks, which could otherwise
+//!   hold core 1 longer than the veth's 256-frame ring lasts, and behind vfsrd's worker at
+//!   10, which must stay ahead of it), so all of a router's packet work (the XDP program, the kernel stack, vfsrd's
+//!   worker) is on core 1; the sink's NAPI thread is pinned to core 0 with the generator,
+//!   with priority over it. A router's CPU is core 1's busy time
 //!   (`/proc/stat`), the same measure for all three.
 //! - **Counted**: offered = generator runs; forwarded = frames the sink's XDP program saw;
 //!   drops: vfsrd's counters by reason and its rings, the kernel's interface counters.
@@ -865,7 +868,7 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
         match r.as_str() {
             "vfsr" | "vfsr-fast" => {
                 let d = start_vfsrd(&l, &spec, r == "vfsr-fast")?;
-                threaded_napi(&l.lab, "rtr", &l.a, ROUTER_CORE, 0);
+                threaded_napi(&l.lab, "rtr", &l.a, ROUTER_CORE, i32::from(a.napi_priority));
                 daemon = Some(d);
             }
             _ => {
@@ -892,7 +895,7 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
                 let fd = obj.prog_fd(prog).map_err(|e| e.to_string())?;
                 let ai = l.a.clone();
                 l.attach("rtr", &ai, fd)?;
-                threaded_napi(&l.lab, "rtr", &l.a, ROUTER_CORE, 0);
+                threaded_napi(&l.lab, "rtr", &l.a, ROUTER_CORE, i32::from(a.napi_priority));
                 // The object stays loaded while attached (the attachment holds the program).
                 std::mem::forget(obj);
             }
@@ -1013,26 +1016,58 @@ fn linux_drops(l: &Lab3) -> Value {
     })
 }
 
+/// The veth counters along the path where frames can be lost outside the router's own
+/// counters: the generator's egress, the router's ingress and egress, the sink's ingress.
+fn path_drops(l: &Lab3) -> [u64; 4] {
+    let read = |ns: &str, i: &str, what: &str| -> u64 {
+        l.lab
+            .sh(
+                ns,
+                &["cat", &format!("/sys/class/net/{i}/statistics/{what}")],
+            )
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    [
+        read("gen", "gen0", "tx_dropped"),
+        read("rtr", &l.a, "rx_dropped"),
+        read("rtr", &l.b, "tx_dropped"),
+        read("sink", &l.s, "rx_dropped"),
+    ]
+}
+
 fn run_sustain(l: &Lab3, g: &Generator, d: &Vfsrd, rate: f64, secs: u64) -> Value {
     println!(
         "  sustained run: {:.3} Mpps (half the maximum) for {secs} s",
         rate / 1e6
     );
     let before = vfsrd_stats(d);
+    let p0 = path_drops(l);
     let (s0, f0) = (g.sent(), l.forwarded());
     g.set_rate(rate as u64);
     std::thread::sleep(Duration::from_secs(secs));
     g.pause();
     std::thread::sleep(Duration::from_millis(500));
     let (s1, f1) = (g.sent(), l.forwarded());
+    let p1 = path_drops(l);
     let lost = (s1 - s0).saturating_sub(f1 - f0);
+    let path: Vec<u64> = p1
+        .iter()
+        .zip(p0)
+        .map(|(a, b)| a.saturating_sub(b))
+        .collect();
     std::thread::sleep(Duration::from_millis(1100));
     let after = vfsrd_stats(d);
     println!(
-        "  sent {}, forwarded {}, lost {lost} ({:.6} %)",
+        "  sent {}, forwarded {}, lost {lost} ({:.6} %); veth drops: generator tx {}, router rx {}, router tx {}, sink rx {}",
         s1 - s0,
         f1 - f0,
-        lost as f64 * 100.0 / (s1 - s0).max(1) as f64
+        lost as f64 * 100.0 / (s1 - s0).max(1) as f64,
+        path.first().unwrap_or(&0),
+        path.get(1).unwrap_or(&0),
+        path.get(2).unwrap_or(&0),
+        path.get(3).unwrap_or(&0),
     );
     json!({
         "rate_pps": rate,
@@ -1042,6 +1077,8 @@ fn run_sustain(l: &Lab3, g: &Generator, d: &Vfsrd, rate: f64, secs: u64) -> Valu
         "lost": lost,
         "ring_drops": after["io"]["rx_dropped"].as_u64().unwrap_or(0)
             .saturating_sub(before["io"]["rx_dropped"].as_u64().unwrap_or(0)),
+        "veth_drops": {"generator_tx": path.first(), "router_rx": path.get(1),
+            "router_tx": path.get(2), "sink_rx": path.get(3)},
     })
 }
 
@@ -1150,7 +1187,7 @@ fn report(
         "ratios": ratios,
         "bottleneck": bottleneck,
         "sustain": sustain.unwrap_or(Value::Null),
-        "config": {"seconds": a.seconds, "destinations": a.destinations, "rate_mpps": a.rate,
+        "config": {"seconds": a.seconds, "destinations": a.destinations, "rate_mpps": a.rate, "napi_priority": a.napi_priority,
                    "generator_core": GEN_CORE, "router_core": ROUTER_CORE, "frame_bytes": 64},
     });
     if let Some(p) = &a.json {
