@@ -68,6 +68,8 @@ struct Outcome {
     ping_flood_loss: f64,
     tcp_rr_idle_us: f64,
     tcp_rr_flood_us: f64,
+    /// Requests to the router unanswered within a second under flood (of 200).
+    tcp_rr_flood_timeouts: u32,
     setup_s: f64,
 }
 
@@ -390,43 +392,69 @@ fn rr_server(lab: &NetLab) -> Result<std::thread::JoinHandle<()>, String> {
 /// How long the request/response server waits for its client.
 const ACCEPT_WAIT: Duration = Duration::from_secs(6);
 
-/// Median microseconds of `n` one-byte round trips to the router's address.
-fn tcp_rr_us(lab: &NetLab, n: usize) -> f64 {
+/// Median microseconds of `n` one-byte round trips to the router's address, and how many
+/// requests got no answer within a second. Each request carries a sequence byte and stale
+/// answers (to requests already given up) are skipped, so one lost segment costs one
+/// sample, not the measurement. NaN when the connection cannot be made.
+fn tcp_rr_us(lab: &NetLab, n: usize) -> (f64, u32) {
     let server = match rr_server(lab) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("vfsr: tcp_rr: {e}");
-            return f64::NAN;
+            return (f64::NAN, 0);
         }
     };
-    let r = lab.in_ns("gen", move || -> std::io::Result<Vec<f64>> {
+    let r = lab.in_ns("gen", move || -> std::io::Result<(Vec<f64>, u32)> {
         let addr: SocketAddr = format!("{ROUTER_A}:7000")
             .parse()
             .map_err(|_| std::io::Error::other("address"))?;
         let mut c = TcpStream::connect_timeout(&addr, Duration::from_secs(3))?;
         c.set_nodelay(true)?;
-        c.set_read_timeout(Some(Duration::from_secs(2)))?;
+        c.set_read_timeout(Some(Duration::from_secs(1)))?;
         let mut v = Vec::with_capacity(n);
-        let mut b = [7u8; 1];
-        for _ in 0..n {
+        let mut timeouts = 0u32;
+        for i in 0..n {
+            let seq = (i % 251) as u8 + 1;
             let t = Instant::now();
-            c.write_all(&b)?;
-            c.read_exact(&mut b)?;
-            v.push(t.elapsed().as_secs_f64() * 1e6);
+            c.write_all(&[seq])?;
+            let mut b = [0u8; 1];
+            loop {
+                match c.read_exact(&mut b) {
+                    Ok(()) if b[0] == seq => {
+                        v.push(t.elapsed().as_secs_f64() * 1e6);
+                        break;
+                    }
+                    Ok(()) => continue,
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        timeouts += 1;
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
         }
-        Ok(v)
+        Ok((v, timeouts))
     });
     let _ = server.join();
     match r {
-        Ok(Ok(mut v)) if !v.is_empty() => {
+        Ok(Ok((mut v, timeouts))) if !v.is_empty() => {
             v.sort_by(|a, b| a.total_cmp(b));
-            v[v.len() / 2]
+            (v[v.len() / 2], timeouts)
         }
+        Ok(Ok((_, timeouts))) => (f64::NAN, timeouts),
         Ok(Err(e)) => {
             eprintln!("vfsr: tcp_rr: {e}");
-            f64::NAN
+            (f64::NAN, 0)
         }
-        _ => f64::NAN,
+        Err(e) => {
+            eprintln!("vfsr: tcp_rr: {e}");
+            (f64::NAN, 0)
+        }
     }
 }
 
@@ -685,8 +713,8 @@ fn measure(
     g: &Generator,
     secs: f64,
     rate: u64,
-    during: &mut dyn FnMut() -> (f64, f64, f64),
-) -> (f64, f64, f64, (f64, f64, f64)) {
+    during: &mut dyn FnMut() -> (f64, f64, f64, u32),
+) -> (f64, f64, f64, (f64, f64, f64, u32)) {
     g.set_rate(rate);
     std::thread::sleep(Duration::from_millis(700));
     let (s0, f0, c0, t0) = (
@@ -707,10 +735,12 @@ fn measure(
     ((s1 - s0) as f64 / dt, (f1 - f0) as f64 / dt, busy, lat)
 }
 
-fn latency_probe(l: &Lab3) -> (f64, f64, f64) {
+/// Ping through the router (average µs, % lost) and TCP request/response to it (median µs,
+/// requests unanswered).
+fn latency_probe(l: &Lab3) -> (f64, f64, f64, u32) {
     let (p, loss) = ping_avg_us(&l.lab, 200);
-    let rr = tcp_rr_us(&l.lab, 200);
-    (p, loss, rr)
+    let (rr, timeouts) = tcp_rr_us(&l.lab, 200);
+    (p, loss, rr, timeouts)
 }
 
 /// The write end of the pipe the signal handler writes to (-1: none yet).
@@ -922,6 +952,7 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
         o.ping_flood_us = flood.0;
         o.ping_flood_loss = flood.1;
         o.tcp_rr_flood_us = flood.2;
+        o.tcp_rr_flood_timeouts = flood.3;
         std::thread::sleep(Duration::from_millis(300));
         if let Some(d) = &daemon {
             std::thread::sleep(Duration::from_millis(1100));
@@ -950,8 +981,9 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
             o.pps_per_core() / 1e6
         );
         println!(
-            "  ping {:.0} us idle, {:.0} us under flood ({:.0} % lost); tcp_rr to the router {:.0} us idle, {:.0} us under flood",
-            o.ping_idle_us, o.ping_flood_us, o.ping_flood_loss, o.tcp_rr_idle_us, o.tcp_rr_flood_us
+            "  ping {:.0} us idle, {:.0} us under flood ({:.0} % lost); tcp_rr to the router {:.0} us idle, {:.0} us under flood ({} of 200 unanswered)",
+            o.ping_idle_us, o.ping_flood_us, o.ping_flood_loss, o.tcp_rr_idle_us, o.tcp_rr_flood_us,
+            o.tcp_rr_flood_timeouts
         );
         println!("  drops: {}", o.drops);
         drop(daemon);
@@ -1174,7 +1206,8 @@ fn report(
             "fast_path": o.fast_path,
             "latency_us": {"ping_idle": nan0(o.ping_idle_us), "ping_flood": nan0(o.ping_flood_us),
                 "ping_flood_loss_percent": o.ping_flood_loss,
-                "tcp_rr_idle": nan0(o.tcp_rr_idle_us), "tcp_rr_flood": nan0(o.tcp_rr_flood_us)},
+                "tcp_rr_idle": nan0(o.tcp_rr_idle_us), "tcp_rr_flood": nan0(o.tcp_rr_flood_us),
+                "tcp_rr_flood_timeouts": o.tcp_rr_flood_timeouts},
             "setup_s": o.setup_s,
         })).collect::<Vec<_>>(),
         "idle_cpu_percent": nan0(idle_cpu),
