@@ -124,15 +124,40 @@ fn sysctl(path: &str, value: &str) -> Result<(), String> {
 }
 
 /// Keeps the kernel's own stack quiet on a port the router drives (see the module doc).
-pub fn quiet_port(name: &str) -> Result<(), String> {
-    sysctl(&format!("/proc/sys/net/ipv4/conf/{name}/arp_ignore"), "8")?;
-    sysctl(&format!("/proc/sys/net/ipv4/conf/{name}/rp_filter"), "1")?;
+/// The returned guard puts every value back as it was when dropped, so a stopped router
+/// leaves the interface as it found it.
+pub fn quiet_port(name: &str) -> Result<SysctlGuard, String> {
+    let mut g = SysctlGuard { old: Vec::new() };
+    g.set(&format!("/proc/sys/net/ipv4/conf/{name}/arp_ignore"), "8")?;
+    g.set(&format!("/proc/sys/net/ipv4/conf/{name}/rp_filter"), "1")?;
     // IPv6 may be absent from the kernel: then there is nothing to quiet.
     let v6 = format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6");
     if std::path::Path::new(&v6).exists() {
-        sysctl(&v6, "1")?;
+        g.set(&v6, "1")?;
     }
-    Ok(())
+    Ok(g)
+}
+
+/// Sysctl values changed by the router, restored (last change first) when dropped.
+pub struct SysctlGuard {
+    old: Vec<(String, String)>,
+}
+
+impl SysctlGuard {
+    fn set(&mut self, path: &str, value: &str) -> Result<(), String> {
+        let old = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+        sysctl(path, value)?;
+        self.old.push((path.to_string(), old.trim().to_string()));
+        Ok(())
+    }
+}
+
+impl Drop for SysctlGuard {
+    fn drop(&mut self) {
+        for (path, value) in self.old.drain(..).rev() {
+            let _ = std::fs::write(&path, value);
+        }
+    }
 }
 
 fn open_xdp(itf: &Interface, mac: MacAddr, batch: usize) -> Result<PortIo, String> {
@@ -205,7 +230,7 @@ pub fn open_ports(plan: &Plan) -> Result<Vec<PortIo>, String> {
     for (i, itf) in plan.interfaces.iter().enumerate() {
         let fanout = base.wrapping_add(i as u16);
         let mac = mac_of(&itf.name)?;
-        quiet_port(&itf.name).map_err(|e| format!("{}: {e}", itf.name))?;
+        let quiet = quiet_port(&itf.name).map_err(|e| format!("{}: {e}", itf.name))?;
         let mut io = match itf.backend {
             BackendChoice::Packet => open_packet(itf, mac, fanout)?,
             BackendChoice::Xdp => {
@@ -223,6 +248,7 @@ pub fn open_ports(plan: &Plan) -> Result<Vec<PortIo>, String> {
             },
         };
         io.tap = open_tap(itf, mac)?;
+        io.keep.push(Box::new(quiet));
         out.push(io);
     }
     if plan.fast_path {

@@ -379,6 +379,12 @@ fn the_router_forwards_and_answers(tag: &str, backend: &str, fast: bool) {
     let links = r.lab.ip("rt", &["link", "show"]).unwrap();
     assert!(!links.contains("xdp"), "an XDP program was left: {links}");
     assert!(!links.contains("vr1"), "a TAP was left: {links}");
+    // The kernel's own stack is as it was on the ports (it answers ARP again).
+    let ignore = r
+        .lab
+        .sh("rt", &["cat", "/proc/sys/net/ipv4/conf/r1/arp_ignore"])
+        .unwrap();
+    assert_eq!(ignore.trim(), "0", "arp_ignore not restored on r1");
 }
 
 /// With the fast path: most of the iperf3 traffic never reached a worker, and after a
