@@ -1009,17 +1009,21 @@ fn vfsrd_cpu(d: &Vfsrd) -> f64 {
     (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / hz
 }
 
+/// Interface `i`'s counter `what` (`/sys/class/net/<i>/statistics`) in namespace `ns`; 0
+/// when unreadable.
+fn if_stat(l: &Lab3, ns: &str, i: &str, what: &str) -> u64 {
+    l.lab
+        .sh(
+            ns,
+            &["cat", &format!("/sys/class/net/{i}/statistics/{what}")],
+        )
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn linux_drops(l: &Lab3) -> Value {
-    let read = |ns: &str, i: &str, what: &str| -> u64 {
-        l.lab
-            .sh(
-                ns,
-                &["cat", &format!("/sys/class/net/{i}/statistics/{what}")],
-            )
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0)
-    };
+    let read = |ns: &str, i: &str, what: &str| if_stat(l, ns, i, what);
     // The IP layer's own counters (where the kernel dropped what it received).
     let snmp = l
         .lab
@@ -1051,16 +1055,7 @@ fn linux_drops(l: &Lab3) -> Value {
 /// The veth counters along the path where frames can be lost outside the router's own
 /// counters: the generator's egress, the router's ingress and egress, the sink's ingress.
 fn path_drops(l: &Lab3) -> [u64; 4] {
-    let read = |ns: &str, i: &str, what: &str| -> u64 {
-        l.lab
-            .sh(
-                ns,
-                &["cat", &format!("/sys/class/net/{i}/statistics/{what}")],
-            )
-            .ok()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(0)
-    };
+    let read = |ns: &str, i: &str, what: &str| if_stat(l, ns, i, what);
     [
         read("gen", "gen0", "tx_dropped"),
         read("rtr", &l.a, "rx_dropped"),
