@@ -22,7 +22,7 @@ use vfsr_io::{Backend, IoStats};
 use vfsr_lpm::LpmUpdate;
 
 use crate::config::PuntSection;
-use crate::fastpath::FastInstaller;
+use crate::fastpath::{FastInstaller, InstallCounters};
 use crate::link::{ToControl, Wake};
 
 /// How long an idle worker sleeps in `poll` at most.
@@ -41,12 +41,8 @@ pub struct WorkerStats {
     pub batches: AtomicU64,
     /// Times the worker went to sleep in `poll`.
     pub sleeps: AtomicU64,
-    /// XDP fast-path entries installed.
-    pub fast_installed: AtomicU64,
-    /// Fast-path installs skipped by the rate limit.
-    pub fast_limited: AtomicU64,
-    /// Fast-path installs the kernel refused.
-    pub fast_failed: AtomicU64,
+    /// What the worker's XDP fast-path installers did, over every port.
+    pub fast: Mutex<InstallCounters>,
 }
 
 /// One worker and its queues.
@@ -176,8 +172,11 @@ where
             }
             // The fast path's generation is read before the pipeline loads its snapshots,
             // so what this batch installs is never newer than what it was decided from.
-            let fast = self.fast.get_mut(q).and_then(|f| f.as_mut());
-            let gen = fast.as_ref().map(|f| f.generation());
+            let gen = self
+                .fast
+                .get(q)
+                .and_then(Option::as_ref)
+                .map(FastInstaller::generation);
             let now = self.start.elapsed().as_nanos() as u64;
             self.worker.process(batch, now);
             if let (Some(f), Some(gen)) = (self.fast.get_mut(q).and_then(|f| f.as_mut()), gen) {
@@ -308,16 +307,13 @@ where
         if let Ok(mut g) = self.stats.io.lock() {
             *g = io;
         }
-        let c = self.fast.iter().flatten().fold((0, 0, 0), |a, f| {
-            (
-                a.0 + f.counters.installed,
-                a.1 + f.counters.limited,
-                a.2 + f.counters.failed,
-            )
-        });
-        self.stats.fast_installed.store(c.0, Ordering::Relaxed);
-        self.stats.fast_limited.store(c.1, Ordering::Relaxed);
-        self.stats.fast_failed.store(c.2, Ordering::Relaxed);
+        let mut fast = InstallCounters::default();
+        for f in self.fast.iter().flatten() {
+            fast.add(&f.counters);
+        }
+        if let Ok(mut g) = self.stats.fast.lock() {
+            *g = fast;
+        }
     }
 
     /// Frames that had no queue to leave by.

@@ -39,6 +39,15 @@ pub struct InstallCounters {
     pub failed: u64,
 }
 
+impl InstallCounters {
+    /// Adds `o`'s counts to these.
+    pub fn add(&mut self, o: &InstallCounters) {
+        self.installed += o.installed;
+        self.limited += o.limited;
+        self.failed += o.failed;
+    }
+}
+
 /// One worker's installer for one ingress port.
 pub struct FastInstaller {
     path: FastPath,

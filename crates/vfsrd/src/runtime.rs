@@ -23,7 +23,7 @@ use vfsr_wire::MacAddr;
 use crate::config::Plan;
 use crate::control::{Control, ControlCounters, CtlPort};
 use crate::dataplane::{WorkerLoop, WorkerStats};
-use crate::fastpath::FastInstaller;
+use crate::fastpath::{FastInstaller, InstallCounters};
 use crate::link::{Link, ToControl, Wake};
 use crate::router::{self, Installed};
 use crate::spread;
@@ -143,7 +143,7 @@ fn gettid() -> i32 {
 /// `ready` once every worker runs.
 pub fn run<E4, E6>(
     plan: &Plan,
-    ports: Vec<PortIo>,
+    mut ports: Vec<PortIo>,
     opts: &RunOptions,
     stop: Arc<AtomicBool>,
     ready: &mut dyn FnMut(&Installed),
@@ -172,15 +172,15 @@ where
     let mut ctl_ports = Vec::new();
     let mut keep = Vec::new();
     // The XDP fast paths: port by port, and the MTU of each egress they can send by.
-    let mut ports = ports;
     let fast: Vec<Option<FastPath>> = ports.iter_mut().map(|p| p.fast.take()).collect();
-    let mut fast_mtu = vec![0u16; ports.len() + 1];
-    for (i, f) in fast.iter().enumerate() {
-        if let (Some(_), Some(m), Some(itf)) = (f, fast_mtu.get_mut(i + 1), plan.interfaces.get(i))
-        {
-            *m = itf.mtu;
-        }
-    }
+    // Indexed by pipeline port number (0 unused): 0 where the fast path cannot send.
+    let fast_mtu: Vec<u16> = std::iter::once(0)
+        .chain(
+            fast.iter()
+                .zip(&plan.interfaces)
+                .map(|(f, itf)| if f.is_some() { itf.mtu } else { 0 }),
+        )
+        .collect();
     for (i, (p, spec)) in ports.into_iter().zip(&specs).enumerate() {
         if p.queues.len() == 1 && nworkers > 1 {
             // One queue, several workers: software RSS from worker 0.
@@ -438,13 +438,12 @@ pub fn stats_json(
             "generation": f.generation()}),
         );
     }
-    let installs = workers.iter().fold((0u64, 0u64, 0u64), |a, w| {
-        (
-            a.0 + w.fast_installed.load(Ordering::Relaxed),
-            a.1 + w.fast_limited.load(Ordering::Relaxed),
-            a.2 + w.fast_failed.load(Ordering::Relaxed),
-        )
-    });
+    let mut installs = InstallCounters::default();
+    for w in workers {
+        if let Ok(g) = w.fast.lock() {
+            installs.add(&g);
+        }
+    }
     json!({
         "uptime_s": uptime.as_secs_f64(),
         "rx": c.rx(),
@@ -462,7 +461,7 @@ pub fn stats_json(
         "control": serde_json::to_value(control).unwrap_or(Value::Null),
         "cpu_seconds": {"control": thread_cpu_seconds(control_tid), "workers": worker_cpu},
         "fast_path": {"enabled": fast.iter().any(Option::is_some), "forwarded": fast_fwd,
-            "stale": fast_stale, "installed": installs.0, "install_limited": installs.1,
-            "install_failed": installs.2, "ports": fast_ports},
+            "stale": fast_stale, "installed": installs.installed, "install_limited": installs.limited,
+            "install_failed": installs.failed, "ports": fast_ports},
     })
 }

@@ -959,28 +959,6 @@ impl XdpPort {
         Ok(())
     }
 
-    /// The NAPI context the socket busy-polls (`SO_INCOMING_NAPI_ID`), learned from the first
-    /// frame it received; 0 before that, or when the driver gives its queues no id.
-    pub fn napi_id(&self) -> u32 {
-        let mut id: libc::c_uint = 0;
-        let mut len = std::mem::size_of::<libc::c_uint>() as libc::socklen_t;
-        // SAFETY: `id` is writable for `len` bytes.
-        let r = unsafe {
-            libc::getsockopt(
-                self.fd.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_INCOMING_NAPI_ID,
-                (&mut id as *mut libc::c_uint).cast(),
-                &mut len,
-            )
-        };
-        if r == 0 {
-            id
-        } else {
-            0
-        }
-    }
-
     /// Gives `fill_pending` back to the fill ring, as much as fits.
     fn refill(&mut self) {
         let want = u32::try_from(self.fill_pending.len()).unwrap_or(u32::MAX);
