@@ -31,7 +31,7 @@ fn lab() -> Lab<Poptrie<u32>, Poptrie<u128>> {
     lab.nexthop(1, Forward::Connected { ifindex: 1 });
     lab.nexthop(2, Forward::Gateway { addr: gw4.into(), ifindex: Some(2) });
     lab.nexthop(3, Forward::Gateway { addr: "198.51.100.2".parse().expect("addr"), ifindex: Some(2) });
-    lab.nexthop(4, Forward::Group { members: vec![2, 3].into() });
+    lab.nexthop(4, Forward::group(vec![2, 3]));
     lab.nexthop(5, Forward::Unreachable);
     lab.nexthop(6, Forward::Gateway { addr: "2001:db8:2::1".parse().expect("addr"), ifindex: Some(2) });
     for (p, nh) in [("192.0.2.0/24", 1), ("0.0.0.0/1", 2), ("10.0.0.0/8", 4), ("11.0.0.0/8", 5)] {

@@ -44,11 +44,23 @@ pub enum Forward {
     Unreachable,
     /// A synthetic next hop of the benchmark tables (an nh64 value, `1..=64`).
     Opaque(u32),
-    /// An ECMP group: the indices of its single next hops, sorted and distinct.
-    Group { members: Box<[u32]> },
+    /// An ECMP group: the indices of its single next hops, sorted and distinct, and the
+    /// weight of each (`weights[i]` for `members[i]`, at least 1): a member of weight 2 takes
+    /// twice the flows of a member of weight 1.
+    Group {
+        members: Box<[u32]>,
+        weights: Box<[u16]>,
+    },
 }
 
 impl Forward {
+    /// An ECMP group of `members` (sorted and distinct), all of weight 1.
+    pub fn group(members: impl Into<Box<[u32]>>) -> Forward {
+        let members = members.into();
+        let weights = vec![1u16; members.len()].into_boxed_slice();
+        Forward::Group { members, weights }
+    }
+
     /// Whether this is an ECMP group.
     pub fn is_group(&self) -> bool {
         matches!(self, Forward::Group { .. })
@@ -79,11 +91,15 @@ impl fmt::Display for Forward {
             Forward::Blackhole => f.write_str("blackhole"),
             Forward::Unreachable => f.write_str("unreachable"),
             Forward::Opaque(n) => write!(f, "nh64 #{n}"),
-            Forward::Group { members } => {
+            Forward::Group { members, weights } => {
                 f.write_str("group [")?;
                 for (i, m) in members.iter().enumerate() {
                     let sep = if i == 0 { "" } else { ", " };
                     write!(f, "{sep}{m}")?;
+                    match weights.get(i) {
+                        Some(1) | None => {}
+                        Some(w) => write!(f, " weight {w}")?,
+                    }
                 }
                 f.write_str("]")
             }
@@ -264,12 +280,7 @@ mod tests {
             entry(0, Forward::Local),
             entry(0, Forward::Blackhole),
             None,
-            entry(
-                2,
-                Forward::Group {
-                    members: vec![1, 4].into(),
-                },
-            ),
+            entry(2, Forward::group(vec![1, 4])),
         ]);
         assert_eq!(s.get(0), None);
         assert_eq!(s.get(1).map(|e| &e.forward), Some(&Forward::Blackhole));
@@ -290,10 +301,13 @@ mod tests {
             ifindex: Some(3),
         };
         assert_eq!(gw.to_string(), "via 192.0.2.1 dev 3");
-        let g = Forward::Group {
-            members: vec![1, 2].into(),
-        };
+        let g = Forward::group(vec![1, 2]);
         assert_eq!(g.to_string(), "group [1, 2]");
+        let w = Forward::Group {
+            members: vec![1, 2].into(),
+            weights: vec![3, 1].into(),
+        };
+        assert_eq!(w.to_string(), "group [1 weight 3, 2]");
         assert_eq!(Forward::Opaque(7).to_string(), "nh64 #7");
         assert!(g.is_group());
         assert!(NhId::NONE.is_none());

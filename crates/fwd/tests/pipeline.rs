@@ -572,12 +572,7 @@ fn ecmp_spreads_and_flows_stick_when_members_change() {
     assert_eq!(on_b + on_c, 1000);
     assert!(on_b > 350 && on_c > 350, "spread {on_b}/{on_c}");
     // A third member (E, next hop 10) joins: the group's entry changes in place.
-    lab.nexthop(
-        5,
-        Forward::Group {
-            members: vec![2, 3, 10].into(),
-        },
-    );
+    lab.nexthop(5, Forward::group(vec![2, 3, 10]));
     lab.publish().unwrap();
     let after = members(&mut w, 1000, 2_000_000_000);
     assert_eq!(before, after, "known flows keep their member");
@@ -596,12 +591,7 @@ fn ecmp_spreads_and_flows_stick_when_members_change() {
     }
     assert!(on_e > 50, "new member gets new flows: {on_e}");
     // C leaves (a new group index, as the RIB interns groups): only C's flows move.
-    lab.nexthop(
-        16,
-        Forward::Group {
-            members: vec![2, 10].into(),
-        },
-    );
+    lab.nexthop(16, Forward::group(vec![2, 10]));
     lab.route4("10.5.0.0/16", 16).unwrap();
     lab.publish().unwrap();
     let last = members(&mut w, 1000, 3_000_000_000);
@@ -620,12 +610,7 @@ fn ecmp_without_flow_table_is_resilient() {
     let mut lab = lab();
     let mut w = split(&lab);
     let before = members(&mut w, 1000, 1_000_000_000);
-    lab.nexthop(
-        5,
-        Forward::Group {
-            members: vec![2, 3, 10].into(),
-        },
-    );
+    lab.nexthop(5, Forward::group(vec![2, 3, 10]));
     lab.publish().unwrap();
     let after = members(&mut w, 1000, 1_000_000_000);
     let moved = before.iter().zip(&after).filter(|(b, a)| b != a).count();

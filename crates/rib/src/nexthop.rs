@@ -275,9 +275,7 @@ impl NextHopTable {
             }
         }
         let key: Box<[u32]> = set.as_slice().into();
-        let id = self.alloc(Forward::Group {
-            members: key.clone(),
-        })?;
+        let id = self.alloc(Forward::group(key.clone()))?;
         for &m in key.iter() {
             if let Some(s) = self.slot_mut(m) {
                 s.refs = s.refs.saturating_add(1);
@@ -307,7 +305,7 @@ impl NextHopTable {
         self.live = self.live.saturating_sub(1);
         self.quarantine.push(id.index);
         match forward {
-            Forward::Group { members } => {
+            Forward::Group { members, .. } => {
                 if self.groups.get(&members) == Some(&id.index) {
                     self.groups.remove(&members);
                 }
@@ -412,9 +410,7 @@ mod tests {
         assert_eq!(t.lookup(&gw("192.0.2.2")), Some(b));
         assert_eq!(t.live(), 2);
         assert_eq!(
-            t.intern(&Forward::Group {
-                members: vec![1, 2].into()
-            }),
+            t.intern(&Forward::group(vec![1, 2])),
             Err(NhError::GroupNotAllowed)
         );
     }
@@ -427,12 +423,7 @@ mod tests {
         let g = t.intern_group(&[b, a, b]).unwrap();
         assert_eq!(t.intern_group(&[a, b]).unwrap(), g);
         assert_eq!(t.refcount(g), Some(2));
-        assert_eq!(
-            t.get(g).unwrap().forward,
-            Forward::Group {
-                members: vec![1, 2].into()
-            }
-        );
+        assert_eq!(t.get(g).unwrap().forward, Forward::group(vec![1, 2]));
         // One member ref per group, not per group reference.
         assert_eq!(t.refcount(a), Some(2));
         // A set of one is the member itself.
@@ -506,12 +497,7 @@ mod tests {
         t.modify(a, Forward::Blackhole).unwrap();
         assert_eq!(t.lookup(&Forward::Blackhole), Some(b));
         assert_eq!(
-            t.modify(
-                a,
-                Forward::Group {
-                    members: vec![].into()
-                }
-            ),
+            t.modify(a, Forward::group(vec![])),
             Err(NhError::GroupNotAllowed)
         );
         assert_eq!(

@@ -934,7 +934,7 @@ mod tests {
         rib.replace(b, Source::Bgp, &rev).unwrap();
         let g = rib.fib_value(&a);
         assert_eq!(rib.fib_value(&b), g);
-        let Forward::Group { members } = fwd_of(&rib, g) else {
+        let Forward::Group { members, .. } = fwd_of(&rib, g) else {
             panic!("not a group");
         };
         assert_eq!(members.len(), 2);
@@ -980,9 +980,7 @@ mod tests {
             rib.add(p, &RibRoute::new(Source::Static, gw("2001:db8::1"))),
             Err(RibError::WrongFamily)
         );
-        let group = Forward::Group {
-            members: vec![1, 2].into(),
-        };
+        let group = Forward::group(vec![1, 2]);
         assert_eq!(
             rib.add(p, &RibRoute::new(Source::Static, group)),
             Err(RibError::GroupNotAllowed)

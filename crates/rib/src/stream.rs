@@ -504,7 +504,7 @@ impl Rib {
                     .and_then(|id| nh.get(id))
                     .ok_or(ApplyError::UnknownNextHop(n))?;
                 match &entry.forward {
-                    Forward::Group { members } => members
+                    Forward::Group { members, .. } => members
                         .iter()
                         .map(|&m| {
                             nh.id_of_index(m)

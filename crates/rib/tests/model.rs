@@ -82,7 +82,7 @@ fn resolve(rib: &Rib, index: NextHop) -> BTreeSet<Forward> {
     let nh = rib.nexthops();
     let e = nh.get(nh.id_of_index(index).unwrap()).unwrap();
     match &e.forward {
-        Forward::Group { members } => members
+        Forward::Group { members, .. } => members
             .iter()
             .map(|&m| resolve(rib, m).into_iter().next().unwrap())
             .collect(),
@@ -135,7 +135,7 @@ fn check<K: RibFamily>(
         }
     }
     for (id, e, _) in nh.iter() {
-        if let Forward::Group { members } = &e.forward {
+        if let Forward::Group { members, .. } = &e.forward {
             for m in members.iter() {
                 *want.entry(*m).or_default() += 1;
             }

@@ -111,7 +111,7 @@ where
 /// A next hop as people read it; an ECMP group lists its members.
 fn describe(nhs: &NhSnapshot, nh: NextHop) -> String {
     match nhs.get(nh).map(|e| &e.forward) {
-        Some(Forward::Group { members }) => {
+        Some(Forward::Group { members, .. }) => {
             let parts: Vec<String> = members
                 .iter()
                 .map(|&m| {

@@ -167,9 +167,7 @@ where
                     _ => match groups.get(&members) {
                         Some(g) => *g,
                         None => {
-                            let g = n.add(Forward::Group {
-                                members: members.clone().into_boxed_slice(),
-                            });
+                            let g = n.add(Forward::group(members.clone()));
                             groups.insert(members, g);
                             g
                         }

@@ -68,7 +68,7 @@ pub fn route(nh: u32, table: &NhSnapshot) -> RouteOutcome<'_> {
         };
     };
     match &entry.forward {
-        Forward::Group { members } => RouteOutcome::Group { nh, members },
+        Forward::Group { members, .. } => RouteOutcome::Group { nh, members },
         f => single(nh, f).unwrap_or(RouteOutcome::Drop {
             reason: DropReason::NextHopMissing,
             icmp: false,
@@ -137,9 +137,7 @@ mod tests {
             e(Forward::Local),
             e(Forward::Blackhole),
             e(Forward::Unreachable),
-            e(Forward::Group {
-                members: vec![1, 2].into_boxed_slice(),
-            }),
+            e(Forward::group(vec![1, 2])),
             e(Forward::Gateway {
                 addr: "192.0.2.9".parse().unwrap(),
                 ifindex: None,

@@ -59,12 +59,7 @@ pub fn lab() -> TestLab {
     lab.nexthop(2, gw("198.51.100.1", 2));
     lab.nexthop(3, gw("198.51.100.2", 2));
     lab.nexthop(4, gw("203.0.113.1", 3));
-    lab.nexthop(
-        5,
-        Forward::Group {
-            members: vec![2, 3].into(),
-        },
-    );
+    lab.nexthop(5, Forward::group(vec![2, 3]));
     lab.nexthop(6, Forward::Blackhole);
     lab.nexthop(7, Forward::Unreachable);
     lab.nexthop(8, Forward::Local);
@@ -74,12 +69,7 @@ pub fn lab() -> TestLab {
     lab.nexthop(12, gw("2001:db8:2::1", 2));
     lab.nexthop(13, gw("2001:db8:2::2", 2));
     lab.nexthop(14, gw("2001:db8:3::1", 3));
-    lab.nexthop(
-        15,
-        Forward::Group {
-            members: vec![12, 13].into(),
-        },
-    );
+    lab.nexthop(15, Forward::group(vec![12, 13]));
     for (p, nh) in [
         ("192.0.2.0/24", 1),
         ("10.0.0.0/8", 2),
