@@ -1,0 +1,1 @@
+//! # vfsr-router: the router's control-side state
