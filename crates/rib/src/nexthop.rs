@@ -1,14 +1,15 @@
-//! The control plane's next-hop table: interning, reference counts, quarantine, generations.
+//! The control plane's next-hop table: interning, reference counts, quarantine, generations,
+//! and the resolution of each next hop as its source named it into what workers use.
 //!
-//! Every distinct next hop ([`Forward`] other than a group) and every distinct ECMP member set
-//! gets one index in `1..=max` (0 is "no route"; the default `max` is 65535, the Poptrie leaf
-//! limit). Routes that forward the same way share the index, and prefixes whose best routes
-//! form the same member set share one group.
+//! Every distinct next hop ([`Forward`] other than a group) and every distinct weighted ECMP
+//! member set gets one index in `1..=max` (0 is "no route"; the default `max` is 65535, the
+//! Poptrie leaf limit). Routes that forward the same way share the index, and prefixes whose
+//! best routes form the same weighted member set share one group.
 //!
 //! ```text
 //!   intern(via 192.0.2.1) ─▶ nh 1.0  refs 3 ◀─┐ member refs
 //!   intern(via 192.0.2.2) ─▶ nh 2.0  refs 2 ◀─┤
-//!   intern_group([1, 2])  ─▶ nh 3.0  refs 1 ──┘  Group { members: [1, 2] }
+//!   intern_group([(1, 1), (2, 1)]) ─▶ nh 3.0  refs 1  Group { members: [1, 2], weights: [1, 1] }
 //!
 //!   release → refs 0 → quarantine ──release_quarantine()──▶ free ──reuse──▶ nh 3.1 (gen + 1)
 //! ```
@@ -19,12 +20,24 @@
 //! [`NextHopTable::release_quarantine`]. A reused index gets the next generation, so an
 //! [`NhId`] taken before the reuse is refused by [`NextHopTable::get`].
 //!
-//! [`NextHopTable::modify`] changes what an index forwards to in place (link down, gateway
-//! moved): same index and generation, version + 1, the FIB untouched.
+//! **Named and resolved.** A single next hop is interned under the form its source gave
+//! (`via 192.0.2.1`, no interface); what the snapshot publishes for it is its *resolution*
+//! (`via 192.0.2.1 dev 2`, once the RIB knows that port 2's subnet holds the gateway), set by
+//! [`NextHopTable::set_resolution`]. A next hop with no resolution is *inactive*: it keeps
+//! its index and its routes, but no best path uses it until it resolves again. A resolution
+//! that changes an active next hop (a gateway that moved to another port) changes the entry
+//! in place, like [`NextHopTable::modify`]: same index and generation, version + 1, the FIB
+//! untouched.
+//!
+//! **Weights.** A group's members carry weights (netlink's `rtnh_hops + 1`, a next-hop
+//! group's member weight). Interning divides them by their greatest common divisor, so
+//! `{a: 2, b: 2}` is the same group as `{a: 1, b: 1}`; a member named twice keeps its larger
+//! weight.
 
 use std::fmt;
 
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use vfsr_fib::nexthop::{Forward, NhEntry, NhId, NhSnapshot};
 
 /// The default highest index: the Poptrie leaf limit.
@@ -56,6 +69,15 @@ impl fmt::Display for NhError {
 
 impl std::error::Error for NhError {}
 
+/// What [`NextHopTable::set_resolution`] changed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Resolved {
+    /// The next hop became active or inactive: the best paths using it must be recomputed.
+    pub activity: bool,
+    /// The published entry changed in place (version + 1).
+    pub entry: bool,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
     Live,
@@ -65,20 +87,29 @@ enum State {
 
 #[derive(Clone, Debug)]
 struct Slot {
+    /// What the snapshot publishes (for a single next hop: its resolution, or its named form
+    /// while it has none).
     entry: NhEntry,
+    /// A single next hop as its source named it (the interning key); `None` for a group.
+    named: Option<Forward>,
+    /// Whether best paths may use it (groups: always).
+    active: bool,
     refs: u64,
     state: State,
 }
+
+/// A group's interning key: `(member index, weight)` sorted by index.
+type GroupKey = Box<[(u32, u16)]>;
 
 /// Interning table of next hops and ECMP groups with reference counts (see the module doc).
 #[derive(Clone, Debug)]
 pub struct NextHopTable {
     /// `slots[i]` is index `i`; `slots[0]` is a placeholder that is never live.
     slots: Vec<Slot>,
-    /// Single next hop → its index (the one interning hands out).
+    /// Single next hop as named → its index (the one interning hands out).
     singles: FxHashMap<Forward, u32>,
-    /// Sorted member indices → group index.
-    groups: FxHashMap<Box<[u32]>, u32>,
+    /// Weighted member set → group index.
+    groups: FxHashMap<GroupKey, u32>,
     /// Indices released from quarantine, ready for reuse.
     free: Vec<u32>,
     /// Indices whose last reference went, not reusable yet.
@@ -90,6 +121,14 @@ pub struct NextHopTable {
 impl Default for NextHopTable {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+fn gcd(a: u16, b: u16) -> u16 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 
@@ -108,6 +147,8 @@ impl NextHopTable {
                     version: 0,
                     forward: Forward::Blackhole,
                 },
+                named: None,
+                active: false,
                 refs: 0,
                 state: State::Free,
             }],
@@ -162,9 +203,21 @@ impl NextHopTable {
             .filter(|s| s.state == State::Live && s.entry.gen == id.gen)
     }
 
-    /// The entry of a live next hop; `None` for a stale id.
+    /// The published entry of a live next hop; `None` for a stale id.
     pub fn get(&self, id: NhId) -> Option<&NhEntry> {
         self.live_slot(id).map(|s| &s.entry)
+    }
+
+    /// A single next hop as its source named it (`None` for a group or a stale id).
+    pub fn named(&self, id: NhId) -> Option<&Forward> {
+        self.live_slot(id).and_then(|s| s.named.as_ref())
+    }
+
+    /// Whether best paths may use this next hop (a group always; a single one while it has a
+    /// resolution). `false` for a stale id.
+    #[inline]
+    pub fn is_active(&self, id: NhId) -> bool {
+        self.live_slot(id).is_some_and(|s| s.active)
     }
 
     /// The live next hop at `index`, with its current generation.
@@ -178,14 +231,14 @@ impl NextHopTable {
         self.live_slot(id).map(|s| s.refs)
     }
 
-    /// The index interning hands out for `forward` (a single next hop), without taking a
-    /// reference.
+    /// The index interning hands out for `forward` (a single next hop as named), without
+    /// taking a reference.
     pub fn lookup(&self, forward: &Forward) -> Option<NhId> {
         let &i = self.singles.get(forward)?;
         self.id_of_index(i)
     }
 
-    /// Every live next hop and group: id, entry, references.
+    /// Every live next hop and group: id, published entry, references.
     pub fn iter(&self) -> impl Iterator<Item = (NhId, &NhEntry, u64)> + '_ {
         (0u32..)
             .zip(self.slots.iter())
@@ -193,13 +246,23 @@ impl NextHopTable {
             .map(|(i, s)| (NhId::new(i, s.entry.gen), &s.entry, s.refs))
     }
 
+    /// Every live single next hop: id and the form its source named it in.
+    pub fn singles(&self) -> impl Iterator<Item = (NhId, &Forward)> + '_ {
+        (0u32..)
+            .zip(self.slots.iter())
+            .filter(|(i, s)| *i != 0 && s.state == State::Live)
+            .filter_map(|(i, s)| Some((NhId::new(i, s.entry.gen), s.named.as_ref()?)))
+    }
+
     /// Gives a new index to `forward` with one reference.
-    fn alloc(&mut self, forward: Forward) -> Result<NhId, NhError> {
+    fn alloc(&mut self, forward: Forward, named: Option<Forward>) -> Result<NhId, NhError> {
         if let Some(index) = self.free.pop() {
             if let Some(s) = self.slot_mut(index) {
                 s.entry.gen = s.entry.gen.wrapping_add(1);
                 s.entry.version = s.entry.version.wrapping_add(1);
                 s.entry.forward = forward;
+                s.named = named;
+                s.active = true;
                 s.refs = 1;
                 s.state = State::Live;
                 let gen = s.entry.gen;
@@ -218,6 +281,8 @@ impl NextHopTable {
                 version: 0,
                 forward,
             },
+            named,
+            active: true,
             refs: 1,
             state: State::Live,
         });
@@ -225,41 +290,92 @@ impl NextHopTable {
         Ok(NhId::new(index, 0))
     }
 
-    /// The index of a single next hop with one more reference (a new index when `forward` is
-    /// new). Groups are refused: use [`NextHopTable::intern_group`].
+    /// The index of a single next hop with one more reference (a new, active index when
+    /// `forward` is new). Groups are refused: use [`NextHopTable::intern_group`].
     pub fn intern(&mut self, forward: &Forward) -> Result<NhId, NhError> {
+        self.intern_new(forward).map(|(id, _)| id)
+    }
+
+    /// As [`NextHopTable::intern`], and whether the index is new (its resolution is still
+    /// the named form: the owner resolves it).
+    pub fn intern_new(&mut self, forward: &Forward) -> Result<(NhId, bool), NhError> {
         if forward.is_group() {
             return Err(NhError::GroupNotAllowed);
         }
         if let Some(&index) = self.singles.get(forward) {
             if let Some(id) = self.id_of_index(index) {
                 self.retain(id)?;
-                return Ok(id);
+                return Ok((id, false));
             }
         }
-        let id = self.alloc(forward.clone())?;
+        let id = self.alloc(forward.clone(), Some(forward.clone()))?;
         self.singles.insert(forward.clone(), id.index);
-        Ok(id)
+        Ok((id, true))
     }
 
-    /// The group of `members` (live single next hops, in any order, repeats allowed) with one
-    /// more reference. A new group holds one reference on each member. A set of one member is
-    /// that member itself (one more reference on it).
-    pub fn intern_group(&mut self, members: &[NhId]) -> Result<NhId, NhError> {
-        let mut set: smallvec::SmallVec<[u32; 8]> =
-            smallvec::SmallVec::with_capacity(members.len());
-        for &m in members {
+    /// Sets what a single next hop resolves to: `Some(forward)` makes it active and publishes
+    /// `forward` (in place, version + 1, when it differs from what is published); `None` makes
+    /// it inactive and leaves the published entry as it is (no FIB uses it once the owner has
+    /// recomputed the best paths).
+    pub fn set_resolution(
+        &mut self,
+        id: NhId,
+        resolution: Option<Forward>,
+    ) -> Result<Resolved, NhError> {
+        let s = self.live_slot_mut(id).ok_or(NhError::Stale(id))?;
+        if s.named.is_none() {
+            return Err(NhError::GroupNotAllowed);
+        }
+        let mut out = Resolved::default();
+        match resolution {
+            None => {
+                out.activity = s.active;
+                s.active = false;
+            }
+            Some(f) => {
+                if f.is_group() {
+                    return Err(NhError::GroupNotAllowed);
+                }
+                out.activity = !s.active;
+                s.active = true;
+                if s.entry.forward != f {
+                    s.entry.forward = f;
+                    s.entry.version = s.entry.version.wrapping_add(1);
+                    out.entry = true;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The group of `members` (live, active single next hops with their weights, in any
+    /// order, repeats allowed) with one more reference. A new group holds one reference on
+    /// each member. A set of one member is that member itself (one more reference on it).
+    pub fn intern_group(&mut self, members: &[(NhId, u16)]) -> Result<NhId, NhError> {
+        let mut set: SmallVec<[(u32, u16); 8]> = SmallVec::with_capacity(members.len());
+        for &(m, w) in members {
             let s = self.live_slot(m).ok_or(NhError::Stale(m))?;
-            if s.entry.forward.is_group() {
+            if s.named.is_none() {
                 return Err(NhError::GroupNotAllowed);
             }
-            set.push(m.index);
+            set.push((m.index, w.max(1)));
         }
         set.sort_unstable();
-        set.dedup();
-        match set.as_slice() {
+        // A member named twice keeps its larger weight (the last of its run after sorting).
+        let mut dedup: SmallVec<[(u32, u16); 8]> = SmallVec::with_capacity(set.len());
+        for (m, w) in set {
+            match dedup.last_mut() {
+                Some(last) if last.0 == m => last.1 = last.1.max(w),
+                _ => dedup.push((m, w)),
+            }
+        }
+        let g = dedup.iter().fold(0u16, |g, &(_, w)| gcd(g, w)).max(1);
+        for e in dedup.iter_mut() {
+            e.1 /= g;
+        }
+        match dedup.as_slice() {
             [] => return Err(NhError::EmptyGroup),
-            [one] => {
+            [(one, _)] => {
                 let id = self
                     .id_of_index(*one)
                     .ok_or(NhError::Stale(NhId::new(*one, 0)))?;
@@ -268,15 +384,19 @@ impl NextHopTable {
             }
             _ => {}
         }
-        if let Some(&index) = self.groups.get(set.as_slice()) {
+        if let Some(&index) = self.groups.get(dedup.as_slice()) {
             if let Some(id) = self.id_of_index(index) {
                 self.retain(id)?;
                 return Ok(id);
             }
         }
-        let key: Box<[u32]> = set.as_slice().into();
-        let id = self.alloc(Forward::group(key.clone()))?;
-        for &m in key.iter() {
+        let key: GroupKey = dedup.as_slice().into();
+        let forward = Forward::Group {
+            members: key.iter().map(|&(m, _)| m).collect(),
+            weights: key.iter().map(|&(_, w)| w).collect(),
+        };
+        let id = self.alloc(forward, None)?;
+        for &(m, _) in key.iter() {
             if let Some(s) = self.slot_mut(m) {
                 s.refs = s.refs.saturating_add(1);
             }
@@ -302,12 +422,23 @@ impl NextHopTable {
         }
         s.state = State::Quarantined;
         let forward = s.entry.forward.clone();
+        let named = s.named.take();
         self.live = self.live.saturating_sub(1);
         self.quarantine.push(id.index);
-        match forward {
-            Forward::Group { members, .. } => {
-                if self.groups.get(&members) == Some(&id.index) {
-                    self.groups.remove(&members);
+        match (named, forward) {
+            (Some(named), _) => {
+                if self.singles.get(&named) == Some(&id.index) {
+                    self.singles.remove(&named);
+                }
+            }
+            (None, Forward::Group { members, weights }) => {
+                let key: GroupKey = members
+                    .iter()
+                    .copied()
+                    .zip(weights.iter().copied())
+                    .collect();
+                if self.groups.get(&key) == Some(&id.index) {
+                    self.groups.remove(&key);
                 }
                 for &m in members.iter() {
                     if let Some(mid) = self.id_of_index(m) {
@@ -315,33 +446,30 @@ impl NextHopTable {
                     }
                 }
             }
-            single => {
-                if self.singles.get(&single) == Some(&id.index) {
-                    self.singles.remove(&single);
-                }
-            }
+            (None, _) => {}
         }
         Ok(())
     }
 
-    /// Changes what a single next hop forwards to, in place: same index and generation,
-    /// version + 1. Every prefix and group using it follows without a FIB change.
+    /// Changes what a single next hop is, in place: same index and generation, version + 1;
+    /// it is named and published as `forward` from now on (the owner resolves it again).
+    /// Every prefix and group using it follows without a FIB change.
     pub fn modify(&mut self, id: NhId, forward: Forward) -> Result<(), NhError> {
         if forward.is_group() {
             return Err(NhError::GroupNotAllowed);
         }
         let s = self.live_slot(id).ok_or(NhError::Stale(id))?;
-        if s.entry.forward.is_group() {
+        let Some(old) = s.named.clone() else {
             return Err(NhError::GroupNotAllowed);
-        }
-        let old = s.entry.forward.clone();
+        };
         if self.singles.get(&old) == Some(&id.index) {
             self.singles.remove(&old);
         }
         // Interning hands out this index for the new value unless another one has it.
         self.singles.entry(forward.clone()).or_insert(id.index);
         if let Some(s) = self.live_slot_mut(id) {
-            s.entry.forward = forward;
+            s.entry.forward = forward.clone();
+            s.named = Some(forward);
             s.entry.version = s.entry.version.wrapping_add(1);
         }
         Ok(())
@@ -420,17 +548,23 @@ mod tests {
         let mut t = NextHopTable::new();
         let a = t.intern(&gw("192.0.2.1")).unwrap();
         let b = t.intern(&gw("192.0.2.2")).unwrap();
-        let g = t.intern_group(&[b, a, b]).unwrap();
-        assert_eq!(t.intern_group(&[a, b]).unwrap(), g);
+        let g = t.intern_group(&[(b, 1), (a, 1), (b, 1)]).unwrap();
+        assert_eq!(t.intern_group(&[(a, 1), (b, 1)]).unwrap(), g);
+        // Weights are reduced by their common divisor: {2, 2} is {1, 1}.
+        assert_eq!(t.intern_group(&[(a, 2), (b, 2)]).unwrap(), g);
+        t.release(g).unwrap();
         assert_eq!(t.refcount(g), Some(2));
         assert_eq!(t.get(g).unwrap().forward, Forward::group(vec![1, 2]));
         // One member ref per group, not per group reference.
         assert_eq!(t.refcount(a), Some(2));
         // A set of one is the member itself.
-        assert_eq!(t.intern_group(&[a, a]).unwrap(), a);
+        assert_eq!(t.intern_group(&[(a, 1), (a, 3)]).unwrap(), a);
         assert_eq!(t.refcount(a), Some(3));
         assert_eq!(t.intern_group(&[]), Err(NhError::EmptyGroup));
-        assert_eq!(t.intern_group(&[a, g]), Err(NhError::GroupNotAllowed));
+        assert_eq!(
+            t.intern_group(&[(a, 1), (g, 1)]),
+            Err(NhError::GroupNotAllowed)
+        );
         // Releasing the group's last reference releases its members.
         t.release(g).unwrap();
         t.release(g).unwrap();
@@ -469,7 +603,10 @@ mod tests {
             t.intern(&Forward::Opaque(3)),
             Err(NhError::Exhausted { max: 2 })
         );
-        assert_eq!(t.intern_group(&[a, b]), Err(NhError::Exhausted { max: 2 }));
+        assert_eq!(
+            t.intern_group(&[(a, 1), (b, 1)]),
+            Err(NhError::Exhausted { max: 2 })
+        );
         assert_eq!(t.refcount(a), Some(1));
         assert_eq!(t.available(), 0);
         t.release(a).unwrap();

@@ -1,14 +1,16 @@
 //! Routes from every source, best-path selection, ECMP groups and the FIB change log.
 //!
 //! Per prefix the RIB keeps the routes of every [`Source`], at most one per (source, next hop).
-//! The best routes are those of lowest administrative distance, then lowest metric; one best
-//! next hop is the prefix's FIB value, several distinct ones form an ECMP group, interned in
-//! the shared [`NextHopTable`] so prefixes with the same set share one group index.
+//! The best routes are the *active* ones (next hop resolved, see below) of lowest
+//! administrative distance, then lowest metric; one best next hop is the prefix's FIB value,
+//! several distinct ones form a weighted ECMP group, interned in the shared [`NextHopTable`] so
+//! prefixes with the same set share one group index.
 //!
 //! ```text
 //!   10.0.0.0/8   static d1 m0 via 192.0.2.1   ─┐ best: d1 m0, two next hops
 //!                static d1 m0 via 192.0.2.2   ─┤   → group {1, 2} = index 3
-//!                bgp   d20 m0 via 198.51.100.1 │ (not best)
+//!                fpm   d20 m0 via 198.51.100.1 │ (not best)
+//!                kernel d10 via 203.0.113.1    │ (unresolved: no port holds the gateway)
 //!                                              ▼
 //!                              change log: (10.0.0.0/8, 3)
 //! ```
@@ -19,6 +21,34 @@
 //! routes: each stored route holds one reference on its next hop, each prefix's FIB value one
 //! on its next hop or group, each group one on each member.
 //!
+//! ## Resolution against the links
+//!
+//! With resolution on ([`Rib::enable_resolution`]), a next hop is usable only through a link
+//! the RIB knows to be up ([`Rib::set_link`]: a port, its state and its connected subnets):
+//!
+//! | named by the source            | resolves to                               | when             |
+//! | ------------------------------ | ----------------------------------------- | ---------------- |
+//! | `via G` (no interface)         | `via G dev P`, P the up link whose subnet holds G (longest) | such a link exists |
+//! | `via G dev P`                  | itself                                    | link P is up     |
+//! | `connected dev P`              | itself                                    | link P is up     |
+//! | blackhole, unreachable, local  | itself                                    | always           |
+//!
+//! A route whose next hop does not resolve stays in the RIB, *unresolved* (counted in
+//! [`FamilyRib::unresolved`], shown by [`Rib::route_details`]), and takes part in best-path
+//! selection again as soon as it resolves. A link going down (or losing the subnet) makes the
+//! routes through it unresolved and their prefixes fall back to the next best route or to no
+//! route. Without resolution (the default, for tables and benchmarks) every next hop is used
+//! as named.
+//!
+//! ## Resynchronisation: epochs, mark and sweep
+//!
+//! A route source that reconnects (zebra replaying its RIB, the kernel table re-dumped after
+//! an overrun) starts a new epoch ([`Rib::begin_epoch`]); every route it then announces is
+//! stamped with it, unchanged ones included (a re-announcement of the same route changes no
+//! FIB entry). Routes still carrying an older stamp are *stale*: they keep forwarding until
+//! [`Rib::sweep`] removes them once the replay is complete (or the source's stale timer ran
+//! out).
+//!
 //! The owner's cycle, so that no published FIB ever points at a recycled index:
 //!
 //! 1. apply updates to the [`Rib`];
@@ -27,11 +57,12 @@
 //! 4. once no reader holds an older FIB, [`Rib::release_quarantine`].
 
 use std::collections::hash_map::Entry as MapEntry;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use smallvec::SmallVec;
 use vfsr_fib::nexthop::{Forward, NhId, NhSnapshot};
 use vfsr_lpm::{Key, NextHop, Prefix, Route, NO_ROUTE};
@@ -42,34 +73,48 @@ use crate::nexthop::{NextHopTable, NhError};
 /// Where a route comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Source {
-    /// A directly connected network (distance 0).
+    /// A directly connected network: the ports' own subnets (distance 0).
     Connected,
     /// Configured by the operator (distance 1).
     Static,
-    /// Learned from the host kernel's table (distance 10: trusted, but below what the
-    /// operator configured here).
-    Kernel,
-    /// Loaded from a table file or a benchmark table (distance 15, like an imported table).
-    Table,
-    /// eBGP (distance 20).
-    Bgp,
-    /// OSPF (distance 110).
-    Ospf,
-    /// Pushed through the management API (distance 5: an operator's action, below static).
+    /// Pushed at run time by an operator's tool or the update stream (distance 5: an
+    /// operator's action, below static).
     Api,
+    /// Mirrored from the kernel's routing table, whoever wrote it (BIRD, FRR without FPM,
+    /// `ip route`) (distance 10).
+    Kernel,
+    /// A table file or the synthetic table (distance 15, like an imported table).
+    Table,
+    /// FRR's zebra over FPM: its selected routes, whatever protocol chose them (distance 20,
+    /// eBGP's; zebra has applied its own distances already).
+    Fpm,
 }
 
 impl Source {
     /// Every source.
-    pub const ALL: [Source; 7] = [
+    pub const ALL: [Source; 6] = [
         Source::Connected,
         Source::Static,
+        Source::Api,
         Source::Kernel,
         Source::Table,
-        Source::Bgp,
-        Source::Ospf,
-        Source::Api,
+        Source::Fpm,
     ];
+
+    /// Number of sources.
+    pub const COUNT: usize = 6;
+
+    /// Position in [`Source::ALL`].
+    pub fn index(self) -> usize {
+        match self {
+            Source::Connected => 0,
+            Source::Static => 1,
+            Source::Api => 2,
+            Source::Kernel => 3,
+            Source::Table => 4,
+            Source::Fpm => 5,
+        }
+    }
 
     /// The administrative distance a route of this source gets unless told otherwise.
     pub fn default_distance(self) -> u8 {
@@ -79,21 +124,19 @@ impl Source {
             Source::Api => 5,
             Source::Kernel => 10,
             Source::Table => 15,
-            Source::Bgp => 20,
-            Source::Ospf => 110,
+            Source::Fpm => 20,
         }
     }
 
-    /// The lower-case name (`static`, `bgp`...).
+    /// The lower-case name (`static`, `fpm`...).
     pub fn as_str(self) -> &'static str {
         match self {
             Source::Connected => "connected",
             Source::Static => "static",
+            Source::Api => "api",
             Source::Kernel => "kernel",
             Source::Table => "table",
-            Source::Bgp => "bgp",
-            Source::Ospf => "ospf",
-            Source::Api => "api",
+            Source::Fpm => "fpm",
         }
     }
 }
@@ -134,18 +177,25 @@ pub struct RibRoute {
     pub distance: u8,
     /// Metric, compared between routes of equal distance: lower wins.
     pub metric: u32,
-    /// A single next hop (not a group).
+    /// A single next hop (not a group), as the source named it.
     pub nexthop: Forward,
+    /// Its weight when it is one of several best routes (an ECMP member), at least 1.
+    pub weight: u16,
+    /// The source's next-hop object this route came through (a netlink next-hop id), 0 for
+    /// none: lets the source find the routes to change when the object changes.
+    pub nhid: u32,
 }
 
 impl RibRoute {
-    /// A route with the source's default distance and metric 0.
+    /// A route with the source's default distance, metric 0, weight 1.
     pub fn new(source: Source, nexthop: Forward) -> Self {
         RibRoute {
             source,
             distance: source.default_distance(),
             metric: 0,
             nexthop,
+            weight: 1,
+            nhid: 0,
         }
     }
 
@@ -160,6 +210,31 @@ impl RibRoute {
         self.distance = distance;
         self
     }
+
+    /// The same route with another ECMP weight (0 counts as 1).
+    pub fn with_weight(mut self, weight: u16) -> Self {
+        self.weight = weight.max(1);
+        self
+    }
+
+    /// The same route tagged with a source's next-hop object id.
+    pub fn with_nhid(mut self, nhid: u32) -> Self {
+        self.nhid = nhid;
+        self
+    }
+}
+
+/// A route as [`Rib::route_details`] shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteDetail {
+    /// The route as its source gave it.
+    pub route: RibRoute,
+    /// What its next hop resolves to (`None`: unresolved).
+    pub resolved: Option<Forward>,
+    /// Whether it is one of the prefix's best routes (in the FIB).
+    pub best: bool,
+    /// Whether it predates its source's current epoch (kept until the resync sweeps it).
+    pub stale: bool,
 }
 
 /// Why a RIB operation failed. The RIB is unchanged when one is returned.
@@ -204,8 +279,12 @@ impl From<NhError> for RibError {
 struct Stored {
     source: Source,
     distance: u8,
+    weight: u16,
     metric: u32,
     nh: NhId,
+    /// The source's epoch when the route was last announced.
+    stamp: u32,
+    nhid: u32,
 }
 
 /// The routes of one prefix and its FIB value (holding one reference unless none).
@@ -222,6 +301,8 @@ pub struct FamilyRib<K: Key> {
     prefixes: FxHashMap<Prefix<K>, Entry>,
     changes: Vec<(Prefix<K>, NextHop)>,
     degraded: u64,
+    /// Stored routes whose next hop is inactive.
+    unresolved: usize,
 }
 
 /// Whether a gateway address may serve a prefix of family `K`.
@@ -232,6 +313,28 @@ fn family_ok<K: Key>(f: &Forward) -> Result<(), RibError> {
             Err(RibError::WrongFamily)
         }
         _ => Ok(()),
+    }
+}
+
+/// The context every family operation needs: the shared next-hop table, the links next hops
+/// resolve through, and the stamp new routes get (the RIB's own; not constructible outside).
+#[doc(hidden)]
+pub struct Ctx<'a> {
+    nh: &'a mut NextHopTable,
+    links: Option<&'a Links>,
+    stamp: u32,
+}
+
+impl Ctx<'_> {
+    /// Interns a next hop as named (one reference), resolving it when it is new.
+    fn intern(&mut self, named: &Forward) -> Result<NhId, NhError> {
+        let (id, new) = self.nh.intern_new(named)?;
+        if new {
+            if let Some(links) = self.links {
+                let _ = self.nh.set_resolution(id, links.resolve(named));
+            }
+        }
+        Ok(id)
     }
 }
 
@@ -251,13 +354,37 @@ impl<K: Key> FamilyRib<K> {
         self.prefixes.values().map(|e| e.routes.len()).sum()
     }
 
+    /// Routes of each source (indexed by [`Source::index`]).
+    pub fn routes_by_source(&self) -> [usize; Source::COUNT] {
+        let mut n = [0usize; Source::COUNT];
+        for e in self.prefixes.values() {
+            for r in &e.routes {
+                if let Some(c) = n.get_mut(r.source.index()) {
+                    *c += 1;
+                }
+            }
+        }
+        n
+    }
+
+    /// Prefixes in the FIB (with a usable route).
+    pub fn active_prefixes(&self) -> usize {
+        self.prefixes.values().filter(|e| !e.fib.is_none()).count()
+    }
+
+    /// Routes kept whose next hop does not resolve (no up link holds their gateway).
+    pub fn unresolved(&self) -> usize {
+        self.unresolved
+    }
+
     /// How often an ECMP group could not be interned (index space exhausted) and the prefix
     /// fell back to its lowest-index best next hop.
     pub fn degraded_groups(&self) -> u64 {
         self.degraded
     }
 
-    /// The FIB value of `prefix`: a next-hop or group index, [`NO_ROUTE`] without routes.
+    /// The FIB value of `prefix`: a next-hop or group index, [`NO_ROUTE`] without a usable
+    /// route.
     pub fn fib_value(&self, prefix: &Prefix<K>) -> NextHop {
         self.prefixes.get(prefix).map_or(NO_ROUTE, |e| e.fib.index)
     }
@@ -294,56 +421,112 @@ impl<K: Key> FamilyRib<K> {
         self.prefixes.keys().copied()
     }
 
+    /// The prefixes with a route of `source` through one of the next-hop objects `ids`.
+    pub fn nhid_users(&self, source: Source, ids: &FxHashSet<u32>) -> Vec<Prefix<K>> {
+        self.prefixes
+            .iter()
+            .filter(|(_, e)| {
+                e.routes
+                    .iter()
+                    .any(|r| r.source == source && r.nhid != 0 && ids.contains(&r.nhid))
+            })
+            .map(|(p, _)| *p)
+            .collect()
+    }
+
+    fn stored_route(r: &Stored, nh: &NextHopTable) -> Option<RibRoute> {
+        Some(RibRoute {
+            source: r.source,
+            distance: r.distance,
+            metric: r.metric,
+            nexthop: nh.named(r.nh)?.clone(),
+            weight: r.weight,
+            nhid: r.nhid,
+        })
+    }
+
     fn routes(&self, prefix: &Prefix<K>, nh: &NextHopTable) -> Vec<RibRoute> {
         let Some(e) = self.prefixes.get(prefix) else {
             return Vec::new();
         };
         e.routes
             .iter()
+            .filter_map(|r| Self::stored_route(r, nh))
+            .collect()
+    }
+
+    fn details(
+        &self,
+        prefix: &Prefix<K>,
+        nh: &NextHopTable,
+        epochs: &[u32; Source::COUNT],
+    ) -> Vec<RouteDetail> {
+        let Some(e) = self.prefixes.get(prefix) else {
+            return Vec::new();
+        };
+        let best = best_key(e, nh);
+        e.routes
+            .iter()
             .filter_map(|r| {
-                Some(RibRoute {
-                    source: r.source,
-                    distance: r.distance,
-                    metric: r.metric,
-                    nexthop: nh.get(r.nh)?.forward.clone(),
+                let active = nh.is_active(r.nh);
+                Some(RouteDetail {
+                    route: Self::stored_route(r, nh)?,
+                    resolved: active.then(|| nh.get(r.nh).map(|x| x.forward.clone()))?,
+                    best: active && Some((r.distance, r.metric)) == best,
+                    stale: epochs.get(r.source.index()) != Some(&r.stamp),
                 })
             })
             .collect()
     }
 
+    fn note_removed(unresolved: &mut usize, s: &Stored, nh: &NextHopTable) {
+        if !nh.is_active(s.nh) {
+            *unresolved = unresolved.saturating_sub(1);
+        }
+    }
+
     fn add(
         &mut self,
-        nh: &mut NextHopTable,
+        cx: &mut Ctx<'_>,
         prefix: Prefix<K>,
         route: &RibRoute,
     ) -> Result<(), RibError> {
         family_ok::<K>(&route.nexthop)?;
-        let id = nh.intern(&route.nexthop)?;
-        let e = self.prefixes.entry(prefix).or_default();
-        let same = e.routes.iter_mut().find(|r| {
-            r.source == route.source
-                && (r.nh == id || nh.get(r.nh).map(|x| &x.forward) == Some(&route.nexthop))
-        });
+        let id = cx.intern(&route.nexthop)?;
         let stored = Stored {
             source: route.source,
             distance: route.distance,
+            weight: route.weight.max(1),
             metric: route.metric,
             nh: id,
+            stamp: cx.stamp,
+            nhid: route.nhid,
         };
-        match same {
+        let nh = &mut *cx.nh;
+        let e = self.prefixes.entry(prefix).or_default();
+        let same = e.routes.iter().position(|r| {
+            r.source == route.source && (r.nh == id || nh.named(r.nh) == Some(&route.nexthop))
+        });
+        let mut unresolved = self.unresolved;
+        match same.and_then(|i| e.routes.get_mut(i)) {
             Some(r) => {
                 let old = std::mem::replace(r, stored);
+                Self::note_removed(&mut unresolved, &old, nh);
                 let _ = nh.release(old.nh);
             }
             None => e.routes.push(stored),
         }
+        if !nh.is_active(stored.nh) {
+            unresolved = unresolved.saturating_add(1);
+        }
+        self.unresolved = unresolved;
         recompute(prefix, e, nh, &mut self.changes, &mut self.degraded);
         Ok(())
     }
 
     /// Interns the next hops of `routes` (one reference each); on error releases what it took.
     fn intern_routes(
-        nh: &mut NextHopTable,
+        cx: &mut Ctx<'_>,
         source: Source,
         routes: &[RibRoute],
     ) -> Result<SmallVec<[Stored; 2]>, RibError> {
@@ -358,16 +541,19 @@ impl<K: Key> FamilyRib<K> {
         }
         let mut out: SmallVec<[Stored; 2]> = SmallVec::with_capacity(routes.len());
         for r in routes {
-            match nh.intern(&r.nexthop) {
+            match cx.intern(&r.nexthop) {
                 Ok(id) => out.push(Stored {
                     source,
                     distance: r.distance,
+                    weight: r.weight.max(1),
                     metric: r.metric,
                     nh: id,
+                    stamp: cx.stamp,
+                    nhid: r.nhid,
                 }),
                 Err(err) => {
                     for s in out {
-                        let _ = nh.release(s.nh);
+                        let _ = cx.nh.release(s.nh);
                     }
                     return Err(err.into());
                 }
@@ -376,12 +562,14 @@ impl<K: Key> FamilyRib<K> {
         Ok(out)
     }
 
-    /// The routes of `source` for `prefix` become `new` (each holding a reference already).
+    /// The routes of `source` for `prefix` that `old` selects become `new` (each holding a
+    /// reference already).
     fn replace_stored(
         &mut self,
         nh: &mut NextHopTable,
         prefix: Prefix<K>,
         source: Source,
+        old: impl Fn(&Stored) -> bool,
         new: &[Stored],
     ) {
         let e = match self.prefixes.entry(prefix) {
@@ -393,8 +581,10 @@ impl<K: Key> FamilyRib<K> {
                 v.insert(Entry::default())
             }
         };
+        let mut unresolved = self.unresolved;
         e.routes.retain(|r| {
-            if r.source == source {
+            if r.source == source && old(r) {
+                Self::note_removed(&mut unresolved, r, nh);
                 let _ = nh.release(r.nh);
                 false
             } else {
@@ -409,12 +599,17 @@ impl<K: Key> FamilyRib<K> {
             {
                 Some(r) => {
                     // The same next hop twice: the later route wins, one reference is enough.
+                    Self::note_removed(&mut unresolved, r, nh);
                     *r = *s;
                     let _ = nh.release(s.nh);
                 }
                 None => e.routes.push(*s),
             }
+            if !nh.is_active(s.nh) {
+                unresolved = unresolved.saturating_add(1);
+            }
         }
+        self.unresolved = unresolved;
         recompute(prefix, e, nh, &mut self.changes, &mut self.degraded);
         if e.routes.is_empty() {
             self.prefixes.remove(&prefix);
@@ -423,13 +618,17 @@ impl<K: Key> FamilyRib<K> {
 
     fn replace(
         &mut self,
-        nh: &mut NextHopTable,
+        cx: &mut Ctx<'_>,
         prefix: Prefix<K>,
         source: Source,
+        metric: Option<u32>,
         routes: &[RibRoute],
     ) -> Result<(), RibError> {
-        let new = Self::intern_routes(nh, source, routes)?;
-        self.replace_stored(nh, prefix, source, &new);
+        let new = Self::intern_routes(cx, source, routes)?;
+        match metric {
+            None => self.replace_stored(cx.nh, prefix, source, |_| true, &new),
+            Some(m) => self.replace_stored(cx.nh, prefix, source, |r| r.metric == m, &new),
+        }
         Ok(())
     }
 
@@ -443,17 +642,18 @@ impl<K: Key> FamilyRib<K> {
             return 0;
         };
         let before = e.routes.len();
-        let mut gone: SmallVec<[NhId; 2]> = SmallVec::new();
+        let mut gone: SmallVec<[Stored; 2]> = SmallVec::new();
         e.routes.retain(|r| {
             if pred(r, nh) {
-                gone.push(r.nh);
+                gone.push(*r);
                 false
             } else {
                 true
             }
         });
-        for id in gone {
-            let _ = nh.release(id);
+        for s in gone {
+            Self::note_removed(&mut self.unresolved, &s, nh);
+            let _ = nh.release(s.nh);
         }
         let n = before.saturating_sub(e.routes.len());
         if n > 0 {
@@ -465,17 +665,24 @@ impl<K: Key> FamilyRib<K> {
         n
     }
 
-    fn withdraw_nexthop(&mut self, nh: &mut NextHopTable, source: Source, ids: &[u32]) -> usize {
+    /// Removes, over the whole family, the routes `pred` selects; returns how many.
+    fn withdraw_all_where(
+        &mut self,
+        nh: &mut NextHopTable,
+        mut pred: impl FnMut(&Stored) -> bool,
+    ) -> usize {
         let FamilyRib {
             prefixes,
             changes,
             degraded,
+            unresolved,
         } = self;
         let mut count = 0usize;
         prefixes.retain(|p, e| {
             let before = e.routes.len();
             e.routes.retain(|r| {
-                if r.source == source && ids.contains(&r.nh.index) {
+                if pred(r) {
+                    Self::note_removed(unresolved, r, nh);
                     let _ = nh.release(r.nh);
                     false
                 } else {
@@ -492,6 +699,38 @@ impl<K: Key> FamilyRib<K> {
         count
     }
 
+    /// Recomputes every prefix with a route through one of `ids` (their activity changed),
+    /// then recounts the unresolved routes.
+    fn reresolve(&mut self, nh: &mut NextHopTable, ids: &FxHashSet<u32>) {
+        let FamilyRib {
+            prefixes,
+            changes,
+            degraded,
+            unresolved,
+        } = self;
+        let mut count = 0usize;
+        for (p, e) in prefixes.iter_mut() {
+            if e.routes.iter().any(|r| ids.contains(&r.nh.index)) {
+                recompute(*p, e, nh, changes, degraded);
+            }
+            count += e.routes.iter().filter(|r| !nh.is_active(r.nh)).count();
+        }
+        *unresolved = count;
+    }
+
+    /// Routes of `source` stamped before `epoch`.
+    fn stale(&self, source: Source, epoch: u32) -> usize {
+        self.prefixes
+            .values()
+            .map(|e| {
+                e.routes
+                    .iter()
+                    .filter(|r| r.source == source && r.stamp != epoch)
+                    .count()
+            })
+            .sum()
+    }
+
     /// Bulk load: every route of `routes` replaces `source`'s routes of its prefix, in order.
     /// `ids` maps each table next hop to an interned id (its reference is the caller's).
     fn load(
@@ -499,6 +738,7 @@ impl<K: Key> FamilyRib<K> {
         nh: &mut NextHopTable,
         routes: &[Route<K>],
         source: Source,
+        stamp: u32,
         ids: &FxHashMap<NextHop, NhId>,
     ) -> usize {
         let distance = source.default_distance();
@@ -515,28 +755,40 @@ impl<K: Key> FamilyRib<K> {
             let stored = Stored {
                 source,
                 distance,
+                weight: 1,
                 metric: 0,
                 nh: id,
+                stamp,
+                nhid: 0,
             };
             n = n.saturating_add(1);
             match self.prefixes.entry(r.prefix) {
-                MapEntry::Vacant(v) => {
-                    // The common case: a new prefix with one route is its own best path.
+                MapEntry::Vacant(v) if nh.is_active(id) => {
+                    // The common case: a new prefix with one usable route is its own best path.
                     let _ = nh.retain(id);
                     let mut routes = SmallVec::new();
                     routes.push(stored);
                     v.insert(Entry { routes, fib: id });
                     self.changes.push((r.prefix, id.index));
                 }
-                MapEntry::Occupied(_) => self.replace_stored(nh, r.prefix, source, &[stored]),
+                _ => self.replace_stored(nh, r.prefix, source, |_| true, &[stored]),
             }
         }
         n
     }
 }
 
-/// Recomputes the FIB value of one prefix from its routes; logs it when it changed. The new
-/// value gets one reference, the old one loses its.
+/// The (distance, metric) of the best active routes of an entry.
+fn best_key(e: &Entry, nh: &NextHopTable) -> Option<(u8, u32)> {
+    e.routes
+        .iter()
+        .filter(|r| nh.is_active(r.nh))
+        .map(|r| (r.distance, r.metric))
+        .min()
+}
+
+/// Recomputes the FIB value of one prefix from its active routes; logs it when it changed.
+/// The new value gets one reference, the old one loses its.
 fn recompute<K: Key>(
     prefix: Prefix<K>,
     e: &mut Entry,
@@ -544,25 +796,24 @@ fn recompute<K: Key>(
     changes: &mut Vec<(Prefix<K>, NextHop)>,
     degraded: &mut u64,
 ) {
-    let new = match e.routes.iter().map(|r| (r.distance, r.metric)).min() {
+    let new = match best_key(e, nh) {
         None => NhId::NONE,
         Some(best) => {
-            let mut members: SmallVec<[NhId; 4]> = e
+            let mut members: SmallVec<[(NhId, u16); 4]> = e
                 .routes
                 .iter()
-                .filter(|r| (r.distance, r.metric) == best)
-                .map(|r| r.nh)
+                .filter(|r| (r.distance, r.metric) == best && nh.is_active(r.nh))
+                .map(|r| (r.nh, r.weight))
                 .collect();
             members.sort_unstable();
-            members.dedup();
             // (value, whether a reference on it was taken already)
             let (value, taken) = match members.as_slice() {
-                [one] => (*one, false),
+                [(one, _)] => (*one, false),
                 _ => match nh.intern_group(&members) {
                     Ok(g) => (g, true),
                     Err(_) => {
                         *degraded = degraded.saturating_add(1);
-                        (members.first().copied().unwrap_or(NhId::NONE), false)
+                        (members.first().map_or(NhId::NONE, |m| m.0), false)
                     }
                 },
             };
@@ -593,8 +844,9 @@ fn recompute<K: Key>(
 pub trait RibFamily: Key {
     /// This family's part of the RIB.
     fn family(rib: &Rib) -> &FamilyRib<Self>;
-    /// This family's part and the shared next-hop table.
-    fn family_mut(rib: &mut Rib) -> (&mut FamilyRib<Self>, &mut NextHopTable);
+    /// This family's part and the context its operations need.
+    #[doc(hidden)]
+    fn parts(rib: &mut Rib, source: Source) -> (&mut FamilyRib<Self>, Ctx<'_>);
     /// Whether `addr` is of this family.
     fn is_family(addr: &IpAddr) -> bool;
 }
@@ -603,8 +855,16 @@ impl RibFamily for u32 {
     fn family(rib: &Rib) -> &FamilyRib<u32> {
         &rib.v4
     }
-    fn family_mut(rib: &mut Rib) -> (&mut FamilyRib<u32>, &mut NextHopTable) {
-        (&mut rib.v4, &mut rib.nexthops)
+    fn parts(rib: &mut Rib, source: Source) -> (&mut FamilyRib<u32>, Ctx<'_>) {
+        let stamp = rib.epoch(source);
+        (
+            &mut rib.v4,
+            Ctx {
+                nh: &mut rib.nexthops,
+                links: rib.links.as_ref(),
+                stamp,
+            },
+        )
     }
     fn is_family(addr: &IpAddr) -> bool {
         addr.is_ipv4()
@@ -615,8 +875,16 @@ impl RibFamily for u128 {
     fn family(rib: &Rib) -> &FamilyRib<u128> {
         &rib.v6
     }
-    fn family_mut(rib: &mut Rib) -> (&mut FamilyRib<u128>, &mut NextHopTable) {
-        (&mut rib.v6, &mut rib.nexthops)
+    fn parts(rib: &mut Rib, source: Source) -> (&mut FamilyRib<u128>, Ctx<'_>) {
+        let stamp = rib.epoch(source);
+        (
+            &mut rib.v6,
+            Ctx {
+                nh: &mut rib.nexthops,
+                links: rib.links.as_ref(),
+                stamp,
+            },
+        )
     }
     fn is_family(addr: &IpAddr) -> bool {
         addr.is_ipv6()
@@ -632,16 +900,102 @@ pub struct LoadReport {
     pub v6: usize,
 }
 
+/// A link (port) as next hops resolve through it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkState {
+    /// Whether it forwards (administratively up, carrier present).
+    pub up: bool,
+    /// Its connected IPv4 subnets.
+    pub v4: Vec<Prefix<u32>>,
+    /// Its connected IPv6 subnets.
+    pub v6: Vec<Prefix<u128>>,
+}
+
+/// The links next hops resolve through, by interface index.
+#[derive(Clone, Debug, Default)]
+struct Links {
+    links: BTreeMap<u32, LinkState>,
+}
+
+impl Links {
+    fn up(&self, ifindex: u32) -> bool {
+        self.links.get(&ifindex).is_some_and(|l| l.up)
+    }
+
+    /// The up link whose subnet holds `addr` (the longest such subnet; ties: the lowest
+    /// index).
+    fn on_link(&self, addr: IpAddr) -> Option<u32> {
+        let mut best: Option<(u8, u32)> = None;
+        for (&i, l) in &self.links {
+            if !l.up {
+                continue;
+            }
+            let len = match addr {
+                IpAddr::V4(a) => {
+                    let a = u32::from(a);
+                    l.v4.iter().filter(|p| p.contains(a)).map(|p| p.len()).max()
+                }
+                IpAddr::V6(a) => {
+                    let a = u128::from(a);
+                    l.v6.iter().filter(|p| p.contains(a)).map(|p| p.len()).max()
+                }
+            };
+            if let Some(len) = len {
+                if best.is_none_or(|(b, _)| len > b) {
+                    best = Some((len, i));
+                }
+            }
+        }
+        best.map(|(_, i)| i)
+    }
+
+    /// What a next hop named by a source resolves to, if anything.
+    fn resolve(&self, named: &Forward) -> Option<Forward> {
+        match named {
+            Forward::Gateway {
+                addr,
+                ifindex: None,
+            } => self.on_link(*addr).map(|i| Forward::Gateway {
+                addr: *addr,
+                ifindex: Some(i),
+            }),
+            Forward::Gateway {
+                ifindex: Some(i), ..
+            }
+            | Forward::Connected { ifindex: i } => self.up(*i).then(|| named.clone()),
+            Forward::Group { .. } => None,
+            Forward::Local | Forward::Blackhole | Forward::Unreachable | Forward::Opaque(_) => {
+                Some(named.clone())
+            }
+        }
+    }
+}
+
+/// What a change of the links did ([`Rib::set_link`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ResolveReport {
+    /// Next hops that became usable.
+    pub activated: usize,
+    /// Next hops that became unusable.
+    pub deactivated: usize,
+    /// Next hops that stay usable but now resolve differently (changed in place).
+    pub moved: usize,
+}
+
 /// The RIB of both families with their shared next-hop table.
 #[derive(Clone, Debug, Default)]
 pub struct Rib {
     v4: FamilyRib<u32>,
     v6: FamilyRib<u128>,
     nexthops: NextHopTable,
+    /// `Some` once resolution is on.
+    links: Option<Links>,
+    /// The current epoch of each source (see [`Rib::begin_epoch`]).
+    epochs: [u32; Source::COUNT],
 }
 
 impl Rib {
-    /// An empty RIB with next-hop indices `1..=65535`.
+    /// An empty RIB with next-hop indices `1..=65535`, next hops used as named.
     pub fn new() -> Self {
         Self::default()
     }
@@ -674,32 +1028,63 @@ impl Rib {
         &self.nexthops
     }
 
+    fn epoch(&self, source: Source) -> u32 {
+        self.epochs.get(source.index()).copied().unwrap_or(0)
+    }
+
     /// Adds one route, or replaces the route of the same source and next hop.
     pub fn add<K: RibFamily>(
         &mut self,
         prefix: Prefix<K>,
         route: &RibRoute,
     ) -> Result<(), RibError> {
-        let (f, nh) = K::family_mut(self);
-        f.add(nh, prefix, route)
+        let (f, mut cx) = K::parts(self, route.source);
+        f.add(&mut cx, prefix, route)
     }
 
     /// Announce-or-replace: `source`'s routes for `prefix` become exactly `routes` (each of
-    /// which must be of `source`; none withdraws).
+    /// which must be of `source`; none withdraws). Several routes of equal distance and
+    /// metric form an ECMP group with their weights.
     pub fn replace<K: RibFamily>(
         &mut self,
         prefix: Prefix<K>,
         source: Source,
         routes: &[RibRoute],
     ) -> Result<(), RibError> {
-        let (f, nh) = K::family_mut(self);
-        f.replace(nh, prefix, source, routes)
+        let (f, mut cx) = K::parts(self, source);
+        f.replace(&mut cx, prefix, source, None, routes)
+    }
+
+    /// As [`Rib::replace`], for `source`'s routes of metric `metric` only (a kernel route is
+    /// identified by prefix and metric; routes of other metrics stay).
+    pub fn replace_metric<K: RibFamily>(
+        &mut self,
+        prefix: Prefix<K>,
+        source: Source,
+        metric: u32,
+        routes: &[RibRoute],
+    ) -> Result<(), RibError> {
+        let (f, mut cx) = K::parts(self, source);
+        f.replace(&mut cx, prefix, source, Some(metric), routes)
     }
 
     /// Withdraws every route of `source` for `prefix`; returns how many.
     pub fn withdraw<K: RibFamily>(&mut self, prefix: Prefix<K>, source: Source) -> usize {
-        let (f, nh) = K::family_mut(self);
-        f.withdraw_where(nh, prefix, |r, _| r.source == source)
+        let (f, cx) = K::parts(self, source);
+        f.withdraw_where(cx.nh, prefix, |r, _| r.source == source)
+    }
+
+    /// Withdraws the routes of `source` with metric `metric` for `prefix`; returns how many.
+    pub fn withdraw_metric<K: RibFamily>(
+        &mut self,
+        prefix: Prefix<K>,
+        source: Source,
+        metric: u32,
+    ) -> usize {
+        let (f, cx) = K::parts(self, source);
+        f.withdraw_where(cx.nh, prefix, |r, _| {
+            r.source == source && r.metric == metric
+        })
     }
 
     /// Withdraws the route of `source` via `nexthop` for `prefix`; returns whether it existed.
@@ -709,34 +1094,157 @@ impl Rib {
         source: Source,
         nexthop: &Forward,
     ) -> bool {
-        let (f, nh) = K::family_mut(self);
-        f.withdraw_where(nh, prefix, |r, nh| {
-            r.source == source && nh.get(r.nh).map(|e| &e.forward) == Some(nexthop)
+        let (f, cx) = K::parts(self, source);
+        f.withdraw_where(cx.nh, prefix, |r, nh| {
+            r.source == source && nh.named(r.nh) == Some(nexthop)
         }) > 0
     }
 
     /// Withdraws every route of `source` via `nexthop`, in both families (a session reset);
     /// returns how many. Scans the whole RIB.
     pub fn withdraw_nexthop(&mut self, source: Source, nexthop: &Forward) -> usize {
-        let ids: Vec<u32> = self
+        let ids: FxHashSet<u32> = self
             .nexthops
-            .iter()
-            .filter(|(_, e, _)| &e.forward == nexthop && !e.forward.is_group())
-            .map(|(id, _, _)| id.index)
+            .singles()
+            .filter(|(_, named)| *named == nexthop)
+            .map(|(id, _)| id.index)
             .collect();
         if ids.is_empty() {
             return 0;
         }
-        let a = self.v4.withdraw_nexthop(&mut self.nexthops, source, &ids);
-        let b = self.v6.withdraw_nexthop(&mut self.nexthops, source, &ids);
+        let pred = |r: &Stored| r.source == source && ids.contains(&r.nh.index);
+        let a = self.v4.withdraw_all_where(&mut self.nexthops, pred);
+        let b = self.v6.withdraw_all_where(&mut self.nexthops, pred);
         a.saturating_add(b)
     }
 
-    /// Changes a next hop in place (link down, gateway moved): same index, version + 1, no
-    /// FIB change; publish [`Rib::nexthop_snapshot`] afterwards. The family of a gateway is
-    /// not checked (a prefix may be reached through a gateway of the other family).
+    /// Withdraws every route of `source`, in both families; returns how many.
+    pub fn withdraw_source(&mut self, source: Source) -> usize {
+        let a = self
+            .v4
+            .withdraw_all_where(&mut self.nexthops, |r| r.source == source);
+        let b = self
+            .v6
+            .withdraw_all_where(&mut self.nexthops, |r| r.source == source);
+        a.saturating_add(b)
+    }
+
+    /// Starts a new epoch of `source` (it reconnected and replays its routes): routes it had
+    /// are stale until announced again. Returns the new epoch.
+    pub fn begin_epoch(&mut self, source: Source) -> u32 {
+        if let Some(e) = self.epochs.get_mut(source.index()) {
+            *e = e.wrapping_add(1);
+        }
+        self.epoch(source)
+    }
+
+    /// The current epoch of `source`.
+    pub fn current_epoch(&self, source: Source) -> u32 {
+        self.epoch(source)
+    }
+
+    /// Removes `source`'s stale routes (not announced since its current epoch began), in
+    /// both families; returns how many.
+    pub fn sweep(&mut self, source: Source) -> usize {
+        let epoch = self.epoch(source);
+        let pred = |r: &Stored| r.source == source && r.stamp != epoch;
+        let a = self.v4.withdraw_all_where(&mut self.nexthops, pred);
+        let b = self.v6.withdraw_all_where(&mut self.nexthops, pred);
+        a.saturating_add(b)
+    }
+
+    /// `source`'s routes not announced since its current epoch began, in both families.
+    pub fn stale_routes(&self, source: Source) -> usize {
+        let epoch = self.epoch(source);
+        self.v4
+            .stale(source, epoch)
+            .saturating_add(self.v6.stale(source, epoch))
+    }
+
+    /// Turns resolution on: from now on a next hop is used only through a known, up link
+    /// (see the module doc). Every next hop is resolved again.
+    pub fn enable_resolution(&mut self) -> ResolveReport {
+        if self.links.is_none() {
+            self.links = Some(Links::default());
+        }
+        self.reresolve()
+    }
+
+    /// Whether next hops resolve through links.
+    pub fn resolution(&self) -> bool {
+        self.links.is_some()
+    }
+
+    /// Sets what the RIB knows of link `ifindex` (turning resolution on if it was off) and
+    /// resolves every next hop again: routes through a link that went down lose their
+    /// place in the FIB, unresolved routes whose gateway is now on a link take theirs.
+    pub fn set_link(&mut self, ifindex: u32, state: LinkState) -> ResolveReport {
+        let links = self.links.get_or_insert_with(Links::default);
+        if links.links.get(&ifindex) == Some(&state) {
+            return ResolveReport::default();
+        }
+        links.links.insert(ifindex, state);
+        self.reresolve()
+    }
+
+    /// Forgets link `ifindex` (as if it were down and had no subnet).
+    pub fn remove_link(&mut self, ifindex: u32) -> ResolveReport {
+        let removed = self
+            .links
+            .as_mut()
+            .is_some_and(|l| l.links.remove(&ifindex).is_some());
+        if removed {
+            self.reresolve()
+        } else {
+            ResolveReport::default()
+        }
+    }
+
+    /// What the RIB knows of link `ifindex`.
+    pub fn link(&self, ifindex: u32) -> Option<&LinkState> {
+        self.links.as_ref()?.links.get(&ifindex)
+    }
+
+    fn reresolve(&mut self) -> ResolveReport {
+        let Some(links) = self.links.as_ref() else {
+            return ResolveReport::default();
+        };
+        let todo: Vec<(NhId, Option<Forward>)> = self
+            .nexthops
+            .singles()
+            .map(|(id, named)| (id, links.resolve(named)))
+            .collect();
+        let mut report = ResolveReport::default();
+        let mut changed: FxHashSet<u32> = FxHashSet::default();
+        for (id, res) in todo {
+            let active = res.is_some();
+            if let Ok(r) = self.nexthops.set_resolution(id, res) {
+                if r.activity {
+                    changed.insert(id.index);
+                    if active {
+                        report.activated += 1;
+                    } else {
+                        report.deactivated += 1;
+                    }
+                } else if r.entry {
+                    report.moved += 1;
+                }
+            }
+        }
+        if !changed.is_empty() {
+            self.v4.reresolve(&mut self.nexthops, &changed);
+            self.v6.reresolve(&mut self.nexthops, &changed);
+        }
+        report
+    }
+
+    /// Changes a next hop in place (same index, version + 1, no FIB change) and resolves it
+    /// again; publish [`Rib::nexthop_snapshot`] afterwards. The family of a gateway is not
+    /// checked (a prefix may be reached through a gateway of the other family).
     pub fn modify_nexthop(&mut self, id: NhId, forward: Forward) -> Result<(), NhError> {
-        self.nexthops.modify(id, forward)
+        self.nexthops.modify(id, forward)?;
+        self.reresolve();
+        Ok(())
     }
 
     /// The FIB value of `prefix` (0 = none).
@@ -744,9 +1252,14 @@ impl Rib {
         K::family(self).fib_value(prefix)
     }
 
-    /// Every route of every source for `prefix`, next hops resolved.
+    /// Every route of every source for `prefix`, next hops as their sources named them.
     pub fn routes<K: RibFamily>(&self, prefix: &Prefix<K>) -> Vec<RibRoute> {
         K::family(self).routes(prefix, &self.nexthops)
+    }
+
+    /// Every route for `prefix` with its resolution, whether it is best and whether stale.
+    pub fn route_details<K: RibFamily>(&self, prefix: &Prefix<K>) -> Vec<RouteDetail> {
+        K::family(self).details(prefix, &self.nexthops, &self.epochs)
     }
 
     /// The full IPv4 FIB in canonical order.
@@ -776,7 +1289,7 @@ impl Rib {
 
     /// FIB changes of family `K` since the last drain.
     pub fn drain_fib_changes<K: RibFamily>(&mut self) -> Vec<(Prefix<K>, NextHop)> {
-        K::family_mut(self).0.drain_changes()
+        K::parts(self, Source::Api).0.drain_changes()
     }
 
     /// Makes quarantined next-hop indices reusable (step 4 of the owner's cycle).
@@ -797,24 +1310,54 @@ impl Rib {
 
     /// Loads a whole table as routes of `source`: each route replaces the source's routes of
     /// its prefix (a prefix given twice: the later wins). nh64 values (`1..=64`) become
-    /// [`Forward::Opaque`], gateway indices [`Forward::Gateway`] without interface. Every
-    /// next hop is checked and interned first, so an error leaves the RIB unchanged.
+    /// [`Forward::Opaque`], gateway indices [`Forward::Gateway`] without interface (resolved
+    /// like any gateway when resolution is on). Every next hop is checked and interned first,
+    /// so an error leaves the RIB unchanged.
     pub fn load_table(&mut self, table: &Table, source: Source) -> Result<LoadReport, RibError> {
+        self.load_table_with(table, source, |v, gw| match gw {
+            Some(addr) => Forward::Gateway {
+                addr,
+                ifindex: None,
+            },
+            None => Forward::Opaque(v),
+        })
+    }
+
+    /// As [`Rib::load_table`], with `forward(value, gateway)` naming the next hop of each
+    /// table value (`gateway`: the table's gateway for that value, if it has one; nh64
+    /// values have none). A gateway of the wrong family is still refused.
+    pub fn load_table_with(
+        &mut self,
+        table: &Table,
+        source: Source,
+        mut forward: impl FnMut(NextHop, Option<IpAddr>) -> Forward,
+    ) -> Result<LoadReport, RibError> {
         let mut ids4: FxHashMap<NextHop, NhId> = FxHashMap::default();
         let mut ids6: FxHashMap<NextHop, NhId> = FxHashMap::default();
         let res = self
-            .intern_table_nexthops::<u32>(table, table.v4.iter().map(|r| r.nexthop), &mut ids4)
+            .intern_table_nexthops::<u32>(
+                table,
+                table.v4.iter().map(|r| r.nexthop),
+                &mut ids4,
+                &mut forward,
+            )
             .and_then(|()| {
                 self.intern_table_nexthops::<u128>(
                     table,
                     table.v6.iter().map(|r| r.nexthop),
                     &mut ids6,
+                    &mut forward,
                 )
             });
+        let stamp = self.epoch(source);
         let report = match res {
             Ok(()) => LoadReport {
-                v4: self.v4.load(&mut self.nexthops, &table.v4, source, &ids4),
-                v6: self.v6.load(&mut self.nexthops, &table.v6, source, &ids6),
+                v4: self
+                    .v4
+                    .load(&mut self.nexthops, &table.v4, source, stamp, &ids4),
+                v6: self
+                    .v6
+                    .load(&mut self.nexthops, &table.v6, source, stamp, &ids6),
             },
             Err(e) => {
                 for id in ids4.values().chain(ids6.values()) {
@@ -834,6 +1377,7 @@ impl Rib {
         table: &Table,
         values: impl Iterator<Item = NextHop>,
         ids: &mut FxHashMap<NextHop, NhId>,
+        forward: &mut impl FnMut(NextHop, Option<IpAddr>) -> Forward,
     ) -> Result<(), RibError> {
         let mut last = NO_ROUTE;
         for v in values {
@@ -841,19 +1385,19 @@ impl Rib {
                 continue;
             }
             last = v;
-            let forward = if (1..=64).contains(&v) {
-                Forward::Opaque(v)
+            let f = if (1..=64).contains(&v) {
+                forward(v, None)
             } else {
                 match table.nexthops.gateway(v) {
-                    Some(addr) if K::is_family(&addr) => Forward::Gateway {
-                        addr,
-                        ifindex: None,
-                    },
+                    Some(addr) if K::is_family(&addr) => forward(v, Some(addr)),
                     Some(_) => return Err(RibError::WrongFamily),
                     None => return Err(RibError::UnknownTableNextHop(v)),
                 }
             };
-            let id = self.nexthops.intern(&forward)?;
+            family_ok::<K>(&f)?;
+            let (f4, mut cx) = K::parts(self, Source::Table);
+            let _ = f4;
+            let id = cx.intern(&f)?;
             ids.insert(v, id);
         }
         Ok(())
@@ -889,22 +1433,22 @@ mod tests {
     fn best_path_by_distance_then_metric() {
         let mut rib = Rib::new();
         let p = p4("10.0.0.0/8");
-        rib.add(p, &RibRoute::new(Source::Ospf, gw("192.0.2.1")))
+        rib.add(p, &RibRoute::new(Source::Fpm, gw("192.0.2.1")))
             .unwrap();
         assert_eq!(fwd_of(&rib, rib.fib_value(&p)), gw("192.0.2.1"));
-        rib.add(p, &RibRoute::new(Source::Bgp, gw("192.0.2.2")))
+        rib.add(p, &RibRoute::new(Source::Kernel, gw("192.0.2.2")))
             .unwrap();
         assert_eq!(fwd_of(&rib, rib.fib_value(&p)), gw("192.0.2.2"));
         rib.add(
             p,
-            &RibRoute::new(Source::Bgp, gw("192.0.2.3")).with_metric(5),
+            &RibRoute::new(Source::Kernel, gw("192.0.2.3")).with_metric(5),
         )
         .unwrap();
         assert_eq!(fwd_of(&rib, rib.fib_value(&p)), gw("192.0.2.2"));
-        // Overriding the distance of the OSPF route makes it win.
+        // Overriding the distance of the FPM route makes it win.
         rib.add(
             p,
-            &RibRoute::new(Source::Ospf, gw("192.0.2.1")).with_distance(10),
+            &RibRoute::new(Source::Fpm, gw("192.0.2.1")).with_distance(5),
         )
         .unwrap();
         assert_eq!(fwd_of(&rib, rib.fib_value(&p)), gw("192.0.2.1"));
@@ -912,9 +1456,9 @@ mod tests {
         let changes = rib.drain_fib_changes_v4();
         assert_eq!(changes.len(), 3);
         assert_eq!(changes.last(), Some(&(p, rib.fib_value(&p))));
-        assert_eq!(rib.withdraw(p, Source::Ospf), 1);
+        assert_eq!(rib.withdraw(p, Source::Fpm), 1);
         assert_eq!(fwd_of(&rib, rib.fib_value(&p)), gw("192.0.2.2"));
-        assert_eq!(rib.withdraw(p, Source::Bgp), 2);
+        assert_eq!(rib.withdraw(p, Source::Kernel), 2);
         assert_eq!(rib.fib_value(&p), NO_ROUTE);
         assert!(rib.v4().is_empty());
         assert_eq!(rib.drain_fib_changes_v4().last(), Some(&(p, NO_ROUTE)));
@@ -926,12 +1470,12 @@ mod tests {
         let mut rib = Rib::new();
         let (a, b) = (p4("10.0.0.0/8"), p4("11.0.0.0/8"));
         let routes = [
-            RibRoute::new(Source::Bgp, gw("192.0.2.1")),
-            RibRoute::new(Source::Bgp, gw("192.0.2.2")),
+            RibRoute::new(Source::Fpm, gw("192.0.2.1")),
+            RibRoute::new(Source::Fpm, gw("192.0.2.2")),
         ];
-        rib.replace(a, Source::Bgp, &routes).unwrap();
+        rib.replace(a, Source::Fpm, &routes).unwrap();
         let rev = [routes[1].clone(), routes[0].clone()];
-        rib.replace(b, Source::Bgp, &rev).unwrap();
+        rib.replace(b, Source::Fpm, &rev).unwrap();
         let g = rib.fib_value(&a);
         assert_eq!(rib.fib_value(&b), g);
         let Forward::Group { members, .. } = fwd_of(&rib, g) else {
@@ -943,11 +1487,11 @@ mod tests {
         let gid = rib.nexthops().id_of_index(g).unwrap();
         assert_eq!(rib.nexthops().refcount(gid), Some(2));
         // One member withdrawn from one prefix: that prefix leaves the group.
-        assert!(rib.withdraw_route(a, Source::Bgp, &gw("192.0.2.2")));
+        assert!(rib.withdraw_route(a, Source::Fpm, &gw("192.0.2.2")));
         assert_eq!(fwd_of(&rib, rib.fib_value(&a)), gw("192.0.2.1"));
         assert_eq!(rib.fib_value(&b), g);
         // A session reset removes every route via the gateway.
-        assert_eq!(rib.withdraw_nexthop(Source::Bgp, &gw("192.0.2.1")), 2);
+        assert_eq!(rib.withdraw_nexthop(Source::Fpm, &gw("192.0.2.1")), 2);
         assert_eq!(rib.fib_value(&a), NO_ROUTE);
         assert_eq!(fwd_of(&rib, rib.fib_value(&b)), gw("192.0.2.2"));
         assert_eq!(rib.withdraw_nexthop(Source::Static, &gw("192.0.2.2")), 0);
@@ -988,14 +1532,14 @@ mod tests {
         assert_eq!(
             rib.replace(
                 p,
-                Source::Bgp,
+                Source::Fpm,
                 &[
-                    RibRoute::new(Source::Bgp, Forward::Local),
+                    RibRoute::new(Source::Fpm, Forward::Local),
                     RibRoute::new(Source::Static, Forward::Local)
                 ]
             ),
             Err(RibError::SourceMismatch {
-                expected: Source::Bgp,
+                expected: Source::Fpm,
                 got: Source::Static
             })
         );
@@ -1046,7 +1590,7 @@ mod tests {
     fn modify_keeps_the_index_and_the_fib() {
         let mut rib = Rib::new();
         let p = p4("10.0.0.0/8");
-        rib.add(p, &RibRoute::new(Source::Bgp, gw("192.0.2.1")))
+        rib.add(p, &RibRoute::new(Source::Fpm, gw("192.0.2.1")))
             .unwrap();
         rib.drain_fib_changes_v4();
         let id = rib.nexthops().lookup(&gw("192.0.2.1")).unwrap();
@@ -1096,17 +1640,209 @@ mod tests {
         let before = rib.fib_routes_v4();
         let live = rib.nexthops().live();
         assert_eq!(
-            rib.load_table(&bad, Source::Bgp),
+            rib.load_table(&bad, Source::Fpm),
             Err(RibError::WrongFamily)
         );
         bad.v4.pop();
         bad.v6.push(Route::new(p6, 999));
         assert_eq!(
-            rib.load_table(&bad, Source::Bgp),
+            rib.load_table(&bad, Source::Fpm),
             Err(RibError::UnknownTableNextHop(999))
         );
         assert_eq!(rib.fib_routes_v4(), before);
         assert_eq!(rib.nexthops().live(), live);
+    }
+
+    fn link(up: bool, v4: &[&str]) -> LinkState {
+        LinkState {
+            up,
+            v4: v4.iter().map(|s| p4(s)).collect(),
+            v6: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn gateways_resolve_through_up_links_and_fall_back_when_one_goes_down() {
+        let mut rib = Rib::new();
+        rib.enable_resolution();
+        let p = p4("10.0.0.0/8");
+        // Two routes: the better one through a gateway no link holds yet.
+        rib.add(p, &RibRoute::new(Source::Static, gw("192.0.2.1")))
+            .unwrap();
+        rib.add(p, &RibRoute::new(Source::Fpm, gw("198.51.100.1")))
+            .unwrap();
+        assert_eq!(rib.fib_value(&p), NO_ROUTE, "nothing resolves");
+        assert_eq!(rib.v4().unresolved(), 2);
+        let d = rib.route_details(&p);
+        assert!(d.iter().all(|r| r.resolved.is_none() && !r.best));
+        // Port 2 holds 198.51.100.0/24: the FPM route becomes the FIB value, resolved there.
+        let r = rib.set_link(2, link(true, &["198.51.100.0/24"]));
+        assert_eq!(r.activated, 1);
+        let via2 = Forward::Gateway {
+            addr: "198.51.100.1".parse().unwrap(),
+            ifindex: Some(2),
+        };
+        assert_eq!(fwd_of(&rib, rib.fib_value(&p)), via2);
+        assert_eq!(rib.v4().unresolved(), 1);
+        // Port 1 comes up with 192.0.2.0/24: the static route wins.
+        rib.set_link(1, link(true, &["192.0.2.0/24"]));
+        let via1 = Forward::Gateway {
+            addr: "192.0.2.1".parse().unwrap(),
+            ifindex: Some(1),
+        };
+        assert_eq!(fwd_of(&rib, rib.fib_value(&p)), via1);
+        assert_eq!(rib.v4().unresolved(), 0);
+        let d = rib.route_details(&p);
+        assert_eq!(d.iter().filter(|r| r.best).count(), 1);
+        // Port 1 goes down: back to the FPM route; its route stays, unresolved.
+        let r = rib.set_link(1, link(false, &["192.0.2.0/24"]));
+        assert_eq!(r.deactivated, 1);
+        assert_eq!(fwd_of(&rib, rib.fib_value(&p)), via2);
+        assert_eq!(rib.routes(&p).len(), 2);
+        assert_eq!(rib.v4().unresolved(), 1);
+        // A next hop naming its port follows that port's state; connected routes too.
+        let q = p4("192.0.2.0/24");
+        rib.add(
+            q,
+            &RibRoute::new(Source::Connected, Forward::Connected { ifindex: 1 }),
+        )
+        .unwrap();
+        assert_eq!(rib.fib_value(&q), NO_ROUTE);
+        rib.set_link(1, link(true, &["192.0.2.0/24"]));
+        assert_eq!(
+            fwd_of(&rib, rib.fib_value(&q)),
+            Forward::Connected { ifindex: 1 }
+        );
+        rib.remove_link(1);
+        assert_eq!(rib.fib_value(&q), NO_ROUTE);
+        assert_eq!(fwd_of(&rib, rib.fib_value(&p)), via2);
+    }
+
+    #[test]
+    fn a_gateway_that_moves_to_another_port_changes_in_place() {
+        let mut rib = Rib::new();
+        rib.set_link(1, link(true, &["192.0.2.0/24"]));
+        let p = p4("10.0.0.0/8");
+        rib.add(p, &RibRoute::new(Source::Static, gw("192.0.2.1")))
+            .unwrap();
+        let v = rib.fib_value(&p);
+        rib.drain_fib_changes_v4();
+        // Port 2 gets a longer subnet holding the gateway: same index, new version.
+        let r = rib.set_link(2, link(true, &["192.0.2.0/25"]));
+        assert_eq!((r.activated, r.deactivated, r.moved), (0, 0, 1));
+        assert_eq!(rib.fib_value(&p), v);
+        assert!(rib.drain_fib_changes_v4().is_empty());
+        let e = rib.nexthop_snapshot().get(v).unwrap().clone();
+        assert_eq!(
+            e.forward,
+            Forward::Gateway {
+                addr: "192.0.2.1".parse().unwrap(),
+                ifindex: Some(2)
+            }
+        );
+        assert_eq!(e.version, 2);
+    }
+
+    #[test]
+    fn weighted_routes_make_weighted_groups() {
+        let mut rib = Rib::new();
+        let (a, b) = (p4("10.0.0.0/8"), p4("11.0.0.0/8"));
+        let r = |g: &str, w| RibRoute::new(Source::Fpm, gw(g)).with_weight(w);
+        rib.replace(a, Source::Fpm, &[r("192.0.2.1", 3), r("192.0.2.2", 1)])
+            .unwrap();
+        let Forward::Group { members, weights } = fwd_of(&rib, rib.fib_value(&a)) else {
+            panic!("not a group");
+        };
+        assert_eq!(members.len(), 2);
+        assert_eq!(&*weights, &[3, 1]);
+        // Weights 6:2 are the same group as 3:1; 1:1 is another one.
+        rib.replace(b, Source::Fpm, &[r("192.0.2.2", 2), r("192.0.2.1", 6)])
+            .unwrap();
+        assert_eq!(rib.fib_value(&b), rib.fib_value(&a));
+        rib.replace(b, Source::Fpm, &[r("192.0.2.2", 1), r("192.0.2.1", 1)])
+            .unwrap();
+        assert_ne!(rib.fib_value(&b), rib.fib_value(&a));
+        let Forward::Group { weights, .. } = fwd_of(&rib, rib.fib_value(&b)) else {
+            panic!("not a group");
+        };
+        assert_eq!(&*weights, &[1, 1]);
+    }
+
+    #[test]
+    fn epochs_mark_stale_routes_and_sweep_removes_them() {
+        let mut rib = Rib::new();
+        let (a, b, c) = (p4("10.0.0.0/8"), p4("11.0.0.0/8"), p4("12.0.0.0/8"));
+        for p in [a, b, c] {
+            rib.replace(
+                p,
+                Source::Fpm,
+                &[RibRoute::new(Source::Fpm, gw("192.0.2.1"))],
+            )
+            .unwrap();
+        }
+        rib.add(a, &RibRoute::new(Source::Static, Forward::Blackhole))
+            .unwrap();
+        rib.drain_fib_changes_v4();
+        assert_eq!(rib.stale_routes(Source::Fpm), 0);
+        // The source reconnects and replays a and b (b unchanged, a through another gateway).
+        rib.begin_epoch(Source::Fpm);
+        assert_eq!(rib.stale_routes(Source::Fpm), 3);
+        rib.replace(
+            b,
+            Source::Fpm,
+            &[RibRoute::new(Source::Fpm, gw("192.0.2.1"))],
+        )
+        .unwrap();
+        rib.replace(
+            a,
+            Source::Fpm,
+            &[RibRoute::new(Source::Fpm, gw("192.0.2.2"))],
+        )
+        .unwrap();
+        assert!(
+            rib.drain_fib_changes_v4().is_empty(),
+            "an unchanged route changes no FIB entry (a's best is static)"
+        );
+        assert_eq!(rib.stale_routes(Source::Fpm), 1);
+        assert!(rib.route_details(&c)[0].stale);
+        assert!(!rib.route_details(&b)[0].stale);
+        // Until the sweep, c still forwards.
+        assert_ne!(rib.fib_value(&c), NO_ROUTE);
+        assert_eq!(rib.sweep(Source::Fpm), 1);
+        assert_eq!(rib.fib_value(&c), NO_ROUTE);
+        assert_eq!(rib.drain_fib_changes_v4(), vec![(c, NO_ROUTE)]);
+        assert_eq!(rib.routes(&a).len(), 2, "the static route is untouched");
+    }
+
+    #[test]
+    fn routes_by_metric_and_next_hop_objects() {
+        let mut rib = Rib::new();
+        let p = p4("10.0.0.0/8");
+        let k = |g: &str, m| RibRoute::new(Source::Kernel, gw(g)).with_metric(m);
+        rib.replace_metric(p, Source::Kernel, 100, &[k("192.0.2.1", 100)])
+            .unwrap();
+        rib.replace_metric(p, Source::Kernel, 50, &[k("192.0.2.2", 50)])
+            .unwrap();
+        assert_eq!(fwd_of(&rib, rib.fib_value(&p)), gw("192.0.2.2"));
+        // Replacing metric 50 leaves metric 100 alone.
+        rib.replace_metric(p, Source::Kernel, 50, &[k("192.0.2.3", 50)])
+            .unwrap();
+        assert_eq!(rib.routes(&p).len(), 2);
+        assert_eq!(rib.withdraw_metric(p, Source::Kernel, 50), 1);
+        assert_eq!(fwd_of(&rib, rib.fib_value(&p)), gw("192.0.2.1"));
+        // Routes through next-hop object 7 are found again.
+        let q = p4("11.0.0.0/8");
+        rib.replace(
+            q,
+            Source::Fpm,
+            &[RibRoute::new(Source::Fpm, gw("192.0.2.9")).with_nhid(7)],
+        )
+        .unwrap();
+        let ids: FxHashSet<u32> = [7].into_iter().collect();
+        assert_eq!(rib.v4().nhid_users(Source::Fpm, &ids), vec![q]);
+        assert!(rib.v4().nhid_users(Source::Kernel, &ids).is_empty());
+        assert_eq!(rib.withdraw_source(Source::Kernel), 1);
+        assert_eq!(rib.v4().routes_by_source()[Source::Fpm.index()], 1);
     }
 
     #[test]
@@ -1116,6 +1852,6 @@ mod tests {
         }
         assert_eq!("rip".parse::<Source>(), Err(UnknownSource));
         assert!(Source::Connected.default_distance() < Source::Static.default_distance());
-        assert!(Source::Bgp.default_distance() < Source::Ospf.default_distance());
+        assert!(Source::Kernel.default_distance() < Source::Fpm.default_distance());
     }
 }

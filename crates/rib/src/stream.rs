@@ -709,22 +709,22 @@ mod tests {
     fn apply_to_the_rib() {
         let mut rib = Rib::new();
         let up = |s: &str| parse_update(s).unwrap().unwrap();
-        rib.apply(&up("a 10.0.0.0/8 192.0.2.1"), Source::Bgp)
+        rib.apply(&up("a 10.0.0.0/8 192.0.2.1"), Source::Fpm)
             .unwrap();
-        rib.apply(&up("a 11.0.0.0/8 #1"), Source::Bgp).unwrap();
+        rib.apply(&up("a 11.0.0.0/8 #1"), Source::Fpm).unwrap();
         let IpPrefix::V4(p11) = v4("11.0.0.0/8") else {
             unreachable!()
         };
         assert_eq!(rib.fib_value(&p11), 1);
         assert_eq!(
-            rib.apply(&up("a 12.0.0.0/8 #9"), Source::Bgp),
+            rib.apply(&up("a 12.0.0.0/8 #9"), Source::Fpm),
             Err(ApplyError::UnknownNextHop(9))
         );
-        rib.apply(&up("a 2001:db8::/32 2001:db8::1"), Source::Bgp)
+        rib.apply(&up("a 2001:db8::/32 2001:db8::1"), Source::Fpm)
             .unwrap();
         // Index 2 is an IPv6 gateway: not for an IPv4 prefix.
         assert_eq!(
-            rib.apply(&up("a 12.0.0.0/8 #2"), Source::Bgp),
+            rib.apply(&up("a 12.0.0.0/8 #2"), Source::Fpm),
             Err(ApplyError::Rib(RibError::WrongFamily))
         );
         assert_eq!(rib.v4().len(), 2);
@@ -745,8 +745,8 @@ mod tests {
             unreachable!()
         };
         assert_eq!(rib.fib_value(&p13), g);
-        rib.apply(&up("w 10.0.0.0/8"), Source::Bgp).unwrap();
-        rib.apply(&up("w 10.0.0.0/8"), Source::Bgp).unwrap();
+        rib.apply(&up("w 10.0.0.0/8"), Source::Fpm).unwrap();
+        rib.apply(&up("w 10.0.0.0/8"), Source::Fpm).unwrap();
         assert_eq!(rib.v4().len(), 2);
     }
 }

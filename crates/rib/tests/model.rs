@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use vfsr_lpm::{Key, NextHop, Prefix};
 use vfsr_rib::{Forward, Rib, RibFamily, RibRoute, Source};
 
-const SOURCES: [Source; 3] = [Source::Static, Source::Bgp, Source::Ospf];
+const SOURCES: [Source; 3] = [Source::Static, Source::Fpm, Source::Kernel];
 
 #[derive(Clone, Debug)]
 enum Op {

@@ -57,7 +57,7 @@ proptest! {
         prop_assert!(report.lines <= lines.len().max(1) as u64);
         let mut rib = Rib::new();
         for u in &updates {
-            let _ = rib.apply(u, Source::Bgp);
+            let _ = rib.apply(u, Source::Fpm);
         }
     }
 }
