@@ -166,3 +166,58 @@ fn stateless_selection_would_have_moved_established_flows() {
     assert!((300..=500).contains(&moved), "{moved}");
     assert!(before.iter().zip(&after).all(|(a, b)| a == b || *b == 5));
 }
+
+#[test]
+fn a_weight_change_keeps_established_flows_and_steers_new_ones() {
+    let mut g = ResilientGroup::with_weights(&[1, 2, 3], &[1, 1, 1]).unwrap();
+    let mut t: FlowTable<Cached> = FlowTable::new(FlowConfig {
+        capacity: 1 << 16,
+        ..FlowConfig::default()
+    });
+    let h = FlowHasher::new(FlowConfig::default().seed);
+    let old_flows = flows(50, 3000);
+    let first: Vec<u32> = old_flows
+        .iter()
+        .map(|k| forward(&mut t, &g, k, 0))
+        .collect();
+
+    // The routing daemon now weighs member 1 three times as much (targets 153.6, 51.2, 51.2
+    // buckets): member 1 takes buckets from 2 and 3, and nothing else moves.
+    let before = g.clone();
+    let moved = g.sync_weighted(&[1, 2, 3], &[3, 1, 1]).unwrap();
+    assert_eq!(moved, 153 - 85);
+    assert_eq!(g.share(1), 153);
+    for (b, (&was, &is)) in before.buckets().iter().zip(g.buckets()).enumerate() {
+        assert!(was == is || is == 1, "bucket {b} moved from {was} to {is}");
+    }
+
+    // Established flows keep their member, although many of their buckets now belong to 1.
+    let second: Vec<u32> = old_flows
+        .iter()
+        .map(|k| forward(&mut t, &g, k, 1))
+        .collect();
+    assert_eq!(first, second);
+    assert_eq!(t.counters().stale_refreshes, 3000);
+    let kept_by_table = old_flows
+        .iter()
+        .zip(&second)
+        .filter(|(k, &m)| g.select(h.hash(k)) != Some(m))
+        .count();
+    assert!(kept_by_table > 400, "{kept_by_table}");
+
+    // New flows follow the weights (3:1:1), and leave 2 and 3 only for 1.
+    let newer = flows(60, 10_000);
+    let mut on = [0usize; 4];
+    for k in &newer {
+        let hash = h.hash(k);
+        let (was, is) = (before.select(hash).unwrap(), g.select(hash).unwrap());
+        assert!(was == is || is == 1, "a new flow moved from {was} to {is}");
+        let m = forward(&mut t, &g, k, 1);
+        assert_eq!(m, is);
+        on[m as usize] += 1;
+    }
+    for (m, w) in [(1, 3.0), (2, 1.0), (3, 1.0)] {
+        let got = on[m] as f64 / newer.len() as f64;
+        assert!((got - w / 5.0).abs() < 0.03, "member {m}: {got}");
+    }
+}

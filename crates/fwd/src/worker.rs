@@ -704,7 +704,11 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let (route_gen, route_version) = nh.get(w.nh).map_or((0, 0), |e| (e.gen, e.version));
         let outcome = route(w.nh, nh);
         let single_out = match outcome {
-            RouteOutcome::Group { nh: g, members } => {
+            RouteOutcome::Group {
+                nh: g,
+                members,
+                weights,
+            } => {
                 // Stateful ECMP: a known flow keeps its member while it is in the group.
                 let kept = stale.and_then(|old| {
                     (members.contains(&old.member)
@@ -723,10 +727,15 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     None => {
                         let hash = self.hasher.hash_fields(&w.key(), self.config.ecmp_fields);
                         let from = stale.map(|o| o.route_nh).filter(|&o| o != g);
-                        match self
-                            .groups
-                            .select(g, route_gen, route_version, members, hash, from)
-                        {
+                        match self.groups.select(
+                            g,
+                            route_gen,
+                            route_version,
+                            members,
+                            weights,
+                            hash,
+                            from,
+                        ) {
                             EcmpOutcome::Member(m) => m,
                             EcmpOutcome::Drop(r) => return Err(self.drop(r)),
                         }
@@ -1230,10 +1239,17 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         ports: &Ports,
     ) -> Option<(u32, MacAddr, MacAddr)> {
         let out = match route(hop, nh) {
-            RouteOutcome::Group { nh: g, members } => {
+            RouteOutcome::Group {
+                nh: g,
+                members,
+                weights,
+            } => {
                 let e = nh.get(g)?;
                 let hash = self.hasher.hash_fields(key, self.config.ecmp_fields);
-                match self.groups.select(g, e.gen, e.version, members, hash, None) {
+                match self
+                    .groups
+                    .select(g, e.gen, e.version, members, weights, hash, None)
+                {
                     EcmpOutcome::Member(m) => single(m, &nh.get(m)?.forward)?,
                     EcmpOutcome::Drop(_) => return None,
                 }

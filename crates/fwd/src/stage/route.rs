@@ -8,7 +8,7 @@
 //!   no entry in the next-hop table ───▶ nexthop_missing
 //!   Gateway { addr, ifindex }   ──────▶ Via  { neighbor = addr }
 //!   Connected { ifindex }       ──────▶ Via  { neighbor = the destination itself }
-//!   Group { members }           ──────▶ Group (the `ecmp` stage picks a member)
+//!   Group { members, weights }  ──────▶ Group (the `ecmp` stage picks a member)
 //!   Local                       ──────▶ Local (punt)
 //!   Blackhole                   ──────▶ blackhole     (silent)
 //!   Unreachable                 ──────▶ unreachable   (ICMP host unreachable / reject route)
@@ -34,12 +34,14 @@ pub enum RouteOutcome<'a> {
         /// Whose MAC to use; `None` for a connected route (the destination's).
         gateway: Option<IpAddr>,
     },
-    /// An ECMP group: pick one of these next-hop indices.
+    /// An ECMP group: pick one of these next-hop indices, in proportion to their weights.
     Group {
         /// The group's index.
         nh: u32,
         /// The members' indices.
         members: &'a [u32],
+        /// `weights[i]` is the weight of `members[i]`.
+        weights: &'a [u16],
     },
     /// For the router.
     Local,
@@ -68,7 +70,11 @@ pub fn route(nh: u32, table: &NhSnapshot) -> RouteOutcome<'_> {
         };
     };
     match &entry.forward {
-        Forward::Group { members, .. } => RouteOutcome::Group { nh, members },
+        Forward::Group { members, weights } => RouteOutcome::Group {
+            nh,
+            members,
+            weights,
+        },
         f => single(nh, f).unwrap_or(RouteOutcome::Drop {
             reason: DropReason::NextHopMissing,
             icmp: false,
@@ -143,6 +149,10 @@ mod tests {
                 ifindex: None,
             }),
             e(Forward::Opaque(3)),
+            e(Forward::Group {
+                members: vec![1, 2].into(),
+                weights: vec![3, 1].into(),
+            }),
         ])
     }
 
@@ -174,7 +184,16 @@ mod tests {
             route(6, &t),
             RouteOutcome::Group {
                 nh: 6,
-                members: &[1, 2]
+                members: &[1, 2],
+                weights: &[1, 1]
+            }
+        );
+        assert_eq!(
+            route(9, &t),
+            RouteOutcome::Group {
+                nh: 9,
+                members: &[1, 2],
+                weights: &[3, 1]
             }
         );
         assert_eq!(route(7, &t), drop(DropReason::NoEgressPort, false));
