@@ -20,15 +20,36 @@
 //! Workers load the FIB snapshot first and the next-hop snapshot second, so every index the
 //! FIB returns is in the next-hop snapshot they read.
 
+use std::net::IpAddr;
 use std::time::Instant;
 
-use vfsr_fib::nexthop::{NhPublisher, NhReader};
+use vfsr_fib::nexthop::{Forward, NhPublisher, NhReader};
 use vfsr_fib::{FibError, FibReader, LiveFib};
 use vfsr_lpm::{Key, LpmUpdate, NextHop, Prefix, Route};
 use vfsr_table::Table;
 
 use crate::rib::{LoadReport, Rib, RibError, Source};
 use crate::stream::{ApplyError, Update};
+
+/// Why a whole-table load failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LoadError {
+    /// The RIB refused the table (nothing was loaded).
+    Rib(RibError),
+    /// A FIB could not be built from the RIB.
+    Fib(FibError),
+}
+
+impl std::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LoadError::Rib(e) => write!(f, "RIB: {e}"),
+            LoadError::Fib(e) => write!(f, "FIB: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for LoadError {}
 
 /// The RIB, its two live FIBs (engines `E4`, `E6`) and the published next-hop table.
 pub struct RouteTable<E4: LpmUpdate<u32>, E6: LpmUpdate<u128>> {
@@ -94,6 +115,30 @@ where
         Ok(report)
     }
 
+    /// As [`RouteTable::load_table`], naming each table value's next hop with `forward` (see
+    /// [`Rib::load_table_with`]).
+    pub fn load_table_with(
+        &mut self,
+        table: &Table,
+        source: Source,
+        forward: impl FnMut(NextHop, Option<IpAddr>, bool) -> Forward,
+    ) -> Result<LoadReport, LoadError> {
+        let report = self
+            .rib
+            .load_table_with(table, source, forward)
+            .map_err(LoadError::Rib)?;
+        self.nexthops.publish(self.rib.nexthop_snapshot());
+        self.rib.drain_fib_changes_v4();
+        self.rib.drain_fib_changes_v6();
+        self.v4
+            .load(&self.rib.fib_routes_v4())
+            .map_err(LoadError::Fib)?;
+        self.v6
+            .load(&self.rib.fib_routes_v6())
+            .map_err(LoadError::Fib)?;
+        Ok(report)
+    }
+
     /// Applies one update of the stream as routes of `source`. Errors leave everything as it
     /// was.
     pub fn apply(&mut self, update: &Update, source: Source) -> Result<(), ApplyError> {
@@ -127,6 +172,11 @@ where
             self.since = Some(Instant::now());
         }
         &mut self.rib
+    }
+
+    /// When the oldest unpublished change is due for publication, if there is one.
+    pub fn deadline(&self) -> Option<Instant> {
+        self.since.map(|t| t + self.v4.max_delay())
     }
 
     /// Runs the publication cycle if the oldest change has waited the delay bound.

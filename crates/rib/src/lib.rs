@@ -49,9 +49,12 @@ pub mod nexthop;
 pub mod rib;
 pub mod stream;
 
-pub use control::RouteTable;
+pub use control::{LoadError, RouteTable};
 pub use nexthop::{NextHopTable, NhError, DEFAULT_MAX_NEXTHOPS};
-pub use rib::{FamilyRib, LoadReport, Rib, RibError, RibFamily, RibRoute, Source, UnknownSource};
+pub use rib::{
+    FamilyRib, LinkState, LoadReport, ResolveReport, Rib, RibError, RibFamily, RibRoute,
+    RouteDetail, Source, UnknownSource,
+};
 pub use stream::{
     parse_update, read_updates, ApplyError, IpPrefix, NextHopSpec, ParseError, ReadError,
     StreamError, StreamOptions, StreamReport, Update, UpdateReader,

@@ -1314,7 +1314,7 @@ impl Rib {
     /// like any gateway when resolution is on). Every next hop is checked and interned first,
     /// so an error leaves the RIB unchanged.
     pub fn load_table(&mut self, table: &Table, source: Source) -> Result<LoadReport, RibError> {
-        self.load_table_with(table, source, |v, gw| match gw {
+        self.load_table_with(table, source, |v, gw, _| match gw {
             Some(addr) => Forward::Gateway {
                 addr,
                 ifindex: None,
@@ -1323,14 +1323,15 @@ impl Rib {
         })
     }
 
-    /// As [`Rib::load_table`], with `forward(value, gateway)` naming the next hop of each
-    /// table value (`gateway`: the table's gateway for that value, if it has one; nh64
-    /// values have none). A gateway of the wrong family is still refused.
+    /// As [`Rib::load_table`], with `forward(value, gateway, v4)` naming the next hop of
+    /// each table value of each family (`gateway`: the table's gateway for that value, if
+    /// it has one; nh64 values have none; `v4`: whether the value is of an IPv4 route). A
+    /// next hop of the wrong family is still refused.
     pub fn load_table_with(
         &mut self,
         table: &Table,
         source: Source,
-        mut forward: impl FnMut(NextHop, Option<IpAddr>) -> Forward,
+        mut forward: impl FnMut(NextHop, Option<IpAddr>, bool) -> Forward,
     ) -> Result<LoadReport, RibError> {
         let mut ids4: FxHashMap<NextHop, NhId> = FxHashMap::default();
         let mut ids6: FxHashMap<NextHop, NhId> = FxHashMap::default();
@@ -1377,7 +1378,7 @@ impl Rib {
         table: &Table,
         values: impl Iterator<Item = NextHop>,
         ids: &mut FxHashMap<NextHop, NhId>,
-        forward: &mut impl FnMut(NextHop, Option<IpAddr>) -> Forward,
+        forward: &mut impl FnMut(NextHop, Option<IpAddr>, bool) -> Forward,
     ) -> Result<(), RibError> {
         let mut last = NO_ROUTE;
         for v in values {
@@ -1385,18 +1386,18 @@ impl Rib {
                 continue;
             }
             last = v;
+            let v4 = K::BITS == 32;
             let f = if (1..=64).contains(&v) {
-                forward(v, None)
+                forward(v, None, v4)
             } else {
                 match table.nexthops.gateway(v) {
-                    Some(addr) if K::is_family(&addr) => forward(v, Some(addr)),
+                    Some(addr) if K::is_family(&addr) => forward(v, Some(addr), v4),
                     Some(_) => return Err(RibError::WrongFamily),
                     None => return Err(RibError::UnknownTableNextHop(v)),
                 }
             };
             family_ok::<K>(&f)?;
-            let (f4, mut cx) = K::parts(self, Source::Table);
-            let _ = f4;
+            let (_, mut cx) = K::parts(self, Source::Table);
             let id = cx.intern(&f)?;
             ids.insert(v, id);
         }

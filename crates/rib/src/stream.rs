@@ -38,6 +38,33 @@ pub enum IpPrefix {
     V6(Prefix<u128>),
 }
 
+impl IpPrefix {
+    /// The prefix's address and length.
+    pub fn addr_len(&self) -> (IpAddr, u8) {
+        match self {
+            IpPrefix::V4(p) => (IpAddr::V4(Ipv4Addr::from(p.addr())), p.len()),
+            IpPrefix::V6(p) => (IpAddr::V6(Ipv6Addr::from(p.addr())), p.len()),
+        }
+    }
+
+    /// Whether this is an IPv4 prefix.
+    pub fn is_v4(&self) -> bool {
+        matches!(self, IpPrefix::V4(_))
+    }
+}
+
+impl From<Prefix<u32>> for IpPrefix {
+    fn from(p: Prefix<u32>) -> Self {
+        IpPrefix::V4(p)
+    }
+}
+
+impl From<Prefix<u128>> for IpPrefix {
+    fn from(p: Prefix<u128>) -> Self {
+        IpPrefix::V6(p)
+    }
+}
+
 impl fmt::Display for IpPrefix {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

@@ -37,6 +37,21 @@
 //! synthetic = true
 //! via4 = ["192.0.2.2"]     # the gateways its routes are spread over
 //!
+//! [rib]                    # administrative distances (lower wins) and publication delay
+//! distance = { connected = 0, static = 1, api = 5, kernel = 10, table = 15, fpm = 20 }
+//! max_delay_us = 1000      # a route change reaches the workers within this
+//!
+//! [fpm]                    # FRR's zebra (dplane_fpm_nl) streams its routes here
+//! listen = "127.0.0.1:2620"
+//! table = 254              # the routing table taken (main)
+//! stale_time_s = 60        # routes kept after zebra went away
+//! resync_quiet_ms = 2000   # a reconnection's replay is complete after this much quiet
+//!
+//! [kernel]                 # mirror the kernel's routing table (BIRD, FRR without FPM,
+//! table = "main"           # ip route): table name or number
+//! exclude_protocols = ["kernel"]  # rtm_protocol names or numbers not mirrored
+//! rcvbuf = 33554432        # netlink receive buffer (bytes), sized for a full table
+//!
 //! [punt]                   # packets per second punted to the control plane, per class
 //! arp_nd = 2000
 //! routing = 10000
@@ -99,6 +114,86 @@ pub struct File {
     /// `[punt]`.
     #[serde(default)]
     pub punt: PuntSection,
+    /// `[rib]`.
+    #[serde(default)]
+    pub rib: RibSection,
+    /// `[fpm]`: present to take routes from zebra.
+    pub fpm: Option<FpmSection>,
+    /// `[kernel]`: present to mirror the kernel's routing table.
+    pub kernel: Option<KernelSection>,
+}
+
+/// `[rib]`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RibSection {
+    /// Administrative distance per source name.
+    pub distance: std::collections::BTreeMap<String, u32>,
+    /// Longest delay of a route change before the workers see it, microseconds.
+    pub max_delay_us: Option<u64>,
+}
+
+/// `[fpm]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FpmSection {
+    /// `false` turns the source off while keeping the section.
+    pub enabled: bool,
+    /// `address:port` to listen on.
+    pub listen: String,
+    /// The routing table taken.
+    pub table: u32,
+    /// Seconds routes are kept after zebra went away.
+    pub stale_time_s: u64,
+    /// Milliseconds of quiet that end a reconnection's replay.
+    pub resync_quiet_ms: u64,
+}
+
+impl Default for FpmSection {
+    fn default() -> Self {
+        FpmSection {
+            enabled: true,
+            listen: "127.0.0.1:2620".into(),
+            table: 254,
+            stale_time_s: 60,
+            resync_quiet_ms: 2000,
+        }
+    }
+}
+
+/// A routing table or protocol given by name or number.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum NameOrNumber {
+    /// `254`.
+    Number(u32),
+    /// `"main"`.
+    Name(String),
+}
+
+/// `[kernel]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct KernelSection {
+    /// `false` turns the source off while keeping the section.
+    pub enabled: bool,
+    /// The routing table mirrored.
+    pub table: NameOrNumber,
+    /// Protocols not mirrored.
+    pub exclude_protocols: Vec<NameOrNumber>,
+    /// Netlink receive buffer, bytes.
+    pub rcvbuf: u64,
+}
+
+impl Default for KernelSection {
+    fn default() -> Self {
+        KernelSection {
+            enabled: true,
+            table: NameOrNumber::Name("main".into()),
+            exclude_protocols: vec![NameOrNumber::Name("kernel".into())],
+            rcvbuf: 32 << 20,
+        }
+    }
 }
 
 /// `[router]`.
@@ -345,8 +440,10 @@ pub struct Interface {
 /// Where a checked route goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Target {
-    /// Gateways with the interface each is reached by (index into [`Plan::interfaces`]).
-    Gateways(Vec<(IpAddr, usize)>),
+    /// Gateways with the interface each is reached by (index into [`Plan::interfaces`]),
+    /// when the route names one; without, the RIB finds the port whose subnet holds the
+    /// gateway (and keeps the route unresolved while none does).
+    Gateways(Vec<(IpAddr, Option<usize>)>),
     /// Directly connected on an interface.
     Connected(usize),
     /// Dropped silently.
@@ -417,6 +514,80 @@ pub struct Plan {
     pub table: Option<TablePlan>,
     /// Punt rates.
     pub punt: PuntSection,
+    /// Administrative distance of each source, indexed by `vfsr_rib::Source::index`.
+    pub distances: [u8; vfsr_rib::Source::COUNT],
+    /// Longest delay of a route change before the workers see it.
+    pub max_delay: std::time::Duration,
+    /// The FPM source, if on.
+    pub fpm: Option<FpmPlan>,
+    /// The kernel source, if on.
+    pub kernel: Option<KernelPlan>,
+}
+
+/// A checked `[fpm]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FpmPlan {
+    /// Where to listen.
+    pub listen: std::net::SocketAddr,
+    /// The session's settings.
+    pub session: vfsr_router::fpm::FpmConfig,
+}
+
+/// A checked `[kernel]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelPlan {
+    /// What is mirrored.
+    pub mirror: vfsr_router::kernel::KernelConfig,
+    /// Netlink receive buffer, bytes.
+    pub rcvbuf: usize,
+}
+
+/// Routing table names of `/etc/iproute2/rt_tables` that everyone has.
+fn table_number(t: &NameOrNumber) -> Result<u32, String> {
+    match t {
+        NameOrNumber::Number(n) if *n > 0 => Ok(*n),
+        NameOrNumber::Number(_) => Err("table 0 is not a routing table".into()),
+        NameOrNumber::Name(n) => match n.as_str() {
+            "main" => Ok(254),
+            "local" => Ok(255),
+            "default" => Ok(253),
+            other => other.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                format!("unknown table {other:?} (main, local, default or a number)")
+            }),
+        },
+    }
+}
+
+/// Protocol names of `/etc/iproute2/rt_protos` (and the routing daemons' own).
+fn protocol_number(p: &NameOrNumber) -> Result<u8, String> {
+    let named = match p {
+        NameOrNumber::Number(n) => {
+            return u8::try_from(*n).map_err(|_| format!("protocol {n} is more than 255"))
+        }
+        NameOrNumber::Name(n) => n.as_str(),
+    };
+    Ok(match named {
+        "redirect" => 1,
+        "kernel" => 2,
+        "boot" => 3,
+        "static" => 4,
+        "ra" => 9,
+        "dhcp" => 16,
+        "keepalived" => 18,
+        "babel" => 42,
+        "bird" => 12,
+        "zebra" => 11,
+        "bgp" => 186,
+        "isis" => 187,
+        "ospf" => 188,
+        "rip" => 189,
+        "eigrp" => 192,
+        other => {
+            return other
+                .parse::<u8>()
+                .map_err(|_| format!("unknown protocol {other:?}"))
+        }
+    })
 }
 
 /// Parses and checks a configuration text. `cores` is the number of CPUs the machine has
@@ -666,7 +837,7 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
                 }
             }
         } else {
-            match gateways(&via, prefix.0.is_ipv4(), iface, &interfaces) {
+            match route_gateways(&via, prefix.0.is_ipv4(), iface) {
                 Ok(g) => Target::Gateways(g),
                 Err(m) => {
                     errs.push(ConfigError::new(key("via"), m));
@@ -725,10 +896,112 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
             errs.push(ConfigError::new(k, format!("{v} packets/s is not a limit")));
         }
     }
+    let mut distances = [0u8; vfsr_rib::Source::COUNT];
+    for src in vfsr_rib::Source::ALL {
+        if let Some(d) = distances.get_mut(src.index()) {
+            *d = src.default_distance();
+        }
+    }
+    for (name, d) in &file.rib.distance {
+        let key = format!("rib.distance.{name}");
+        match name.parse::<vfsr_rib::Source>() {
+            Err(_) => errs.push(ConfigError::new(
+                key,
+                "unknown source (connected, static, api, kernel, table, fpm)",
+            )),
+            Ok(src) => match u8::try_from(*d) {
+                Ok(v) => {
+                    if let Some(x) = distances.get_mut(src.index()) {
+                        *x = v;
+                    }
+                }
+                Err(_) => errs.push(ConfigError::new(key, format!("{d} is outside 0..=255"))),
+            },
+        }
+    }
+    let max_delay_us = file.rib.max_delay_us.unwrap_or(1000);
+    if max_delay_us > 1_000_000 {
+        errs.push(ConfigError::new(
+            "rib.max_delay_us",
+            "more than a second between a route change and its publication",
+        ));
+    }
+    let fpm = match &file.fpm {
+        Some(f) if f.enabled => {
+            let listen = f.listen.parse::<std::net::SocketAddr>().map_err(|_| {
+                errs.push(ConfigError::new(
+                    "fpm.listen",
+                    format!("{:?} is not address:port", f.listen),
+                ))
+            });
+            if f.table == 0 {
+                errs.push(ConfigError::new(
+                    "fpm.table",
+                    "table 0 is not a routing table",
+                ));
+            }
+            if f.resync_quiet_ms == 0 || f.resync_quiet_ms > 600_000 {
+                errs.push(ConfigError::new(
+                    "fpm.resync_quiet_ms",
+                    format!("{} is outside 1..=600000", f.resync_quiet_ms),
+                ));
+            }
+            if f.stale_time_s > 86_400 {
+                errs.push(ConfigError::new(
+                    "fpm.stale_time_s",
+                    format!("{} is more than a day", f.stale_time_s),
+                ));
+            }
+            listen.ok().map(|listen| FpmPlan {
+                listen,
+                session: vfsr_router::fpm::FpmConfig {
+                    table: f.table,
+                    stale_time: std::time::Duration::from_secs(f.stale_time_s),
+                    resync_quiet: std::time::Duration::from_millis(f.resync_quiet_ms),
+                },
+            })
+        }
+        _ => None,
+    };
+    let kernel = match &file.kernel {
+        Some(k) if k.enabled => {
+            let table = table_number(&k.table)
+                .map_err(|m| errs.push(ConfigError::new("kernel.table", m)))
+                .unwrap_or(254);
+            let mut exclude = Vec::new();
+            for (i, p) in k.exclude_protocols.iter().enumerate() {
+                match protocol_number(p) {
+                    Ok(n) => exclude.push(n),
+                    Err(m) => errs.push(ConfigError::new(
+                        format!("kernel.exclude_protocols[{i}]"),
+                        m,
+                    )),
+                }
+            }
+            if !(64 << 10..=1 << 30).contains(&k.rcvbuf) {
+                errs.push(ConfigError::new(
+                    "kernel.rcvbuf",
+                    format!("{} bytes is outside 64 KiB..=1 GiB", k.rcvbuf),
+                ));
+            }
+            Some(KernelPlan {
+                mirror: vfsr_router::kernel::KernelConfig {
+                    table,
+                    exclude_protocols: exclude,
+                },
+                rcvbuf: usize::try_from(k.rcvbuf).unwrap_or(32 << 20),
+            })
+        }
+        _ => None,
+    };
     if !errs.is_empty() {
         return Err(errs);
     }
     Ok(Plan {
+        distances,
+        max_delay: std::time::Duration::from_micros(max_delay_us),
+        fpm,
+        kernel,
         control_core: r.control_core,
         workers: r.workers.clone(),
         fib4: r.fib4.clone(),
@@ -849,6 +1122,33 @@ fn gateways(
     Ok(out)
 }
 
+/// Parses the gateways of a static route: each with `iface` when the route names one, else
+/// none (the RIB resolves it through the ports' subnets).
+fn route_gateways(
+    list: &[String],
+    v4: bool,
+    iface: Option<usize>,
+) -> Result<Vec<(IpAddr, Option<usize>)>, String> {
+    let mut out: Vec<(IpAddr, Option<usize>)> = Vec::new();
+    for s in list {
+        let a: IpAddr = s
+            .trim()
+            .parse()
+            .map_err(|_| format!("{s:?} is not an IP address"))?;
+        if a.is_ipv4() != v4 {
+            return Err(format!(
+                "{a} is not an {} address like the prefix",
+                if v4 { "IPv4" } else { "IPv6" }
+            ));
+        }
+        if out.iter().any(|(g, _)| *g == a) {
+            return Err(format!("{a} is listed twice"));
+        }
+        out.push((a, iface));
+    }
+    Ok(out)
+}
+
 fn on_link(i: &Interface, a: IpAddr) -> bool {
     match a {
         IpAddr::V4(a) => i.addrs4.iter().any(|(n, l)| {
@@ -909,8 +1209,8 @@ via4 = ["10.2.0.2"]
         assert_eq!(
             p.routes[0].target,
             Target::Gateways(vec![
-                ("10.2.0.2".parse().unwrap(), 1),
-                ("10.2.0.3".parse().unwrap(), 1)
+                ("10.2.0.2".parse().unwrap(), None),
+                ("10.2.0.3".parse().unwrap(), None)
             ])
         );
         assert_eq!(p.routes[2].target, Target::Blackhole);
@@ -947,6 +1247,17 @@ via = "10.2.0.2"
 [[route]]
 prefix = "10.3.0.0/16"
 via = "172.16.0.1"
+interface = "nope"
+[rib]
+distance = { bgp = 20, static = 300 }
+max_delay_us = 5000000
+[fpm]
+listen = "localhost"
+resync_quiet_ms = 0
+[kernel]
+table = "mine"
+exclude_protocols = ["kernel", "gated?", 300]
+rcvbuf = 100
 "#,
         );
         let want = [
@@ -960,7 +1271,16 @@ via = "172.16.0.1"
             "interface[1].backend: unknown backend \"dpdk\"",
             "interface[1].queues: 2 queues but 1 worker(s)",
             "route[0].prefix: \"10.0.0.1/8\" has bits set beyond /8",
-            "route[1].via: 172.16.0.1 is on no configured interface's subnet",
+            "route[1].interface: \"nope\" is not a configured interface",
+            "rib.distance.bgp: unknown source",
+            "rib.distance.static: 300 is outside 0..=255",
+            "rib.max_delay_us: more than a second",
+            "fpm.listen: \"localhost\" is not address:port",
+            "fpm.resync_quiet_ms: 0 is outside",
+            "kernel.table: unknown table \"mine\"",
+            "kernel.exclude_protocols[1]: unknown protocol \"gated?\"",
+            "kernel.exclude_protocols[2]: protocol 300 is more than 255",
+            "kernel.rcvbuf: 100 bytes is outside",
         ];
         for w in want {
             assert!(
@@ -968,6 +1288,45 @@ via = "172.16.0.1"
                 "missing {w:?} in {e:#?}"
             );
         }
+    }
+
+    #[test]
+    fn route_sources_and_distances() {
+        let p = parse(GOOD, Some(2)).unwrap();
+        assert!(p.fpm.is_none() && p.kernel.is_none());
+        assert_eq!(p.distances[vfsr_rib::Source::Fpm.index()], 20);
+        assert_eq!(p.max_delay, std::time::Duration::from_millis(1));
+        let text = format!(
+            "{GOOD}\n[rib]\ndistance = {{ fpm = 5, kernel = 30 }}\nmax_delay_us = 200\n\
+             [fpm]\nlisten = \"127.0.0.1:2621\"\nstale_time_s = 10\n\
+             [kernel]\ntable = 100\nexclude_protocols = [\"kernel\", \"bird\", 4]\n"
+        );
+        let p = parse(&text, Some(2)).unwrap();
+        assert_eq!(p.distances[vfsr_rib::Source::Fpm.index()], 5);
+        assert_eq!(p.distances[vfsr_rib::Source::Kernel.index()], 30);
+        assert_eq!(p.distances[vfsr_rib::Source::Static.index()], 1);
+        assert_eq!(p.max_delay, std::time::Duration::from_micros(200));
+        let f = p.fpm.unwrap();
+        assert_eq!(f.listen.to_string(), "127.0.0.1:2621");
+        assert_eq!(f.session.stale_time, std::time::Duration::from_secs(10));
+        assert_eq!(f.session.resync_quiet, std::time::Duration::from_secs(2));
+        assert_eq!(f.session.table, 254);
+        let k = p.kernel.unwrap();
+        assert_eq!(k.mirror.table, 100);
+        assert_eq!(k.mirror.exclude_protocols, vec![2, 12, 4]);
+        assert_eq!(k.rcvbuf, 32 << 20);
+        let off = parse(&format!("{GOOD}\n[fpm]\nenabled = false\n"), Some(2)).unwrap();
+        assert!(off.fpm.is_none());
+        // A gateway on no interface's subnet is accepted: the RIB keeps it unresolved.
+        let far = parse(
+            &format!("{GOOD}\n[[route]]\nprefix = \"10.7.0.0/16\"\nvia = \"172.16.0.1\"\n"),
+            Some(2),
+        )
+        .unwrap();
+        assert_eq!(
+            far.routes.last().unwrap().target,
+            Target::Gateways(vec![("172.16.0.1".parse().unwrap(), None)])
+        );
     }
 
     #[test]

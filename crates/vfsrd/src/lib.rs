@@ -9,6 +9,7 @@ pub mod link;
 pub mod netlab;
 pub mod router;
 pub mod runtime;
+pub mod sources;
 pub mod spread;
 pub mod sys;
 pub mod tap;

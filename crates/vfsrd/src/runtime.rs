@@ -26,6 +26,7 @@ use crate::dataplane::{WorkerLoop, WorkerStats};
 use crate::fastpath::{FastInstaller, InstallCounters};
 use crate::link::{Link, ToControl, Wake};
 use crate::router::{self, Installed};
+use crate::sources::{KernelIds, Sources};
 use crate::spread;
 
 /// Frames workers may queue for the control plane.
@@ -45,6 +46,9 @@ pub struct PortIo {
     pub keep: Vec<Box<dyn Any + Send>>,
     /// The port's XDP fast path, when it has one.
     pub fast: Option<FastPath>,
+    /// The port's kernel interfaces (its own, its TAP's), when it has them: their link state
+    /// is followed and routes through them are routes out of the port.
+    pub kernel: Option<KernelIds>,
 }
 
 /// Options of a run.
@@ -159,6 +163,7 @@ where
     }
     let macs: Vec<MacAddr> = ports.iter().map(|p| p.mac).collect();
     let (lab, installed) = router::build::<E4, E6>(plan, &macs)?;
+    let kernel_ids: Vec<KernelIds> = ports.iter().filter_map(|p| p.kernel).collect();
     let specs = router::port_specs(plan, &macs);
 
     let wake = Arc::new(Wake::new().map_err(|e| format!("eventfd: {e}"))?);
@@ -298,6 +303,7 @@ where
     drop(tx);
 
     let mut control = Control::new(lab, ctl_ports, rx, Arc::clone(&wake), &plan.punt);
+    control.sources = Sources::open(plan, &kernel_ids, &mut control.router)?;
     let mut ctl_fast = Vec::new();
     for f in fast.iter().flatten() {
         ctl_fast.push(
@@ -320,7 +326,7 @@ where
         if let Some(path) = &opts.stats {
             if Instant::now() >= next_stats {
                 next_stats += Duration::from_secs(1);
-                let v = stats_json(
+                let mut v = stats_json(
                     &Counters::sum(shared.iter().map(|s| s.as_ref())),
                     &control.counters,
                     &wstats,
@@ -329,6 +335,9 @@ where
                     &tids,
                     started.elapsed(),
                 );
+                if let Some(o) = v.as_object_mut() {
+                    o.insert("routing".into(), control.sources.stats(&control.router));
+                }
                 write_atomically(path, &v);
             }
         }
@@ -346,7 +355,7 @@ where
         }
     }
     if let Some(path) = &opts.stats {
-        let v = stats_json(
+        let mut v = stats_json(
             &counters,
             &control.counters,
             &wstats,
@@ -355,6 +364,9 @@ where
             &tids,
             started.elapsed(),
         );
+        if let Some(o) = v.as_object_mut() {
+            o.insert("routing".into(), control.sources.stats(&control.router));
+        }
         write_atomically(path, &v);
     }
     drop(keep);

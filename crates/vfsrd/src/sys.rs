@@ -19,6 +19,7 @@ use vfsr_wire::MacAddr;
 use crate::config::{BackendChoice, Interface, Plan};
 use crate::link::Link;
 use crate::runtime::PortIo;
+use crate::sources::KernelIds;
 use crate::tap::Tap;
 
 /// The control plane's socket on a port. On an XDP port it receives what the XDP program
@@ -197,6 +198,7 @@ fn open_xdp(itf: &Interface, mac: MacAddr, batch: usize) -> Result<PortIo, Strin
         tap: None,
         keep: vec![Box::new(iface)],
         fast: None,
+        kernel: None,
     })
 }
 
@@ -219,6 +221,7 @@ fn open_packet(itf: &Interface, mac: MacAddr, fanout: u16) -> Result<PortIo, Str
         tap: None,
         keep: Vec::new(),
         fast: None,
+        kernel: None,
     })
 }
 
@@ -247,7 +250,13 @@ pub fn open_ports(plan: &Plan) -> Result<Vec<PortIo>, String> {
                 }
             },
         };
-        io.tap = open_tap(itf, mac)?;
+        let (tap, tap_ifindex) = open_tap(itf, mac)?;
+        io.tap = tap;
+        io.kernel = Some(KernelIds {
+            port: i as u32 + 1,
+            iface: ifindex_of(&itf.name)?,
+            tap: Some(tap_ifindex),
+        });
         io.keep.push(Box::new(quiet));
         out.push(io);
     }
@@ -296,9 +305,24 @@ fn enable_fast_paths(ports: &mut [PortIo]) -> Result<(), String> {
     Ok(())
 }
 
-fn open_tap(itf: &Interface, mac: MacAddr) -> Result<Option<Box<dyn Link>>, String> {
+fn open_tap(itf: &Interface, mac: MacAddr) -> Result<(Option<Box<dyn Link>>, u32), String> {
     let tap = Tap::create(&itf.tap, mac, itf.mtu, &itf.addrs4, &itf.addrs6)?;
-    Ok(Some(Box::new(tap)))
+    let ifindex = tap.ifindex();
+    Ok((Some(Box::new(tap)), ifindex))
+}
+
+/// The kernel's index of interface `name`.
+pub fn ifindex_of(name: &str) -> Result<u32, String> {
+    let c = std::ffi::CString::new(name).map_err(|_| format!("{name:?}: bad interface name"))?;
+    // SAFETY: `c` is a NUL-terminated string that outlives the call.
+    let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
+    if i == 0 {
+        return Err(format!(
+            "{name}: no such interface ({})",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(i)
 }
 
 impl Link for Tap {

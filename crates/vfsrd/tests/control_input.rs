@@ -6,8 +6,8 @@ use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 
 use proptest::prelude::*;
-use vfsr_fwd::lab::Lab;
 use vfsr_lpm::poptrie::Poptrie;
+use vfsr_router::Router;
 use vfsr_wire::arp::ArpRepr;
 use vfsr_wire::MacAddr;
 use vfsrd::config::{parse, PuntSection};
@@ -27,7 +27,7 @@ fn control() -> (C, MemLink) {
         None,
     )
     .unwrap();
-    let (lab, _): (Lab<Poptrie<u32>, Poptrie<u128>>, _) = router::build(&plan, &[US]).unwrap();
+    let (lab, _): (Router<Poptrie<u32>, Poptrie<u128>>, _) = router::build(&plan, &[US]).unwrap();
     let spec = &router::port_specs(&plan, &[US])[0];
     let (ours, theirs) = MemLink::pair();
     let port = CtlPort {

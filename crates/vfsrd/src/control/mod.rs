@@ -26,19 +26,20 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Serialize;
-use vfsr_fwd::lab::Lab;
 use vfsr_fwd::ratelimit::TokenBucket;
 use vfsr_fwd::stage::classify::punt_class;
 use vfsr_fwd::{Packet, PuntClass};
 use vfsr_io::xdp::FastPath;
 use vfsr_lpm::LpmUpdate;
 use vfsr_neigh::{Event, Outcome, Solicit};
+use vfsr_router::Router;
 use vfsr_wire::arp::{ArpOp, ArpRepr};
 use vfsr_wire::ethernet::{ethertype, MacAddr, HEADER_LEN};
 use vfsr_wire::icmpv6::NdRepr;
 
 use crate::config::PuntSection;
 use crate::link::{Link, ToControl, Wake};
+use crate::sources::Sources;
 
 /// How often neighbor timers run.
 pub const TIMER_MS: u64 = 50;
@@ -137,12 +138,16 @@ pub struct ControlCounters {
     pub tx_failed: u64,
     /// Frames too short or malformed to handle.
     pub malformed: u64,
+    /// Route publications that failed (the RIB kept the changes; the next one retries).
+    pub publish_errors: u64,
 }
 
 /// The control plane.
 pub struct Control<E4: LpmUpdate<u32>, E6: LpmUpdate<u128>> {
-    /// The router's state (FIBs, next hops, neighbor tables).
-    pub lab: Lab<E4, E6>,
+    /// The router's state (RIB, FIBs, next hops, neighbor tables).
+    pub router: Router<E4, E6>,
+    /// The route sources' sockets (FPM, rtnetlink).
+    pub sources: Sources,
     /// Ports, index = pipeline index - 1.
     pub ports: Vec<CtlPort>,
     inbox: Receiver<ToControl>,
@@ -166,9 +171,9 @@ where
     E4::Config: Default,
     E6::Config: Default,
 {
-    /// A control plane over `lab` and `ports`, reading what workers send on `inbox`.
+    /// A control plane over `router` and `ports`, reading what workers send on `inbox`.
     pub fn new(
-        lab: Lab<E4, E6>,
+        router: Router<E4, E6>,
         ports: Vec<CtlPort>,
         inbox: Receiver<ToControl>,
         wake: Arc<Wake>,
@@ -185,7 +190,8 @@ where
             })
         });
         Control {
-            lab,
+            router,
+            sources: Sources::none(),
             ports,
             inbox,
             wake,
@@ -209,8 +215,8 @@ where
 
     /// Neighbor snapshots published so far, over every port's ARP and ND table.
     fn published(&self) -> u64 {
-        self.lab
-            .tables
+        self.router
+            .tables()
             .iter()
             .map(|t| t.arp.counters().published + t.nd.counters().published)
             .sum()
@@ -245,6 +251,7 @@ where
     /// The descriptors a step waits on: the wake-up eventfd, each port's socket, each TAP.
     pub fn poll_fds(&self) -> Vec<i32> {
         let mut v = vec![self.wake.fd()];
+        v.extend(self.sources.fds());
         for p in &self.ports {
             v.extend(p.wire.fd());
             if let Some(t) = &p.tap {
@@ -266,7 +273,16 @@ where
                 revents: 0,
             })
             .collect();
-        let wait = timeout_ms.min((TIMER_MS as i32).max(1));
+        let mut wait = timeout_ms.min((TIMER_MS as i32).max(1));
+        // Route changes wait at most the publication bound; a source's timer its turn.
+        let now = Instant::now();
+        for d in [self.router.deadline(), self.sources.deadline()]
+            .into_iter()
+            .flatten()
+        {
+            let ms = d.saturating_duration_since(now).as_millis();
+            wait = wait.min(i32::try_from(ms).unwrap_or(i32::MAX));
+        }
         // SAFETY: `fds` is a live, correctly sized array of pollfd.
         unsafe {
             libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait);
@@ -308,6 +324,12 @@ where
             }
         }
         self.buf = buf;
+        let at = Instant::now();
+        self.sources.work(at, &mut self.router);
+        if let Err(e) = self.router.poll(at) {
+            self.counters.publish_errors += 1;
+            eprintln!("vfsrd: publishing route changes: {e}");
+        }
         let now = self.now_ms();
         if now >= self.last_timer_ms + TIMER_MS {
             self.last_timer_ms = now;
@@ -338,7 +360,10 @@ where
     pub fn hold(&mut self, ifindex: u32, nexthop: IpAddr, packet: Packet) {
         let now = self.now_ms();
         let i = ifindex as usize;
-        let Some(t) = i.checked_sub(1).and_then(|k| self.lab.tables.get_mut(k)) else {
+        let Some(t) = i
+            .checked_sub(1)
+            .and_then(|k| self.router.tables_mut().get_mut(k))
+        else {
             self.counters.hold_dropped += 1;
             return;
         };
@@ -446,8 +471,8 @@ where
         // RFC 826: update an entry we have; create one only when the message is for us.
         if sender_on_link && a.sender_hw.is_unicast() {
             let known = self
-                .lab
-                .tables
+                .router
+                .tables()
                 .get(i)
                 .is_some_and(|t| t.arp.get(&a.sender_ip).is_some());
             if known || for_us {
@@ -460,7 +485,7 @@ where
                 } else {
                     Event::LinkLayerHint(a.sender_hw)
                 };
-                if let Some(t) = self.lab.tables.get_mut(i) {
+                if let Some(t) = self.router.tables_mut().get_mut(i) {
                     let o = t.arp.apply(a.sender_ip, ev, now);
                     t.arp.publish();
                     self.counters.neighbors_learned += 1;
@@ -493,7 +518,7 @@ where
                     return;
                 }
                 if let (Some(ll), false) = (source_ll, m.src.is_unspecified()) {
-                    if let Some(t) = self.lab.tables.get_mut(i) {
+                    if let Some(t) = self.router.tables_mut().get_mut(i) {
                         let o = t.nd.apply(m.src, Event::LinkLayerHint(ll), now);
                         t.nd.publish();
                         self.counters.neighbors_learned += 1;
@@ -513,7 +538,7 @@ where
                 target_ll,
                 ..
             } => {
-                if let Some(t) = self.lab.tables.get_mut(i) {
+                if let Some(t) = self.router.tables_mut().get_mut(i) {
                     if t.nd.get(&target).is_some() {
                         let ev = Event::Advert {
                             mac: target_ll,
@@ -600,8 +625,8 @@ where
 
     /// Fires the neighbor tables' timers: retransmissions, probes, failures.
     fn timers(&mut self, now: u64) {
-        for i in 0..self.lab.tables.len() {
-            let (fired4, fired6) = match self.lab.tables.get_mut(i) {
+        for i in 0..self.router.tables().len() {
+            let (fired4, fired6) = match self.router.tables_mut().get_mut(i) {
                 Some(t) => {
                     let a = t.arp.expire(now);
                     let b = t.nd.expire(now);

@@ -1,0 +1,277 @@
+//! The kernel's rtnetlink socket: the ports' link state (a port whose interface or TAP goes
+//! down takes its routes out of the FIB) and, with `[kernel]` configured, the mirror of the
+//! kernel's routing table (`vfsr_router::kernel`).
+//!
+//! At start the socket dumps the links (and, for the mirror, the next-hop objects and the
+//! routes of both families). An overrun (`ENOBUFS`: the kernel dropped messages because the
+//! socket's buffer was full) starts the dumps again; the mirror reconciles by mark and
+//! sweep when the route dumps end, so nothing lost in the overrun stays wrong.
+
+use std::collections::VecDeque;
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use vfsr_lpm::LpmUpdate;
+use vfsr_netlink::msg::{Link, Message};
+use vfsr_netlink::{DecodeStats, DumpKind, RecvStatus, RouteSocket};
+use vfsr_rib::{Rib, Source};
+use vfsr_router::kernel::KernelMirror;
+use vfsr_router::{IfMap, Router};
+
+use super::KernelIds;
+use crate::config::KernelPlan;
+
+/// Reads per step at most (each up to 64 datagrams).
+const STEP_READS: usize = 16;
+/// The socket's receive buffer when only links are followed.
+const LINK_RCVBUF: usize = 1 << 20;
+
+/// A port's kernel-side state.
+#[derive(Clone, Copy, Debug)]
+struct PortLink {
+    ids: KernelIds,
+    iface_up: bool,
+    tap_up: bool,
+}
+
+impl PortLink {
+    fn up(&self) -> bool {
+        self.iface_up && self.tap_up
+    }
+}
+
+/// The socket and what it feeds.
+pub struct NetlinkSource {
+    sock: RouteSocket,
+    mirror: Option<KernelMirror>,
+    ports: Vec<PortLink>,
+    /// The dumps requested, in order; each ends with a `Done` (or an error).
+    expected: VecDeque<DumpKind>,
+    msgs: Vec<Message>,
+    stats: DecodeStats,
+    overruns: u64,
+    malformed: u64,
+    link_changes: u64,
+}
+
+impl NetlinkSource {
+    /// Opens the socket and starts the dumps.
+    pub fn open<E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone>(
+        kernel: Option<&KernelPlan>,
+        ports: &[KernelIds],
+        router: &mut Router<E4, E6>,
+    ) -> Result<NetlinkSource, String> {
+        let rcvbuf = kernel.map_or(LINK_RCVBUF, |k| k.rcvbuf);
+        let sock = RouteSocket::open(rcvbuf).map_err(|e| format!("rtnetlink socket: {e}"))?;
+        let mut n = NetlinkSource {
+            sock,
+            mirror: kernel.map(|k| KernelMirror::new(k.mirror.clone())),
+            ports: ports
+                .iter()
+                .map(|ids| PortLink {
+                    ids: *ids,
+                    iface_up: true,
+                    tap_up: true,
+                })
+                .collect(),
+            expected: VecDeque::new(),
+            msgs: Vec::with_capacity(1024),
+            stats: DecodeStats::default(),
+            overruns: 0,
+            malformed: 0,
+            link_changes: 0,
+        };
+        n.dump(router.rib_mut())
+            .map_err(|e| format!("rtnetlink dump: {e}"))?;
+        Ok(n)
+    }
+
+    /// The socket's descriptor.
+    pub fn fd(&self) -> RawFd {
+        self.sock.as_raw_fd()
+    }
+
+    /// The receive buffer obtained, bytes.
+    pub fn rcvbuf(&self) -> usize {
+        self.sock.rcvbuf()
+    }
+
+    /// The mirror, if on.
+    pub fn mirror(&self) -> Option<&KernelMirror> {
+        self.mirror.as_ref()
+    }
+
+    fn dump(&mut self, rib: &mut Rib) -> std::io::Result<()> {
+        self.sock.reset_dumps();
+        self.expected.clear();
+        let kinds: &[DumpKind] = if self.mirror.is_some() {
+            &[
+                DumpKind::Links,
+                DumpKind::NextHops,
+                DumpKind::Routes4,
+                DumpKind::Routes6,
+            ]
+        } else {
+            &[DumpKind::Links]
+        };
+        if let Some(m) = self.mirror.as_mut() {
+            m.begin_dump(rib);
+        }
+        for k in kinds {
+            self.sock.request_dump(*k)?;
+            self.expected.push_back(*k);
+        }
+        Ok(())
+    }
+
+    /// Reads (within a budget), applies link changes to the ports and route changes to the
+    /// mirror; dumps again after an overrun.
+    pub fn work<E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone>(
+        &mut self,
+        _now: Instant,
+        router: &mut Router<E4, E6>,
+        ifmap: &IfMap,
+    ) {
+        let distance = router.distance(Source::Kernel);
+        for _ in 0..STEP_READS {
+            self.msgs.clear();
+            let status = match self.sock.recv(&mut self.msgs, &mut self.stats) {
+                Ok(s) => s,
+                Err(e) => {
+                    eprintln!("vfsrd: rtnetlink: {e}");
+                    break;
+                }
+            };
+            let msgs = std::mem::take(&mut self.msgs);
+            self.apply(&msgs, router, ifmap, distance);
+            self.msgs = msgs;
+            match status {
+                RecvStatus::Messages(_) => {}
+                RecvStatus::WouldBlock => break,
+                RecvStatus::Overrun | RecvStatus::Malformed(_) => {
+                    if matches!(status, RecvStatus::Overrun) {
+                        self.overruns += 1;
+                        if let Some(m) = self.mirror.as_mut() {
+                            m.overrun();
+                        }
+                    } else {
+                        self.malformed += 1;
+                    }
+                    eprintln!(
+                        "vfsrd: rtnetlink: {} ({} so far): dumping again",
+                        if matches!(status, RecvStatus::Overrun) {
+                            "overrun, messages lost"
+                        } else {
+                            "malformed datagram"
+                        },
+                        self.overruns + self.malformed
+                    );
+                    if let Err(e) = self.dump(router.rib_mut()) {
+                        eprintln!("vfsrd: rtnetlink: dump: {e}");
+                    }
+                    break;
+                }
+            }
+        }
+        if let Some(m) = self.mirror.as_mut() {
+            m.end_batch(router.rib_mut(), ifmap, distance);
+        }
+    }
+
+    fn apply<E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone>(
+        &mut self,
+        msgs: &[Message],
+        router: &mut Router<E4, E6>,
+        ifmap: &IfMap,
+        distance: u8,
+    ) {
+        // Route messages go to the mirror in runs; links and dump ends are handled in order.
+        let mut start = 0usize;
+        for (i, m) in msgs.iter().enumerate() {
+            let boundary = matches!(m, Message::Link(_) | Message::Done | Message::Error(_));
+            if !boundary {
+                continue;
+            }
+            if let (Some(mirror), Some(run)) = (self.mirror.as_mut(), msgs.get(start..i)) {
+                mirror.messages(run, router.rib_mut(), ifmap, distance);
+            }
+            start = i + 1;
+            match m {
+                Message::Link(l) => self.link(l, router),
+                Message::Done | Message::Error(_) => {
+                    if let Some(kind) = self.expected.pop_front() {
+                        if kind == DumpKind::Routes6 {
+                            if let Some(mirror) = self.mirror.as_mut() {
+                                let n = mirror.dump_complete(router.rib_mut());
+                                if n > 0 {
+                                    eprintln!(
+                                        "vfsrd: kernel: {n} route(s) gone from the kernel's \
+                                         table removed"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let (Some(mirror), Some(run)) = (self.mirror.as_mut(), msgs.get(start..)) {
+            if !run.is_empty() {
+                mirror.messages(run, router.rib_mut(), ifmap, distance);
+            }
+        }
+    }
+
+    fn link<E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone>(
+        &mut self,
+        l: &Link,
+        router: &mut Router<E4, E6>,
+    ) {
+        let deleted = l.op == vfsr_netlink::Op::Del;
+        for p in &mut self.ports {
+            let before = p.up();
+            if p.ids.iface == l.ifindex {
+                p.iface_up = !deleted && l.admin_up && l.lower_up;
+            } else if p.ids.tap == Some(l.ifindex) {
+                p.tap_up = !deleted && l.admin_up;
+            } else {
+                continue;
+            }
+            let up = p.up();
+            if up != before {
+                self.link_changes += 1;
+                let r = router.set_port_up(p.ids.port, up);
+                eprintln!(
+                    "vfsrd: port {} {}: {} next hop(s) {}",
+                    p.ids.port,
+                    if up { "up" } else { "down" },
+                    if up { r.activated } else { r.deactivated },
+                    if up { "usable again" } else { "unusable" }
+                );
+            }
+        }
+    }
+
+    /// State and counters for the stats file.
+    pub fn stats(&self, rib: &Rib) -> Value {
+        let mirror = self.mirror.as_ref().map(|m| {
+            json!({
+                "table": m.config().table,
+                "dumps": m.dumps(),
+                "dumping": m.dumping(),
+                "stale_routes": rib.stale_routes(Source::Kernel),
+                "counters": super::counters_json(m.counters()),
+            })
+        });
+        json!({
+            "rcvbuf": self.sock.rcvbuf(),
+            "overruns": self.overruns,
+            "malformed": self.malformed,
+            "link_changes": self.link_changes,
+            "mirror": mirror,
+            "decoder": super::fpm::decode_json(&self.stats),
+        })
+    }
+}
