@@ -137,9 +137,14 @@ pub struct LiveFib<K: Key, E: LpmUpdate<K>> {
     /// When the oldest pending change was made.
     since: Option<Instant>,
     max_delay: Duration,
+    /// Pending changes beyond which changes wait for the publication (see `apply_eagerly`).
+    eager_limit: usize,
     version: u64,
     stats: FibStats,
 }
+
+/// Pending changes applied to the spare copy as they come; more wait for the publication.
+pub const DEFAULT_EAGER_LIMIT: usize = 256;
 
 /// The table of `routes` and an engine built from it, ready for updates.
 fn build<K: Key, E: LpmUpdate<K>>(
@@ -177,6 +182,7 @@ impl<K: Key, E: LpmUpdate<K> + Clone> LiveFib<K, E> {
             lag: Vec::new(),
             since: None,
             max_delay: DEFAULT_MAX_DELAY,
+            eager_limit: DEFAULT_EAGER_LIMIT,
             version: 0,
             stats: FibStats::default(),
         })
@@ -215,6 +221,12 @@ impl<K: Key, E: LpmUpdate<K>> LiveFib<K, E> {
     /// Sets the delay bound (zero: publish after every change through [`LiveFib::poll`]).
     pub fn set_max_delay(&mut self, d: Duration) {
         self.max_delay = d;
+    }
+
+    /// Sets how many pending changes are applied as they come (0: every change waits for
+    /// the publication; `usize::MAX`: none does).
+    pub fn set_eager_limit(&mut self, n: usize) {
+        self.eager_limit = n;
     }
 
     /// The delay bound.
@@ -265,8 +277,13 @@ impl<K: Key, E: LpmUpdate<K>> LiveFib<K, E> {
 
     /// Applies the unapplied pending changes to the spare copy now, while the table entries
     /// they touched are still in the cache, if no reader holds the spare any more (otherwise,
-    /// or if the engine fails, the publication does it).
+    /// or if the engine fails, the publication does it). A burst of more than the eager limit
+    /// waits for the publication instead, which applies it as one sorted batch (each subtree
+    /// the burst touches is rebuilt once, not once per change).
     fn apply_eagerly(&mut self) {
+        if self.pending.len() > self.eager_limit {
+            return;
+        }
         if !self.catch_up() {
             return;
         }

@@ -49,8 +49,10 @@ fn run_sequence<E: LpmUpdate<u32> + Clone>(
     config: E::Config,
     table: &[Route<u32>],
     steps: &[(Route<u32>, bool)],
+    eager_limit: usize,
 ) {
     let mut fib = LiveFib::<u32, E>::new(table, config).unwrap();
+    fib.set_eager_limit(eager_limit);
     let mut addrs: Vec<u32> = table.iter().map(|r| r.prefix.addr()).collect();
     addrs.extend(steps.iter().flat_map(|(r, _)| {
         let a = r.prefix.addr();
@@ -90,9 +92,12 @@ proptest! {
         table in prop::collection::vec(route4(), 0..60),
         steps in prop::collection::vec((route4(), any::<bool>()), 0..60),
     ) {
-        run_sequence::<Poptrie<u32>>(PoptrieConfig::default(), &table, &steps);
-        run_sequence::<Poptrie<u32>>(PoptrieConfig::flat(16), &table, &steps);
-        run_sequence::<Golden<u32>>((), &table, &steps);
+        // Changes applied as they come, bursts left to the publication, and a mix.
+        for eager in [usize::MAX, 0, 3] {
+            run_sequence::<Poptrie<u32>>(PoptrieConfig::default(), &table, &steps, eager);
+            run_sequence::<Poptrie<u32>>(PoptrieConfig::flat(16), &table, &steps, eager);
+            run_sequence::<Golden<u32>>((), &table, &steps, eager);
+        }
     }
 }
 

@@ -208,6 +208,13 @@ where
         self.v6.settle()
     }
 
+    /// Sets how many pending changes both FIBs apply as they come (see
+    /// `LiveFib::set_eager_limit`).
+    pub fn set_eager_limit(&mut self, n: usize) {
+        self.v4.set_eager_limit(n);
+        self.v6.set_eager_limit(n);
+    }
+
     /// Sets the publication delay bound of both FIBs.
     pub fn set_max_delay(&mut self, d: std::time::Duration) {
         self.v4.set_max_delay(d);

@@ -14,6 +14,7 @@ mod bench;
 mod demo;
 mod engines;
 mod fibbench;
+mod fpmbench;
 mod fwdbench;
 mod livedemo;
 mod lookup;
@@ -53,6 +54,9 @@ enum Command {
     /// The forwarding pipeline.
     #[command(subcommand)]
     Fwd(FwdCommand),
+    /// Route intake from FRR's zebra (FPM).
+    #[command(subcommand)]
+    Fpm(FpmCommand),
     /// Forward a pcap capture offline through the pipeline; write what it sends to a pcap.
     Replay(replay::ReplayArgs),
 }
@@ -61,6 +65,12 @@ enum Command {
 enum FwdCommand {
     /// Mpps per worker for the legacy, split and split+flow designs on frames in memory.
     Bench(fwdbench::FwdBenchArgs),
+}
+
+#[derive(Subcommand)]
+enum FpmCommand {
+    /// Routes per second vfsrd takes in from a recorded FPM stream of a whole table.
+    Bench(fpmbench::FpmBenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -107,6 +117,7 @@ fn main() -> ExitCode {
         Command::Fib(FibCommand::Bench(a)) => fibbench::run(&a),
         Command::Fwd(FwdCommand::Bench(a)) => fwdbench::run(&a),
         Command::Replay(a) => replay::run(&a),
+        Command::Fpm(FpmCommand::Bench(a)) => fpmbench::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,358 @@
+//! `vfsr fpm bench`: how fast vfsrd takes in a whole table from zebra over FPM.
+//!
+//! The table (the 2024 reference table when `../shared/data` has it, else the synthetic
+//! one) is written once as the FPM stream zebra's `dplane_fpm_nl` sends (`RTM_NEWROUTE` per
+//! prefix, or next-hop objects first and routes naming them), its routes spread over 64
+//! gateways on four ports. Each pass builds a fresh router and vfsrd's own FPM listener on
+//! 127.0.0.1, and a writer thread sends the recorded stream as fast as the socket takes it,
+//! while this thread runs what vfsrd's control plane runs: read, decode, RIB, FIB,
+//! publication. Reported per mode, min / median / max over the passes:
+//!
+//! - **routes/s**: prefixes in the published FIB / time from the connection to the moment
+//!   the last one is published (zebra, never vfsrd, should be the limit: target ≥ 1M/s);
+//! - **tail**: time from the writer's last byte to the last route published (target ≤ 1 s);
+//! - **bytes per route**: the process's resident-set growth over the pass / routes.
+
+use std::io::Write;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpStream};
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::json;
+use vfsr_bench::stats::Stats;
+use vfsr_lpm::poptrie::Poptrie;
+use vfsr_netlink::fpm::{write_table_stream, TableRoute, TableStreamOptions};
+use vfsr_router::fpm::FpmConfig;
+use vfsr_router::{IfMap, PortSpec, Router, RouterConfig};
+use vfsr_wire::MacAddr;
+use vfsrd::config::FpmPlan;
+use vfsrd::sources::fpm::FpmServer;
+
+use crate::pin;
+
+/// `vfsr fpm bench` arguments.
+#[derive(Args)]
+pub struct FpmBenchArgs {
+    /// Route table file (text or MRT, gzip or not); default: the 2024 reference table, else
+    /// the synthetic one.
+    #[arg(long)]
+    table: Option<std::path::PathBuf>,
+    /// Passes per mode.
+    #[arg(long, default_value_t = 3)]
+    passes: usize,
+    /// Modes: `routes` (gateways in each route), `nhg` (next-hop objects first).
+    #[arg(long, value_delimiter = ',', default_value = "routes,nhg")]
+    modes: Vec<String>,
+    /// Core for vfsrd's side (the writer runs on the other cores); default: the last.
+    #[arg(long)]
+    core: Option<usize>,
+    /// FIB eager-application limits to compare (see `LiveFib::set_eager_limit`); the
+    /// passes of each are interleaved.
+    #[arg(long, value_delimiter = ',')]
+    eager_limit: Vec<usize>,
+    /// Write the results as JSON here.
+    #[arg(long)]
+    json: Option<std::path::PathBuf>,
+}
+
+type R = Router<Poptrie<u32>, Poptrie<u128>>;
+
+const PORTS: u32 = 4;
+const GATEWAYS_PER_PORT: u32 = 16;
+/// The kernel interface index the stream names for port `p` (a TAP's index in vfsrd).
+fn oif(p: u32) -> u32 {
+    100 + p
+}
+
+fn gateway4(i: u32) -> IpAddr {
+    let p = i % PORTS + 1;
+    IpAddr::V4(Ipv4Addr::new(10, p as u8, 0, (i / PORTS + 2) as u8))
+}
+
+fn gateway6(i: u32) -> IpAddr {
+    let p = i % PORTS + 1;
+    IpAddr::V6(Ipv6Addr::new(
+        0xfd00,
+        p as u16,
+        0,
+        0,
+        0,
+        0,
+        0,
+        (i / PORTS + 2) as u16,
+    ))
+}
+
+fn router() -> Result<R, String> {
+    let specs = (1..=PORTS)
+        .map(|p| {
+            PortSpec::new(p, MacAddr([2, 0, 0, 0, 0, p as u8]))
+                .v4(Ipv4Addr::new(10, p as u8, 0, 1), 24)
+                .v6(Ipv6Addr::new(0xfd00, p as u16, 0, 0, 0, 0, 0, 1), 64)
+        })
+        .collect();
+    R::new(specs, RouterConfig::default()).map_err(|e| e.to_string())
+}
+
+fn rss_bytes() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/statm").unwrap_or_default();
+    let pages: u64 = s
+        .split_whitespace()
+        .nth(1)
+        .and_then(|x| x.parse().ok())
+        .unwrap_or(0);
+    pages * 4096
+}
+
+/// The CPU's model name, for the report.
+pub fn cpu_model() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, v)| v.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into())
+}
+
+struct Pass {
+    routes: usize,
+    routes_per_s: f64,
+    tail_s: f64,
+    bytes_per_route: f64,
+}
+
+fn pass(stream: &[u8], expected: usize, core: usize, eager: Option<usize>) -> Result<Pass, String> {
+    let mut r = router()?;
+    if let Some(n) = eager {
+        r.route_table_mut().set_eager_limit(n);
+    }
+    let mut ifmap = IfMap::new();
+    for p in 1..=PORTS {
+        ifmap.insert(oif(p), p);
+    }
+    let plan = FpmPlan {
+        listen: "127.0.0.1:0".parse().map_err(|_| "address")?,
+        session: FpmConfig {
+            resync_quiet: Duration::from_secs(600),
+            ..FpmConfig::default()
+        },
+    };
+    let mut server = FpmServer::bind(&plan)?;
+    let addr = server.local_addr().to_string();
+    let rss0 = rss_bytes();
+    let bytes = stream.to_vec();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<Result<Instant, String>>();
+    let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+    let writer = std::thread::spawn(move || {
+        let mut s = match TcpStream::connect(&addr) {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = done_tx.send(Err(format!("connect {addr}: {e}")));
+                return;
+            }
+        };
+        let r = s
+            .write_all(&bytes)
+            .map(|()| Instant::now())
+            .map_err(|e| format!("write: {e}"));
+        let _ = done_tx.send(r);
+        // zebra keeps the connection open; so does the writer until the pass ends.
+        let _ = stop_rx.recv_timeout(Duration::from_secs(120));
+    });
+    if let Err(e) = pin::pin_to_core(core) {
+        eprintln!("vfsr: {e}");
+    }
+    let start = Instant::now();
+    let limit = start + Duration::from_secs(120);
+    let mut connected_at = None;
+    let done = loop {
+        let now = Instant::now();
+        if now > limit {
+            return Err(format!(
+                "timed out with {} of {expected} prefixes",
+                r.rib().v4().active_prefixes() + r.rib().v6().active_prefixes()
+            ));
+        }
+        server.work(now, &mut r, &ifmap);
+        if connected_at.is_none() && server.session().connections() > 0 {
+            connected_at = Some(now);
+        }
+        r.poll(Instant::now()).map_err(|e| e.to_string())?;
+        let have = r.rib().v4().active_prefixes() + r.rib().v6().active_prefixes();
+        if have >= expected {
+            r.publish().map_err(|e| e.to_string())?;
+            break Instant::now();
+        }
+        if server.session().connections() == 0 {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+    };
+    let growth = rss_bytes().saturating_sub(rss0);
+    let published = r.route_table().v4().table().len() + r.route_table().v6().table().len();
+    // Every byte was read, so the writer has finished writing.
+    let written = done_rx
+        .recv_timeout(Duration::from_secs(10))
+        .map_err(|_| "the writer did not finish".to_string())??;
+    let _ = stop_tx.send(());
+    let _ = writer.join();
+    let from = connected_at.unwrap_or(start);
+    let secs = done.duration_since(from).as_secs_f64().max(1e-9);
+    Ok(Pass {
+        routes: published,
+        routes_per_s: published as f64 / secs,
+        tail_s: done.saturating_duration_since(written).as_secs_f64(),
+        bytes_per_route: growth as f64 / published.max(1) as f64,
+    })
+}
+
+/// Runs the benchmark.
+pub fn run(a: &FpmBenchArgs) -> Result<(), String> {
+    let (table, what) = match &a.table {
+        Some(p) => (
+            vfsr_table::read_table_file(p, &Default::default())
+                .map_err(|e| format!("{}: {e}", p.display()))?
+                .0,
+            p.display().to_string(),
+        ),
+        None => {
+            let (t, s) = vfsr_table::shared::load_default_table(1).map_err(|e| e.to_string())?;
+            (t, s.to_string())
+        }
+    };
+    let mut v4: Vec<TableRoute> = Vec::with_capacity(table.v4.len());
+    let mut seen4 = std::collections::HashSet::new();
+    for (i, r) in table.v4.iter().enumerate() {
+        if !seen4.insert(r.prefix) {
+            continue;
+        }
+        let g = (i as u32) % (PORTS * GATEWAYS_PER_PORT);
+        v4.push(TableRoute {
+            addr: IpAddr::V4(Ipv4Addr::from(r.prefix.addr())),
+            len: r.prefix.len(),
+            gateway: gateway4(g),
+            oif: oif(g % PORTS + 1),
+        });
+    }
+    let mut v6: Vec<TableRoute> = Vec::with_capacity(table.v6.len());
+    let mut seen6 = std::collections::HashSet::new();
+    for (i, r) in table.v6.iter().enumerate() {
+        if !seen6.insert(r.prefix) {
+            continue;
+        }
+        let g = (i as u32) % (PORTS * GATEWAYS_PER_PORT);
+        v6.push(TableRoute {
+            addr: IpAddr::V6(Ipv6Addr::from(r.prefix.addr())),
+            len: r.prefix.len(),
+            gateway: gateway6(g),
+            oif: oif(g % PORTS + 1),
+        });
+    }
+    // Connected subnets of the four ports are in the FIB too (one v4, one v6 each).
+    let connected = 2 * PORTS as usize;
+    let expected = v4.len() + v6.len() + connected;
+    let core = a.core.unwrap_or_else(pin::default_bench_core);
+    let cpu = cpu_model();
+    println!(
+        "vfsr fpm bench: {what}: {} IPv4 + {} IPv6 prefixes over {} gateways; vfsrd's side on \
+         core {core}; {cpu}",
+        v4.len(),
+        v6.len(),
+        PORTS * GATEWAYS_PER_PORT
+    );
+    // Every (mode, eager limit) variant, their passes interleaved.
+    let eagers: Vec<Option<usize>> = if a.eager_limit.is_empty() {
+        vec![None]
+    } else {
+        a.eager_limit.iter().map(|n| Some(*n)).collect()
+    };
+    struct Variant {
+        name: String,
+        mode: String,
+        eager: Option<usize>,
+        stream: Vec<u8>,
+        frames: u64,
+        passes: Vec<Pass>,
+    }
+    let mut variants = Vec::new();
+    for mode in &a.modes {
+        let nhg = match mode.as_str() {
+            "routes" => false,
+            "nhg" => true,
+            other => return Err(format!("--modes: unknown mode {other:?} (routes, nhg)")),
+        };
+        let mut stream = Vec::new();
+        let summary = write_table_stream(
+            &v4,
+            &v6,
+            &TableStreamOptions {
+                nexthop_objects: nhg,
+                ..TableStreamOptions::default()
+            },
+            &mut stream,
+        )
+        .map_err(|e| e.to_string())?;
+        for e in &eagers {
+            variants.push(Variant {
+                name: match e {
+                    Some(n) => format!("{mode}, eager {n}"),
+                    None => mode.clone(),
+                },
+                mode: mode.clone(),
+                eager: *e,
+                stream: stream.clone(),
+                frames: summary.frames,
+                passes: Vec::new(),
+            });
+        }
+    }
+    for _ in 0..a.passes.max(1) {
+        for v in &mut variants {
+            let p = pass(&v.stream, expected, core, v.eager)?;
+            v.passes.push(p);
+        }
+    }
+    let mut results = Vec::new();
+    let mut rows = Vec::new();
+    for v in &variants {
+        let rates: Vec<f64> = v.passes.iter().map(|p| p.routes_per_s).collect();
+        let tails: Vec<f64> = v.passes.iter().map(|p| p.tail_s).collect();
+        let bpr: Vec<f64> = v.passes.iter().map(|p| p.bytes_per_route).collect();
+        let routes = v.passes.last().map_or(0, |p| p.routes);
+        let (r, t, b) = (Stats::of(&rates), Stats::of(&tails), Stats::of(&bpr));
+        rows.push(format!(
+            "| {} | {routes} | {:.2} / {:.2} / {:.2} | {:.3} / {:.3} / {:.3} | {:.0} | {} |",
+            v.name,
+            r.min / 1e6,
+            r.median / 1e6,
+            r.max / 1e6,
+            t.min,
+            t.median,
+            t.max,
+            b.median,
+            v.stream.len()
+        ));
+        results.push(json!({
+            "mode": v.mode,
+            "eager_limit": v.eager,
+            "routes": routes,
+            "stream_bytes": v.stream.len(),
+            "frames": v.frames,
+            "routes_per_s": {"min": r.min, "median": r.median, "max": r.max},
+            "tail_s": {"min": t.min, "median": t.median, "max": t.max},
+            "bytes_per_route": b.median,
+        }));
+    }
+    println!("| mode | routes | Mroutes/s min / median / max | tail s min / median / max | RSS bytes per route | stream bytes |");
+    println!("| --- | --- | --- | --- | --- | --- |");
+    for r in rows {
+        println!("{r}");
+    }
+    if let Some(path) = &a.json {
+        let v = json!({"cpu": cpu, "table": what, "passes": a.passes, "results": results});
+        std::fs::write(path, format!("{v:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
