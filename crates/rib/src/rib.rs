@@ -1153,6 +1153,29 @@ impl Rib {
         a.saturating_add(b)
     }
 
+    /// Marks `source`'s routes for `prefix` (of metric `metric` only, if given) as announced
+    /// in the current epoch without changing them (the source said something about the
+    /// prefix that could not be used: what it had stays). Returns how many.
+    pub fn touch<K: RibFamily>(
+        &mut self,
+        prefix: Prefix<K>,
+        source: Source,
+        metric: Option<u32>,
+    ) -> usize {
+        let (f, cx) = K::parts(self, source);
+        let Some(e) = f.prefixes.get_mut(&prefix) else {
+            return 0;
+        };
+        let mut n = 0;
+        for r in e.routes.iter_mut() {
+            if r.source == source && metric.is_none_or(|m| m == r.metric) {
+                r.stamp = cx.stamp;
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// `source`'s routes not announced since its current epoch began, in both families.
     pub fn stale_routes(&self, source: Source) -> usize {
         let epoch = self.epoch(source);

@@ -81,6 +81,8 @@ pub struct FpmSession {
     last_message: Option<Instant>,
     connections: u64,
     last_resync: Option<Instant>,
+    /// Whether the stale routes of the current disconnection were removed already.
+    stale_swept: bool,
     /// Connections closed, by reason.
     closes: BTreeMap<&'static str, u64>,
 }
@@ -95,6 +97,7 @@ impl FpmSession {
             last_message: None,
             connections: 0,
             last_resync: None,
+            stale_swept: false,
             closes: BTreeMap::new(),
         }
     }
@@ -150,6 +153,7 @@ impl FpmSession {
         if matches!(self.state, FpmState::Connected { .. }) {
             rib.begin_epoch(Source::Fpm);
             self.state = FpmState::Disconnected { since: now };
+            self.stale_swept = false;
         }
     }
 
@@ -192,8 +196,7 @@ impl FpmSession {
                 .last_message
                 .is_none_or(|t| now.saturating_duration_since(t) >= self.config.resync_quiet),
             FpmState::Disconnected { since } => {
-                now.saturating_duration_since(since) >= self.config.stale_time
-                    && rib.stale_routes(Source::Fpm) > 0
+                !self.stale_swept && now.saturating_duration_since(since) >= self.config.stale_time
             }
             _ => false,
         };
@@ -201,11 +204,15 @@ impl FpmSession {
             return 0;
         }
         let n = rib.sweep(Source::Fpm);
+        self.inner.sweep_parked(rib.current_epoch(Source::Fpm));
         self.inner.counters.swept += n as u64;
-        if let FpmState::Connected { .. } = self.state {
-            self.state = FpmState::Connected { replaying: false };
-            self.inner.counters.resyncs += 1;
-            self.last_resync = Some(now);
+        match self.state {
+            FpmState::Connected { .. } => {
+                self.state = FpmState::Connected { replaying: false };
+                self.inner.counters.resyncs += 1;
+                self.last_resync = Some(now);
+            }
+            _ => self.stale_swept = true,
         }
         n
     }
@@ -216,7 +223,9 @@ impl FpmSession {
             FpmState::Connected { replaying: true } => {
                 self.last_message.map(|t| t + self.config.resync_quiet)
             }
-            FpmState::Disconnected { since } => Some(since + self.config.stale_time),
+            FpmState::Disconnected { since } if !self.stale_swept => {
+                Some(since + self.config.stale_time)
+            }
             _ => None,
         }
     }

@@ -106,6 +106,7 @@ impl KernelMirror {
         }
         self.dumping = false;
         let n = rib.sweep(Source::Kernel);
+        self.inner.sweep_parked(rib.current_epoch(Source::Kernel));
         self.inner.counters.swept += n as u64;
         self.inner.counters.resyncs += 1;
         n

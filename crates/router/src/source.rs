@@ -7,7 +7,7 @@
 //! expanded again at the end of the batch: one scan of the RIB per batch, however many
 //! objects changed in it.
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use vfsr_netlink::msg::{Message, NextHopMsg, Op, Route, RouteType};
 use vfsr_rib::{IpPrefix, Rib, RibFamily, Source};
 
@@ -29,8 +29,14 @@ pub(crate) struct SourceState {
     pub source: Source,
     pub identity: Identity,
     pub objects: Objects,
-    /// Objects changed in this batch.
+    /// Objects redefined in this batch (the RIB's routes through them change).
     changed: FxHashSet<u32>,
+    /// Objects defined for the first time in this batch (only parked routes can use them).
+    added: FxHashSet<u32>,
+    /// Routes through an object that gives vfsr no usable next hop today (all through other
+    /// interfaces, say), by (prefix, metric): the object's id and the epoch of the
+    /// announcement. They hold no RIB route, but a change of their object brings them in.
+    parked: FxHashMap<(IpPrefix, u32), (u32, u32)>,
     pub counters: SourceCounters,
 }
 
@@ -48,6 +54,8 @@ impl SourceState {
             identity,
             objects: Objects::default(),
             changed: FxHashSet::default(),
+            added: FxHashSet::default(),
+            parked: FxHashMap::default(),
             counters: SourceCounters::default(),
         }
     }
@@ -111,8 +119,36 @@ impl SourceState {
                     &mut self.counters,
                 ) {
                     Ok(t) => t,
+                    // A route through an object not (fully) known yet: the source's route for
+                    // the prefix is that object, which gives nothing usable now. What the
+                    // prefix had goes; the route is parked and taken once the object is.
+                    Err(why @ (Skip::UnknownObject | Skip::BadGroup)) => {
+                        self.counters.skip(why);
+                        let (Some(prefix), Some(id)) = (prefix_of(r.dst), r.nhid) else {
+                            return;
+                        };
+                        match (prefix, metric) {
+                            (IpPrefix::V4(p), None) => cx.rib.withdraw(p, self.source),
+                            (IpPrefix::V6(p), None) => cx.rib.withdraw(p, self.source),
+                            (IpPrefix::V4(p), Some(m)) => cx.rib.withdraw_metric(p, self.source, m),
+                            (IpPrefix::V6(p), Some(m)) => cx.rib.withdraw_metric(p, self.source, m),
+                        };
+                        let epoch = cx.rib.current_epoch(self.source);
+                        self.parked
+                            .insert((prefix, metric.unwrap_or(0)), (id, epoch));
+                        return;
+                    }
+                    // Not a forwarding route (local, source-specific...): what the source had
+                    // for the prefix stays, and counts as announced (a resync does not sweep
+                    // it for a message that was never a route of ours).
                     Err(why) => {
                         self.counters.skip(why);
+                        if let Some(prefix) = prefix_of(r.dst) {
+                            match prefix {
+                                IpPrefix::V4(p) => cx.rib.touch(p, self.source, metric),
+                                IpPrefix::V6(p) => cx.rib.touch(p, self.source, metric),
+                            };
+                        }
                         return;
                     }
                 };
@@ -126,6 +162,18 @@ impl SourceState {
                         cx.rib.replace_metric(p, self.source, m, &t.routes)
                     }
                 };
+                let key = (t.prefix, metric.unwrap_or(0));
+                match (r.nhid, t.routes.is_empty()) {
+                    (Some(id), true) => {
+                        let epoch = cx.rib.current_epoch(self.source);
+                        self.parked.insert(key, (id, epoch));
+                    }
+                    _ => {
+                        if !self.parked.is_empty() {
+                            self.parked.remove(&key);
+                        }
+                    }
+                }
                 match res {
                     Ok(()) if t.routes.is_empty() => self.counters.withdrawn += 1,
                     Ok(()) => self.counters.announced += 1,
@@ -145,6 +193,14 @@ impl SourceState {
                     self.counters.skip(Skip::BadPrefix);
                     return;
                 };
+                if !self.parked.is_empty() {
+                    match metric {
+                        Some(m) => {
+                            self.parked.remove(&(prefix, m));
+                        }
+                        None => self.parked.retain(|(p, _), _| *p != prefix),
+                    }
+                }
                 let n = match (prefix, metric) {
                     (IpPrefix::V4(p), None) => cx.rib.withdraw(p, self.source),
                     (IpPrefix::V6(p), None) => cx.rib.withdraw(p, self.source),
@@ -163,8 +219,12 @@ impl SourceState {
             Op::New => {
                 self.counters.objects += 1;
                 let same = self.objects.get(n.id) == Some(&n.object);
-                if !same && self.objects.set(n.id, n.object.clone()) {
-                    self.changed.insert(n.id);
+                if !same {
+                    if self.objects.set(n.id, n.object.clone()) {
+                        self.changed.insert(n.id);
+                    } else if !self.parked.is_empty() {
+                        self.added.insert(n.id);
+                    }
                 }
             }
             Op::Del => {
@@ -177,18 +237,46 @@ impl SourceState {
     /// Expands again the routes of every object changed since the last call (and of the
     /// groups holding one). Returns how many prefixes were updated.
     pub fn end_batch(&mut self, cx: &mut Apply<'_>) -> usize {
-        if self.changed.is_empty() {
+        if self.changed.is_empty() && self.added.is_empty() {
             return 0;
         }
-        let mut ids = std::mem::take(&mut self.changed);
-        let groups: Vec<u32> = ids
+        let with_groups = |set: FxHashSet<u32>, objects: &Objects| {
+            let groups: Vec<u32> = set
+                .iter()
+                .flat_map(|id| objects.groups_with(*id).collect::<Vec<_>>())
+                .collect();
+            let mut all = set;
+            all.extend(groups);
+            all
+        };
+        let changed = with_groups(std::mem::take(&mut self.changed), &self.objects);
+        let added = with_groups(std::mem::take(&mut self.added), &self.objects);
+        let mut n = 0;
+        if !changed.is_empty() {
+            n += self.reexpand::<u32>(&changed, cx) + self.reexpand::<u128>(&changed, cx);
+        }
+        let mut ids = changed;
+        ids.extend(added);
+        // Parked routes of those objects: announced again with their object's new meaning.
+        let revive: Vec<((IpPrefix, u32), u32)> = self
+            .parked
             .iter()
-            .flat_map(|id| self.objects.groups_with(*id).collect::<Vec<_>>())
+            .filter(|(_, (id, _))| ids.contains(id))
+            .map(|(k, (id, _))| (*k, *id))
             .collect();
-        ids.extend(groups);
-        let n = self.reexpand::<u32>(&ids, cx) + self.reexpand::<u128>(&ids, cx);
+        for ((prefix, metric), id) in revive {
+            let (addr, len) = prefix.addr_len();
+            self.route(&object_route(addr, len, metric, id), cx);
+            n += 1;
+        }
         self.counters.object_updates += n as u64;
         n
+    }
+
+    /// Forgets parked routes announced before the source's current epoch (a resync's sweep
+    /// removes their RIB counterparts the same way).
+    pub fn sweep_parked(&mut self, epoch: u32) {
+        self.parked.retain(|_, (_, e)| *e == epoch);
     }
 
     fn reexpand<K: RibFamily>(&mut self, ids: &FxHashSet<u32>, cx: &mut Apply<'_>) -> usize
@@ -210,25 +298,28 @@ impl SourceState {
             sets.sort_unstable();
             sets.dedup();
             for (metric, nhid) in sets {
-                let prefix = IpPrefix::from(p);
-                let (addr, len) = prefix.addr_len();
-                let msg = Route {
-                    op: Op::New,
-                    replace: true,
-                    dst: (addr, len),
-                    table: 0,
-                    protocol: 0,
-                    scope: 0,
-                    kind: RouteType::Unicast,
-                    priority: Some(metric),
-                    nexthops: Vec::new(),
-                    nhid: Some(nhid),
-                    src_len: 0,
-                };
-                self.route(&msg, cx);
+                let (addr, len) = IpPrefix::from(p).addr_len();
+                self.route(&object_route(addr, len, metric, nhid), cx);
                 n += 1;
             }
         }
         n
+    }
+}
+
+/// A route announcement through next-hop object `id`, as the source would send it again.
+fn object_route(addr: std::net::IpAddr, len: u8, metric: u32, id: u32) -> Route {
+    Route {
+        op: Op::New,
+        replace: true,
+        dst: (addr, len),
+        table: 0,
+        protocol: 0,
+        scope: 0,
+        kind: RouteType::Unicast,
+        priority: Some(metric),
+        nexthops: Vec::new(),
+        nhid: Some(id),
+        src_len: 0,
     }
 }
