@@ -23,7 +23,7 @@ const PREFIXES: usize = 6;
 const OBJECTS: u32 = 6;
 
 fn prefix(i: usize) -> (IpAddr, u8) {
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         (IpAddr::V4(Ipv4Addr::new(10, 0, i as u8, 0)), 24)
     } else {
         (
@@ -36,7 +36,7 @@ fn prefix(i: usize) -> (IpAddr, u8) {
 /// Gateway `g` of the family of prefix `i` (on port 1 or 2's subnet).
 fn gateway(i: usize, g: u8) -> IpAddr {
     let port = g % 2 + 1;
-    if i % 2 == 0 {
+    if i.is_multiple_of(2) {
         IpAddr::V4(Ipv4Addr::new(192, 0, port, 10 + g))
     } else {
         IpAddr::V6(Ipv6Addr::new(
@@ -299,7 +299,7 @@ impl Harness {
 
     fn route_msg(&self, p: usize, t: &Target) -> Message {
         let (dst, _) = (prefix(p), ());
-        let v4 = p % 2 == 0;
+        let v4 = p.is_multiple_of(2);
         let (kind, nexthops, nhid) = match t {
             Target::Hops(h) => (
                 RouteType::Unicast,
@@ -344,7 +344,7 @@ impl Harness {
 
     /// What vfsr holds for a route zebra sent.
     fn expect_of(&self, p: usize, t: &Target) -> Option<Expect> {
-        let v4 = p % 2 == 0;
+        let v4 = p.is_multiple_of(2);
         match t {
             Target::Hops(h) => self.model.hops(v4, h),
             Target::Object(id) => self.model.object(v4, *id),

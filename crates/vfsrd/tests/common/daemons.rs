@@ -1,0 +1,1662 @@
+//! Real routing daemons in the namespaces of a [`NetLab`], for integration tests: FRR (zebra,
+//! with or without its FPM module `dplane_fpm_nl`, bgpd, staticd), GoBGP as a route speaker,
+//! BIRD 2, and [`FpmCapture`], a server that records what zebra sends over FPM.
+//!
+//! Every daemon runs in the foreground as a child of the test, started through
+//! `ip netns exec` (which execs, so the child is the daemon itself), with a state directory of
+//! its own under `/tmp` (config, pid file, control sockets, logs). Dropping a handle stops its
+//! daemons (SIGTERM, SIGKILL after a bounded grace) and removes the directory, also when a
+//! test fails half-way. Declare the [`NetLab`] before the daemons so that it is dropped after
+//! them. Every wait is a bounded poll ([`wait_until`], [`wait_for`]).
+//!
+//! What the daemons do, as observed with FRR 8.4.4, GoBGP 3.10.0 and BIRD 2.0.12:
+//! - zebra's FPM module connects only when zebra's config has `fpm address`; the first
+//!   attempt comes 3 s after zebra starts, and 3 s after a lost connection (or a change of
+//!   `fpm use-next-hop-groups`, which closes the connection) it connects again and replays
+//!   its whole table: next-hop groups first (when enabled), then every selected route, with no
+//!   marker at the end. zebra still installs every route in the kernel of its namespace.
+//! - bgpd and staticd connect to zebra's socket when they start; if it is not there they
+//!   retry every 10 s (every 60 s after three failures), so [`Frr`] starts zebra first and
+//!   waits for it. After zebra is killed they reconnect 10 s after they lost it; staticd then
+//!   sends its routes again, bgpd does not (FRR 8.4 leaves its routes out of a restarted
+//!   zebra until the sessions are reset or bgpd restarts: [`Frr::restart_clients`]).
+//! - bgpd's `-l ADDRESS` (listen address) implies `-n` (no routes to zebra, so nothing
+//!   reaches the kernel or FPM either); FRR 8.4 keeps `bgp ebgp-requires-policy` on, so an eBGP
+//!   neighbour needs an inbound route-map (or `no bgp ebgp-requires-policy`) before bgpd
+//!   accepts its routes, and an outbound one before bgpd sends it any.
+//! - bgpd holds an IPv6 session back about 5 s on a fresh veth, until the link-local address
+//!   is no longer tentative: [`add_ns_without_dad`].
+//! - `gobgp mrt inject` exits as soon as it has queued its last update, and the updates
+//!   still queued in the client are lost (all of them for a small file); [`GoBgp::add_routes`]
+//!   therefore feeds it through a FIFO that stays open until gobgpd holds the routes.
+//!   gobgp reads RFC 6396's abbreviated MP_REACH_NLRI (what `vfsr_table::mrt::attributes_v6`
+//!   writes) as a full one and rejects it; `gobgp global rib add` gives ORIGIN INCOMPLETE
+//!   unless told `origin igp`.
+
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::CString;
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Shutdown, TcpListener, TcpStream};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use vfsr_lpm::Prefix;
+use vfsr_table::mrt::{self, MrtPeer, MrtWriter, RibEntry};
+use vfsrd::netlab::{self, NetLab};
+
+pub const ZEBRA: &str = "/usr/lib/frr/zebra";
+pub const BGPD: &str = "/usr/lib/frr/bgpd";
+pub const STATICD: &str = "/usr/lib/frr/staticd";
+pub const VTYSH: &str = "vtysh";
+pub const FPM_MODULE: &str = "/usr/lib/x86_64-linux-gnu/frr/modules/dplane_fpm_nl.so";
+pub const GOBGPD: &str = "gobgpd";
+pub const GOBGP: &str = "gobgp";
+pub const BIRD: &str = "bird";
+pub const BIRDC: &str = "birdc";
+
+/// What FRR tests need: zebra, bgpd, staticd, vtysh and the FPM module.
+pub const FRR_PROGRAMS: &[&str] = &[ZEBRA, BGPD, STATICD, VTYSH, FPM_MODULE];
+/// What GoBGP tests need.
+pub const GOBGP_PROGRAMS: &[&str] = &[GOBGPD, GOBGP];
+/// What BIRD tests need.
+pub const BIRD_PROGRAMS: &[&str] = &[BIRD, BIRDC];
+
+/// The port zebra's FPM module connects to unless told otherwise.
+pub const FPM_PORT: u16 = 2620;
+
+/// Seconds zebra's FPM module waits before connecting again (fixed in FRR 8.4).
+pub const FPM_RECONNECT: Duration = Duration::from_secs(3);
+
+// ---------------------------------------------------------------------------------------
+// Waiting and skipping
+// ---------------------------------------------------------------------------------------
+
+/// Polls `probe` (every 10 ms at first, backing off to 200 ms) until it returns a value or
+/// `timeout` has passed; the error names `what`.
+pub fn wait_for<T>(
+    what: &str,
+    timeout: Duration,
+    mut probe: impl FnMut() -> Option<T>,
+) -> Result<T, String> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(10);
+    loop {
+        if let Some(v) = probe() {
+            return Ok(v);
+        }
+        let spent = start.elapsed();
+        if spent >= timeout {
+            return Err(format!(
+                "timed out after {:.1} s waiting for {what}",
+                spent.as_secs_f64()
+            ));
+        }
+        std::thread::sleep(pause.min(timeout - spent));
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
+}
+
+/// Polls `cond` until it holds or `timeout` has passed; how long it took.
+pub fn wait_until(
+    what: &str,
+    timeout: Duration,
+    mut cond: impl FnMut() -> bool,
+) -> Result<Duration, String> {
+    let start = Instant::now();
+    wait_for(what, timeout, || cond().then_some(()))?;
+    Ok(start.elapsed())
+}
+
+/// Whether `program` (a path, or a name looked up in `PATH`) exists.
+pub fn program_exists(program: &str) -> bool {
+    if program.contains('/') {
+        return Path::new(program).is_file();
+    }
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
+}
+
+/// Why a test needing network namespaces and `programs` cannot run here, if it cannot.
+pub fn skip_reason(programs: &[&str]) -> Option<String> {
+    if let Err(e) = netlab::available() {
+        return Some(e);
+    }
+    programs
+        .iter()
+        .find(|p| !program_exists(p))
+        .map(|p| format!("{p} is not installed"))
+}
+
+/// Makes namespace `name` (loopback up) with IPv6 duplicate address detection off for the
+/// interfaces made in it afterwards. Use it for namespaces where bgpd runs IPv6 sessions:
+/// bgpd holds an IPv6 session back until the interface's link-local address has left the
+/// tentative state, about 5 s on a fresh veth (the IPv4 session comes up in tens of ms).
+pub fn add_ns_without_dad(lab: &mut NetLab, name: &str) -> Result<String, String> {
+    let full = lab.add_ns(name)?;
+    for key in ["all", "default"] {
+        lab.sh(
+            name,
+            &[
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{key}.accept_dad=0"),
+            ],
+        )?;
+    }
+    Ok(full)
+}
+
+// ---------------------------------------------------------------------------------------
+// Prefixes
+// ---------------------------------------------------------------------------------------
+
+/// An address family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+impl Family {
+    pub fn of(addr: IpAddr) -> Family {
+        match addr {
+            IpAddr::V4(_) => Family::V4,
+            IpAddr::V6(_) => Family::V6,
+        }
+    }
+
+    /// `AF_INET` or `AF_INET6`, as in `rtm_family`.
+    pub fn af(self) -> u8 {
+        match self {
+            Family::V4 => libc::AF_INET as u8,
+            Family::V6 => libc::AF_INET6 as u8,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Family::V4 => "ipv4",
+            Family::V6 => "ipv6",
+        }
+    }
+
+    fn bits(self) -> u8 {
+        match self {
+            Family::V4 => 32,
+            Family::V6 => 128,
+        }
+    }
+}
+
+/// A network prefix (host bits clear), printed and parsed as `address/length`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Net {
+    pub addr: IpAddr,
+    pub len: u8,
+}
+
+impl Net {
+    /// The prefix of length `len` (clamped to the family's width) holding `addr`.
+    pub fn new(addr: IpAddr, len: u8) -> Net {
+        let len = len.min(Family::of(addr).bits());
+        let addr = match addr {
+            IpAddr::V4(a) => {
+                let mask = u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0);
+                IpAddr::V4((u32::from(a) & mask).into())
+            }
+            IpAddr::V6(a) => {
+                let mask = u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0);
+                IpAddr::V6((u128::from(a) & mask).into())
+            }
+        };
+        Net { addr, len }
+    }
+
+    pub fn family(&self) -> Family {
+        Family::of(self.addr)
+    }
+
+    /// `count` consecutive prefixes of length `len`, the first holding `first`
+    /// (`block("100.64.0.0", 24, 3)`: 100.64.0.0/24, 100.64.1.0/24, 100.64.2.0/24). Panics if
+    /// the block runs past the end of the address space or `len` is 0.
+    pub fn block(first: IpAddr, len: u8, count: usize) -> Vec<Net> {
+        let start = Net::new(first, len);
+        assert!(len > 0, "a block of /0 prefixes");
+        match start.addr {
+            IpAddr::V4(a) => {
+                let step = 1u64 << (32 - u32::from(start.len));
+                (0..count as u64)
+                    .map(|i| {
+                        let v = u64::from(u32::from(a)) + i * step;
+                        let v = u32::try_from(v).expect("prefix block past 255.255.255.255");
+                        Net::new(IpAddr::V4(v.into()), start.len)
+                    })
+                    .collect()
+            }
+            IpAddr::V6(a) => {
+                let step = 1u128 << (128 - u32::from(start.len));
+                (0..count as u128)
+                    .map(|i| {
+                        let v = i
+                            .checked_mul(step)
+                            .and_then(|o| u128::from(a).checked_add(o))
+                            .expect("prefix block past the end of IPv6");
+                        Net::new(IpAddr::V6(v.into()), start.len)
+                    })
+                    .collect()
+            }
+        }
+    }
+}
+
+impl fmt::Display for Net {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.addr, self.len)
+    }
+}
+
+impl FromStr for Net {
+    type Err = String;
+
+    /// Parses `address/length`; host bits must be clear.
+    fn from_str(s: &str) -> Result<Net, String> {
+        let (a, l) = s
+            .split_once('/')
+            .ok_or_else(|| format!("{s}: no /length"))?;
+        let addr: IpAddr = a.parse().map_err(|e| format!("{s}: {e}"))?;
+        let len: u8 = l.parse().map_err(|e| format!("{s}: {e}"))?;
+        if len > Family::of(addr).bits() {
+            return Err(format!("{s}: length too long"));
+        }
+        let net = Net::new(addr, len);
+        if net.addr != addr {
+            return Err(format!("{s}: host bits set"));
+        }
+        Ok(net)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Processes and state directories
+// ---------------------------------------------------------------------------------------
+
+/// A directory under `/tmp` (not `$TMPDIR`: FRR's daemons run as user `frr` and must reach
+/// it; control socket paths must also stay short), removed on drop.
+struct StateDir(PathBuf);
+
+impl StateDir {
+    fn new(kind: &str) -> Result<StateDir, String> {
+        static SEQ: AtomicUsize = AtomicUsize::new(0);
+        let path = PathBuf::from(format!(
+            "/tmp/vfsr-{kind}-{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = fs::remove_dir_all(&path);
+        fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(StateDir(path))
+    }
+
+    fn join(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A daemon started by the test (through `ip netns exec`, so its pid is the daemon's).
+struct Proc {
+    name: String,
+    child: Child,
+}
+
+impl Proc {
+    /// Starts `argv` in namespace `netns` with standard output and error appended to `log`.
+    fn spawn(name: &str, netns: &str, argv: &[String], log: &Path) -> Result<Proc, String> {
+        let out = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| format!("{}: {e}", log.display()))?;
+        let err = out.try_clone().map_err(|e| e.to_string())?;
+        let child = Command::new("ip")
+            .args(["netns", "exec", netns])
+            .args(argv)
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|e| format!("cannot start {name}: {e}"))?;
+        Ok(Proc {
+            name: name.to_string(),
+            child,
+        })
+    }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends `signal`, waits up to `grace` for the exit, then kills. The pid cannot have been
+    /// reused: the child is not reaped before `try_wait` sees it gone.
+    fn stop(&mut self, signal: i32, grace: Duration) -> Result<ExitStatus, String> {
+        if let Ok(Some(st)) = self.child.try_wait() {
+            return Ok(st);
+        }
+        // SAFETY: kill(2) on our own unreaped child.
+        unsafe { libc::kill(self.pid(), signal) };
+        let child = &mut self.child;
+        match wait_for(&format!("{} to exit", self.name), grace, || {
+            child.try_wait().ok().flatten()
+        }) {
+            Ok(st) => Ok(st),
+            Err(_) => {
+                let _ = self.child.kill();
+                self.child.wait().map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.stop(libc::SIGTERM, Duration::from_secs(10));
+    }
+}
+
+/// Waits until `proc` answers `ready`; fails at once (with the end of its log) if it exits.
+fn wait_ready(
+    proc: &mut Proc,
+    log: &Path,
+    timeout: Duration,
+    mut ready: impl FnMut() -> bool,
+) -> Result<Duration, String> {
+    let start = Instant::now();
+    let name = proc.name.clone();
+    let mut died = false;
+    let r = wait_for(&format!("{name} to be ready"), timeout, || {
+        if !proc.alive() {
+            died = true;
+            return Some(());
+        }
+        ready().then_some(())
+    });
+    if died || r.is_err() {
+        let tail = log_tail(log, 20);
+        let why = if died {
+            format!("{name} exited")
+        } else {
+            r.unwrap_err()
+        };
+        return Err(format!("{why}; its log ends with:\n{tail}"));
+    }
+    Ok(start.elapsed())
+}
+
+/// The last `lines` lines of a log file.
+pub fn log_tail(path: &Path, lines: usize) -> String {
+    let text = fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+fn write_file(path: &Path, text: &str) -> Result<(), String> {
+    fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn user_ids(user: &str) -> Result<(u32, u32), String> {
+    let name = CString::new(user).map_err(|e| e.to_string())?;
+    // SAFETY: getpwnam with a valid C string; the fields are copied out at once (tests do not
+    // call getpw* concurrently).
+    let pw = unsafe { libc::getpwnam(name.as_ptr()) };
+    if pw.is_null() {
+        return Err(format!("no user {user}"));
+    }
+    // SAFETY: pw is non-null and points to libc's static passwd record.
+    Ok(unsafe { ((*pw).pw_uid, (*pw).pw_gid) })
+}
+
+fn chown(path: &Path, ids: (u32, u32)) -> Result<(), String> {
+    std::os::unix::fs::chown(path, Some(ids.0), Some(ids.1))
+        .map_err(|e| format!("chown {}: {e}", path.display()))
+}
+
+fn output_text(o: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// FRR
+// ---------------------------------------------------------------------------------------
+
+/// Where zebra's FPM module connects, and in which mode.
+#[derive(Clone, Debug)]
+pub struct FpmTarget {
+    pub address: IpAddr,
+    pub port: u16,
+    /// `fpm use-next-hop-groups` (FRR's default: routes carry `RTA_NH_ID`, next hops come
+    /// as `RTM_NEWNEXTHOP`) or `no fpm use-next-hop-groups` (next hops inside each route).
+    pub next_hop_groups: bool,
+}
+
+impl FpmTarget {
+    /// 127.0.0.1:2620 in zebra's namespace.
+    pub fn local(next_hop_groups: bool) -> FpmTarget {
+        FpmTarget {
+            address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: FPM_PORT,
+            next_hop_groups,
+        }
+    }
+}
+
+/// What to run: zebra always (with `zebra` as the body of its config), bgpd and staticd
+/// when their config is given.
+#[derive(Clone, Debug, Default)]
+pub struct FrrConfig {
+    pub zebra: String,
+    pub bgpd: Option<String>,
+    pub staticd: Option<String>,
+    /// Load `dplane_fpm_nl` and point it there.
+    pub fpm: Option<FpmTarget>,
+}
+
+/// One FRR instance in a namespace: zebra plus bgpd and staticd as configured, as user
+/// `frr`, with their own pid files, vty sockets and zserv socket in a state directory.
+///
+/// The daemons run as
+/// `ip netns exec NS /usr/lib/frr/zebra -u frr -g frr -f DIR/zebra.conf -i DIR/zebra.pid
+/// --vty_socket DIR -z DIR/zserv.api -P 0 --log file:DIR/zebra.log -s 90000000
+/// [-M dplane_fpm_nl]` (bgpd and staticd alike, without `-s` and `-M`); `-P 0` turns the
+/// TCP vty off, vtysh reaches them with `vtysh --vty_socket DIR`.
+pub struct Frr {
+    netns: String,
+    ids: (u32, u32),
+    config: FrrConfig,
+    zebra: Option<Proc>,
+    staticd: Option<Proc>,
+    bgpd: Option<Proc>,
+    dir: StateDir,
+}
+
+/// A route of zebra's RIB, from `show ip[v6] route json`.
+#[derive(Clone, Debug)]
+pub struct RibRoute {
+    pub prefix: Net,
+    /// "bgp", "static", "connected", "kernel", ...
+    pub protocol: String,
+    pub selected: bool,
+    pub installed: bool,
+    pub nexthops: Vec<RibNextHop>,
+}
+
+/// A next hop of a [`RibRoute`].
+#[derive(Clone, Debug)]
+pub struct RibNextHop {
+    pub ip: Option<IpAddr>,
+    pub interface: Option<String>,
+    pub active: bool,
+    pub fib: bool,
+    pub blackhole: bool,
+    pub connected: bool,
+}
+
+impl Frr {
+    /// Starts zebra, waits until it answers, then staticd and bgpd if configured.
+    pub fn start(lab: &NetLab, ns: &str, config: FrrConfig) -> Result<Frr, String> {
+        let ids = user_ids("frr")?;
+        let dir = StateDir::new("frr")?;
+        chown(dir.path(), ids)?;
+        let mut zebra = format!("hostname {ns}\n{}\n", config.zebra);
+        if let Some(f) = &config.fpm {
+            zebra.push_str(&format!("fpm address {} port {}\n", f.address, f.port));
+            if !f.next_hop_groups {
+                zebra.push_str("no fpm use-next-hop-groups\n");
+            }
+        }
+        let files = [
+            ("zebra", Some(zebra)),
+            ("bgpd", config.bgpd.clone()),
+            ("staticd", config.staticd.clone()),
+        ];
+        for (daemon, text) in files {
+            if let Some(text) = text {
+                let path = dir.join(&format!("{daemon}.conf"));
+                write_file(&path, &text)?;
+                chown(&path, ids)?;
+            }
+        }
+        let mut frr = Frr {
+            netns: lab.name(ns),
+            ids,
+            config,
+            zebra: None,
+            staticd: None,
+            bgpd: None,
+            dir,
+        };
+        frr.start_zebra()?;
+        frr.start_clients()?;
+        Ok(frr)
+    }
+
+    /// The state directory (logs: `zebra.log`, `bgpd.log`, ...).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn argv(&self, daemon: &str, program: &str) -> Vec<String> {
+        let d = |name: &str| self.dir.join(name).display().to_string();
+        let mut argv = vec![
+            program.to_string(),
+            "-u".into(),
+            "frr".into(),
+            "-g".into(),
+            "frr".into(),
+            "-f".into(),
+            d(&format!("{daemon}.conf")),
+            "-i".into(),
+            d(&format!("{daemon}.pid")),
+            "--vty_socket".into(),
+            self.dir.path().display().to_string(),
+            "-z".into(),
+            d("zserv.api"),
+            "-P".into(),
+            "0".into(),
+            "--log".into(),
+            format!("file:{}", d(&format!("{daemon}.log"))),
+        ];
+        if daemon == "zebra" {
+            argv.extend(["-s".into(), "90000000".into()]);
+            if self.config.fpm.is_some() {
+                argv.extend(["-M".into(), "dplane_fpm_nl".into()]);
+            }
+        }
+        argv
+    }
+
+    /// Starts zebra (again) and waits until its zserv socket exists and it answers vtysh.
+    pub fn start_zebra(&mut self) -> Result<Duration, String> {
+        if self.zebra.as_mut().is_some_and(Proc::alive) {
+            return Err("zebra is already running".into());
+        }
+        let _ = fs::remove_file(self.dir.join("zserv.api"));
+        let argv = self.argv("zebra", ZEBRA);
+        let out = self.dir.join("zebra.out");
+        let mut proc = Proc::spawn("zebra", &self.netns, &argv, &out)?;
+        let zserv = self.dir.join("zserv.api");
+        let dir = self.dir.path().to_path_buf();
+        let took = wait_ready(&mut proc, &out, Duration::from_secs(20), || {
+            zserv.exists() && vtysh_at(&dir, Some("zebra"), "show version").is_ok()
+        })?;
+        self.zebra = Some(proc);
+        Ok(took)
+    }
+
+    /// Stops zebra with `signal` (SIGTERM: zebra removes its routes from the kernel first;
+    /// SIGKILL: a crash, the kernel keeps them) and waits for it to exit.
+    pub fn kill_zebra(&mut self, signal: i32) -> Result<ExitStatus, String> {
+        let mut proc = self.zebra.take().ok_or("zebra is not running")?;
+        proc.stop(signal, Duration::from_secs(20))
+    }
+
+    fn start_client(&mut self, daemon: &str) -> Result<(), String> {
+        let program = if daemon == "bgpd" { BGPD } else { STATICD };
+        let argv = self.argv(daemon, program);
+        let out = self.dir.join(&format!("{daemon}.out"));
+        let mut proc = Proc::spawn(daemon, &self.netns, &argv, &out)?;
+        let dir = self.dir.path().to_path_buf();
+        wait_ready(&mut proc, &out, Duration::from_secs(20), || {
+            vtysh_at(&dir, Some(daemon), "show version").is_ok()
+        })?;
+        match daemon {
+            "bgpd" => self.bgpd = Some(proc),
+            _ => self.staticd = Some(proc),
+        }
+        Ok(())
+    }
+
+    fn start_clients(&mut self) -> Result<(), String> {
+        if self.config.staticd.is_some() {
+            self.start_client("staticd")?;
+        }
+        if self.config.bgpd.is_some() {
+            self.start_client("bgpd")?;
+        }
+        Ok(())
+    }
+
+    /// Restarts bgpd and staticd (after a zebra restart: bgpd does not send its routes to a
+    /// new zebra by itself). bgpd's sessions start over.
+    pub fn restart_clients(&mut self) -> Result<(), String> {
+        for p in [self.bgpd.take(), self.staticd.take()]
+            .into_iter()
+            .flatten()
+        {
+            let mut p = p;
+            p.stop(libc::SIGTERM, Duration::from_secs(10))?;
+        }
+        self.start_clients()
+    }
+
+    /// Runs vtysh commands (one per line, as one session) against this instance.
+    pub fn vtysh(&self, commands: &str) -> Result<String, String> {
+        vtysh_at(self.dir.path(), None, commands)
+    }
+
+    /// Runs vtysh commands against one daemon (`zebra`, `bgpd`, `staticd`).
+    pub fn vtysh_on(&self, daemon: &str, commands: &str) -> Result<String, String> {
+        vtysh_at(self.dir.path(), Some(daemon), commands)
+    }
+
+    /// Applies configuration lines (`configure terminal` first).
+    pub fn configure(&self, lines: &str) -> Result<String, String> {
+        self.vtysh(&format!("configure terminal\n{lines}"))
+    }
+
+    /// Whether bgpd's session with `peer` is Established.
+    pub fn bgp_established(&self, peer: &str) -> bool {
+        let Ok(text) = self.vtysh_on("bgpd", &format!("show bgp neighbors {peer} json")) else {
+            return false;
+        };
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+            return false;
+        };
+        v.as_object().is_some_and(|o| {
+            o.values()
+                .any(|n| n.get("bgpState").and_then(|s| s.as_str()) == Some("Established"))
+        })
+    }
+
+    /// zebra's routes of one family.
+    pub fn routes_json(&self, family: Family) -> Result<Vec<RibRoute>, String> {
+        let cmd = match family {
+            Family::V4 => "show ip route json",
+            Family::V6 => "show ipv6 route json",
+        };
+        parse_routes_json(&self.vtysh_on("zebra", cmd)?)
+    }
+
+    /// Routes per source in zebra's RIB and FIB (`show ip route summary json`): type
+    /// ("connected", "kernel", "static", "ebgp", "ibgp", ...) -> (rib, fib). Cheap enough to
+    /// poll.
+    pub fn route_summary(&self, family: Family) -> Result<BTreeMap<String, (u64, u64)>, String> {
+        let cmd = match family {
+            Family::V4 => "show ip route summary json",
+            Family::V6 => "show ipv6 route summary json",
+        };
+        let text = self.vtysh_on("zebra", cmd)?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("route summary: {e}: {text}"))?;
+        let mut out = BTreeMap::new();
+        for r in v["routes"].as_array().into_iter().flatten() {
+            let kind = r["type"].as_str().unwrap_or("?").to_string();
+            let e = out.entry(kind).or_insert((0, 0));
+            e.0 += r["rib"].as_u64().unwrap_or(0);
+            e.1 += r["fib"].as_u64().unwrap_or(0);
+        }
+        Ok(out)
+    }
+
+    /// Routes of `kind` ("ebgp", "static", ...) zebra has in its FIB (0 when it has none).
+    pub fn fib_count(&self, family: Family, kind: &str) -> Result<u64, String> {
+        Ok(self
+            .route_summary(family)?
+            .get(kind)
+            .map_or(0, |&(_, fib)| fib))
+    }
+
+    /// `show fpm counters json` (keys such as "connection-closes", "bytes-sent").
+    pub fn fpm_counters(&self) -> Result<serde_json::Value, String> {
+        let text = self.vtysh_on("zebra", "show fpm counters json")?;
+        serde_json::from_str(&text).map_err(|e| format!("fpm counters: {e}: {text}"))
+    }
+
+    /// Switches `fpm use-next-hop-groups`; zebra closes the FPM connection and connects
+    /// again 3 s later.
+    pub fn set_fpm_next_hop_groups(&self, on: bool) -> Result<(), String> {
+        let no = if on { "" } else { "no " };
+        self.configure(&format!("{no}fpm use-next-hop-groups"))
+            .map(drop)
+    }
+
+    /// Stops bgpd, staticd and zebra (SIGTERM, then SIGKILL after a grace).
+    pub fn stop(&mut self) {
+        for p in [self.bgpd.take(), self.staticd.take(), self.zebra.take()]
+            .into_iter()
+            .flatten()
+        {
+            let mut p = p;
+            let _ = p.stop(libc::SIGTERM, Duration::from_secs(10));
+        }
+    }
+}
+
+impl Drop for Frr {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// vtysh against the daemons whose vty sockets are in `dir`.
+fn vtysh_at(dir: &Path, daemon: Option<&str>, commands: &str) -> Result<String, String> {
+    let mut c = Command::new(VTYSH);
+    c.arg("--vty_socket").arg(dir);
+    if let Some(d) = daemon {
+        c.args(["-d", d]);
+    }
+    for line in commands.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        c.args(["-c", line]);
+    }
+    let o = c
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("vtysh: {e}"))?;
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    const FAILURES: [&str; 6] = [
+        "% Unknown command",
+        "% Command incomplete",
+        "% Ambiguous command",
+        "% Invalid",
+        "% Malformed",
+        "% Specify",
+    ];
+    let failed = out
+        .lines()
+        .any(|l| FAILURES.iter().any(|f| l.trim_start().starts_with(f)));
+    if !o.status.success() || failed {
+        return Err(format!(
+            "vtysh {commands:?} ({}): {}",
+            o.status,
+            output_text(&o).trim()
+        ));
+    }
+    Ok(out)
+}
+
+/// Parses `show ip route json` / `show ipv6 route json`.
+pub fn parse_routes_json(text: &str) -> Result<Vec<RibRoute>, String> {
+    let v: serde_json::Value =
+        serde_json::from_str(text).map_err(|e| format!("route json: {e}"))?;
+    let obj = v.as_object().ok_or("route json: not an object")?;
+    let mut out = Vec::new();
+    for (prefix, entries) in obj {
+        let prefix: Net = prefix.parse()?;
+        for e in entries.as_array().into_iter().flatten() {
+            let flag = |k: &str| e.get(k).and_then(|b| b.as_bool()).unwrap_or(false);
+            let nexthops = e["nexthops"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|n| {
+                    let f = |k: &str| n.get(k).and_then(|b| b.as_bool()).unwrap_or(false);
+                    RibNextHop {
+                        ip: n["ip"].as_str().and_then(|s| s.parse().ok()),
+                        interface: n["interfaceName"].as_str().map(str::to_string),
+                        active: f("active"),
+                        fib: f("fib"),
+                        blackhole: f("blackhole"),
+                        connected: f("directlyConnected"),
+                    }
+                })
+                .collect();
+            out.push(RibRoute {
+                prefix,
+                protocol: e["protocol"].as_str().unwrap_or("?").to_string(),
+                selected: flag("selected"),
+                installed: flag("installed"),
+                nexthops,
+            });
+        }
+    }
+    Ok(out)
+}
+
+// ---------------------------------------------------------------------------------------
+// GoBGP
+// ---------------------------------------------------------------------------------------
+
+/// A neighbor of a [`GoBgpConfig`]: one session per address family (an IPv4 neighbor carries
+/// ipv4-unicast, an IPv6 neighbor ipv6-unicast).
+#[derive(Clone, Debug)]
+pub struct GoBgpNeighbor {
+    pub address: IpAddr,
+    pub peer_as: u32,
+    pub hold_time: u32,
+    pub keepalive: u32,
+}
+
+/// A GoBGP speaker's config.
+#[derive(Clone, Debug)]
+pub struct GoBgpConfig {
+    pub asn: u32,
+    pub router_id: Ipv4Addr,
+    pub neighbors: Vec<GoBgpNeighbor>,
+}
+
+impl GoBgpConfig {
+    /// The config as gobgpd's TOML (connect-retry 1 s, so a session comes up as soon as the
+    /// peer listens).
+    pub fn toml(&self) -> String {
+        let mut t = format!(
+            "[global.config]\n  as = {}\n  router-id = \"{}\"\n  port = 179\n",
+            self.asn, self.router_id
+        );
+        for n in &self.neighbors {
+            let family = match n.address {
+                IpAddr::V4(_) => "ipv4-unicast",
+                IpAddr::V6(_) => "ipv6-unicast",
+            };
+            t.push_str(&format!(
+                "\n[[neighbors]]\n  [neighbors.config]\n    neighbor-address = \"{}\"\n    \
+                 peer-as = {}\n  [neighbors.timers.config]\n    hold-time = {}\n    \
+                 keepalive-interval = {}\n    connect-retry = 1\n  [[neighbors.afi-safis]]\n    \
+                 [neighbors.afi-safis.config]\n      afi-safi-name = \"{family}\"\n",
+                n.address, n.peer_as, n.hold_time, n.keepalive
+            ));
+        }
+        t
+    }
+}
+
+/// gobgpd in a namespace (`gobgpd -f DIR/gobgpd.toml -p --api-hosts 127.0.0.1:50051
+/// --pprof-disable`), driven with the `gobgp` CLI run in the same namespace.
+pub struct GoBgp {
+    netns: String,
+    proc: Option<Proc>,
+    seq: AtomicUsize,
+    dir: StateDir,
+}
+
+/// Up to this many prefixes, [`GoBgp::add_routes`] uses one `gobgp global rib add` each
+/// (about 9 ms apiece); above, one MRT injection.
+const CLI_ADD_LIMIT: usize = 8;
+
+impl GoBgp {
+    /// Starts gobgpd with `toml` as its config and waits until its API answers.
+    pub fn start(lab: &NetLab, ns: &str, toml: &str) -> Result<GoBgp, String> {
+        let dir = StateDir::new("gobgp")?;
+        let conf = dir.join("gobgpd.toml");
+        write_file(&conf, toml)?;
+        let argv: Vec<String> = [
+            GOBGPD,
+            "-f",
+            &conf.display().to_string(),
+            "-t",
+            "toml",
+            "-p",
+            "--api-hosts",
+            "127.0.0.1:50051",
+            "--pprof-disable",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let log = dir.join("gobgpd.log");
+        let netns = lab.name(ns);
+        let mut proc = Proc::spawn("gobgpd", &netns, &argv, &log)?;
+        let probe_ns = netns.clone();
+        wait_ready(&mut proc, &log, Duration::from_secs(15), || {
+            gobgp_in(&probe_ns, &["global"]).is_ok()
+        })?;
+        Ok(GoBgp {
+            netns,
+            proc: Some(proc),
+            seq: AtomicUsize::new(0),
+            dir,
+        })
+    }
+
+    /// The state directory (`gobgpd.log`, `inject.log`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs `gobgp ARGS` against this gobgpd; its standard output.
+    pub fn gobgp(&self, args: &[&str]) -> Result<String, String> {
+        gobgp_in(&self.netns, args)
+    }
+
+    /// Whether the session with `neighbor` is established.
+    pub fn established(&self, neighbor: IpAddr) -> bool {
+        self.gobgp(&["neighbor", &neighbor.to_string()])
+            .is_ok_and(|t| t.to_lowercase().contains("bgp state = established"))
+    }
+
+    /// (destinations, paths) in the global RIB of one family.
+    pub fn rib_summary(&self, family: Family) -> Result<(usize, usize), String> {
+        let text = self.gobgp(&["global", "rib", "summary", "-a", family.name()])?;
+        let number = |key: &str| -> Option<usize> {
+            let rest = &text[text.find(key)? + key.len()..];
+            let digits: String = rest
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().ok()
+        };
+        match (number("Destination:"), number("Path:")) {
+            (Some(d), Some(p)) => Ok((d, p)),
+            _ => Err(format!("unexpected rib summary: {text}")),
+        }
+    }
+
+    /// Destinations in the global RIB of one family.
+    pub fn rib_count(&self, family: Family) -> Result<usize, String> {
+        self.rib_summary(family).map(|(d, _)| d)
+    }
+
+    /// The prefixes this speaker originates itself (paths not learnt from a neighbor).
+    pub fn local_prefixes(&self, family: Family) -> Result<HashSet<Net>, String> {
+        let text = self.gobgp(&["global", "rib", "-a", family.name(), "-j"])?;
+        let v: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| format!("gobgp rib json: {e}"))?;
+        let mut out = HashSet::new();
+        for (prefix, paths) in v.as_object().into_iter().flatten() {
+            let local = paths.as_array().into_iter().flatten().any(|p| {
+                p.get("neighbor-ip")
+                    .and_then(|n| n.as_str())
+                    .is_none_or(|n| n.parse::<IpAddr>().is_ok_and(|a| a.is_unspecified()))
+            });
+            if local {
+                out.insert(prefix.parse()?);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Announces `prefixes` (all of `nexthop`'s family) with `nexthop`, an empty AS_PATH and
+    /// ORIGIN IGP (`gobgp global rib add P nexthop NH origin igp`: the CLI's default origin
+    /// is INCOMPLETE, and paths of different origins are not equal-cost for bgpd); returns
+    /// once gobgpd holds all of them.
+    ///
+    /// More than a handful go in one `gobgp mrt inject global` of a TABLE_DUMP_V2 stream
+    /// written with `vfsr_table::mrt` (peer AS 0 and BGP ID 0.0.0.0, so gobgpd files the
+    /// paths as its own and `gobgp global rib del` removes them; IPv6 next hops in a full
+    /// MP_REACH_NLRI, since gobgp misreads RFC 6396's abbreviated form). The stream goes
+    /// through a FIFO kept open until gobgpd's path count shows the routes arrived (or stops
+    /// growing), since the CLI loses what it has not flushed when its input ends; prefixes
+    /// still missing are injected again (at most three more rounds).
+    pub fn add_routes(&self, prefixes: &[Net], nexthop: IpAddr) -> Result<(), String> {
+        let family = Family::of(nexthop);
+        if let Some(p) = prefixes.iter().find(|p| p.family() != family) {
+            return Err(format!("{p} is not of next hop {nexthop}'s family"));
+        }
+        if prefixes.len() <= CLI_ADD_LIMIT {
+            for p in prefixes {
+                let (net, nh) = (p.to_string(), nexthop.to_string());
+                self.gobgp(&[
+                    "global",
+                    "rib",
+                    "-a",
+                    family.name(),
+                    "add",
+                    &net,
+                    "nexthop",
+                    &nh,
+                    "origin",
+                    "igp",
+                ])?;
+            }
+            return Ok(());
+        }
+        let mut pending = prefixes.to_vec();
+        for _ in 0..4 {
+            let (_, before) = self.rib_summary(family)?;
+            self.inject(family, &pending, nexthop, before + pending.len())?;
+            if self.rib_summary(family)?.1 >= before + pending.len() {
+                return Ok(());
+            }
+            let have = self.local_prefixes(family)?;
+            pending.retain(|p| !have.contains(p));
+            if pending.is_empty() {
+                return Ok(());
+            }
+        }
+        Err(format!(
+            "{} of {} prefixes still missing after four MRT injections (see {})",
+            pending.len(),
+            prefixes.len(),
+            self.dir.join("inject.log").display()
+        ))
+    }
+
+    /// One `gobgp mrt inject global FIFO`: writes the records, waits until gobgpd has
+    /// `target_paths` paths of `family` (or its count stays still for 600 ms), then closes
+    /// the FIFO and waits for the CLI to exit.
+    fn inject(
+        &self,
+        family: Family,
+        prefixes: &[Net],
+        nexthop: IpAddr,
+        target_paths: usize,
+    ) -> Result<(), String> {
+        let records = mrt_records(prefixes, nexthop)?;
+        let fifo = self.dir.join(&format!(
+            "inject-{}.fifo",
+            self.seq.fetch_add(1, Ordering::Relaxed)
+        ));
+        let cpath = CString::new(fifo.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+        // SAFETY: mkfifo with a valid C string.
+        if unsafe { libc::mkfifo(cpath.as_ptr(), 0o600) } != 0 {
+            return Err(format!(
+                "mkfifo {}: {}",
+                fifo.display(),
+                std::io::Error::last_os_error()
+            ));
+        }
+        let argv: Vec<String> = [
+            GOBGP,
+            "-u",
+            "127.0.0.1",
+            "-p",
+            "50051",
+            "mrt",
+            "inject",
+            "global",
+            &fifo.display().to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let log = self.dir.join("inject.log");
+        let mut cli = Proc::spawn("gobgp mrt inject", &self.netns, &argv, &log)?;
+        let result = self.feed(&mut cli, &fifo, &records, family, target_paths);
+        let _ = cli.stop(libc::SIGTERM, Duration::from_secs(10));
+        let _ = fs::remove_file(&fifo);
+        result
+    }
+
+    fn feed(
+        &self,
+        cli: &mut Proc,
+        fifo: &Path,
+        records: &[Vec<u8>],
+        family: Family,
+        target_paths: usize,
+    ) -> Result<(), String> {
+        // Non-blocking: open fails with ENXIO until the CLI has opened its end, and a write
+        // of at most PIPE_BUF bytes is then all or nothing (EAGAIN while the pipe is full).
+        let mut pipe = wait_for(
+            "gobgp to open the MRT FIFO",
+            Duration::from_secs(15),
+            || match OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(fifo)
+            {
+                Ok(f) => Some(Ok(f)),
+                Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                    if cli.alive() {
+                        None
+                    } else {
+                        Some(Err("gobgp mrt inject exited before reading".to_string()))
+                    }
+                }
+                Err(e) => Some(Err(format!("{}: {e}", fifo.display()))),
+            },
+        )??;
+        let mut chunk = Vec::with_capacity(libc::PIPE_BUF);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let flush = |chunk: &mut Vec<u8>, pipe: &mut File| -> Result<(), String> {
+            while !chunk.is_empty() {
+                match pipe.write(chunk) {
+                    Ok(n) if n == chunk.len() => chunk.clear(),
+                    Ok(n) => return Err(format!("short write to the FIFO ({n} bytes)")),
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                        if Instant::now() > deadline {
+                            return Err("gobgp stopped reading the MRT FIFO".into());
+                        }
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    Err(e) => return Err(format!("writing the MRT FIFO: {e}")),
+                }
+            }
+            Ok(())
+        };
+        for r in records {
+            if chunk.len() + r.len() > libc::PIPE_BUF {
+                flush(&mut chunk, &mut pipe)?;
+            }
+            chunk.extend_from_slice(r);
+        }
+        flush(&mut chunk, &mut pipe)?;
+        let mut last = None;
+        let mut still_since = Instant::now();
+        wait_until(
+            "gobgpd to take the injected routes",
+            Duration::from_secs(120),
+            || {
+                let Ok((_, paths)) = self.rib_summary(family) else {
+                    return false;
+                };
+                if paths >= target_paths {
+                    return true;
+                }
+                if last != Some(paths) {
+                    last = Some(paths);
+                    still_since = Instant::now();
+                }
+                still_since.elapsed() > Duration::from_millis(600)
+            },
+        )?;
+        drop(pipe);
+        let _ = wait_until("gobgp mrt inject to exit", Duration::from_secs(10), || {
+            !cli.alive()
+        });
+        Ok(())
+    }
+
+    /// How many `gobgp mrt inject` runs [`GoBgp::add_routes`] has made so far.
+    pub fn injections(&self) -> usize {
+        self.seq.load(Ordering::Relaxed)
+    }
+
+    /// Withdraws `prefixes` (one `gobgp global rib del` each, about 9 ms apiece).
+    pub fn withdraw_routes(&self, prefixes: &[Net]) -> Result<(), String> {
+        for p in prefixes {
+            let net = p.to_string();
+            self.gobgp(&["global", "rib", "-a", p.family().name(), "del", &net])?;
+        }
+        Ok(())
+    }
+
+    /// Withdraws every route this speaker announced, both families.
+    pub fn withdraw_all(&self) -> Result<(), String> {
+        for f in [Family::V4, Family::V6] {
+            self.gobgp(&["global", "rib", "-a", f.name(), "del", "all"])?;
+        }
+        Ok(())
+    }
+
+    /// Stops gobgpd (its sessions close with a NOTIFICATION).
+    pub fn stop(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            let _ = p.stop(libc::SIGTERM, Duration::from_secs(10));
+        }
+    }
+}
+
+impl Drop for GoBgp {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn gobgp_in(netns: &str, args: &[&str]) -> Result<String, String> {
+    let o = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            netns,
+            GOBGP,
+            "-u",
+            "127.0.0.1",
+            "-p",
+            "50051",
+        ])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("gobgp: {e}"))?;
+    if o.status.success() {
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    } else {
+        Err(format!(
+            "gobgp {} ({}): {}",
+            args.join(" "),
+            o.status,
+            output_text(&o).trim()
+        ))
+    }
+}
+
+/// The TABLE_DUMP_V2 records announcing `prefixes` via `nexthop`, one buffer per record
+/// (the PEER_INDEX_TABLE first).
+fn mrt_records(prefixes: &[Net], nexthop: IpAddr) -> Result<Vec<Vec<u8>>, String> {
+    const TIME: u32 = 1_700_000_000;
+    let err = |e: vfsr_table::WriteError| e.to_string();
+    let mut records = Vec::with_capacity(prefixes.len() + 1);
+    let mut w = MrtWriter::new(Vec::new(), TIME);
+    w.peer_index_table(
+        Ipv4Addr::UNSPECIFIED,
+        "vfsr",
+        &[MrtPeer {
+            bgp_id: Ipv4Addr::UNSPECIFIED,
+            address: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            asn: 0,
+        }],
+    )
+    .map_err(err)?;
+    records.push(w.into_inner().map_err(err)?);
+    let mut attributes = Vec::new();
+    mrt::push_attribute(&mut attributes, 0x40, 1, &[0]).map_err(err)?;
+    mrt::push_attribute(&mut attributes, 0x40, 2, &[]).map_err(err)?;
+    match nexthop {
+        IpAddr::V4(nh) => mrt::push_attribute(&mut attributes, 0x40, 3, &nh.octets()),
+        IpAddr::V6(nh) => {
+            let mut value = vec![0, 2, 1, 16];
+            value.extend_from_slice(&nh.octets());
+            value.push(0);
+            mrt::push_attribute(&mut attributes, 0x80, 14, &value)
+        }
+    }
+    .map_err(err)?;
+    let entry = [RibEntry {
+        peer_index: 0,
+        originated: TIME,
+        attributes,
+    }];
+    for (i, p) in prefixes.iter().enumerate() {
+        let mut w = MrtWriter::new(Vec::new(), TIME);
+        let seq = i as u32;
+        match p.addr {
+            IpAddr::V4(a) => {
+                let prefix = Prefix::new(u32::from(a), p.len).map_err(|e| e.to_string())?;
+                w.rib_v4(seq, &prefix, &entry)
+            }
+            IpAddr::V6(a) => {
+                let prefix = Prefix::new(u128::from(a), p.len).map_err(|e| e.to_string())?;
+                w.rib_v6(seq, &prefix, &entry)
+            }
+        }
+        .map_err(err)?;
+        records.push(w.into_inner().map_err(err)?);
+    }
+    Ok(records)
+}
+
+// ---------------------------------------------------------------------------------------
+// BIRD
+// ---------------------------------------------------------------------------------------
+
+/// BIRD 2 in a namespace, in the foreground as root:
+/// `bird -f -c DIR/bird.conf -s DIR/bird.ctl -P DIR/bird.pid` (standard error, where
+/// `log stderr all` sends the log, goes to DIR/bird.log).
+pub struct Bird {
+    netns: String,
+    proc: Option<Proc>,
+    dir: StateDir,
+}
+
+impl Bird {
+    /// Checks `config` with `bird -p`, starts BIRD and waits until birdc answers.
+    pub fn start(lab: &NetLab, ns: &str, config: &str) -> Result<Bird, String> {
+        let dir = StateDir::new("bird")?;
+        let conf = dir.join("bird.conf");
+        write_file(&conf, config)?;
+        let check = Command::new(BIRD)
+            .arg("-p")
+            .arg("-c")
+            .arg(&conf)
+            .output()
+            .map_err(|e| format!("bird: {e}"))?;
+        if !check.status.success() {
+            return Err(format!("bird -p: {}", output_text(&check).trim()));
+        }
+        let d = |name: &str| dir.join(name).display().to_string();
+        let argv = vec![
+            BIRD.to_string(),
+            "-f".into(),
+            "-c".into(),
+            d("bird.conf"),
+            "-s".into(),
+            d("bird.ctl"),
+            "-P".into(),
+            d("bird.pid"),
+        ];
+        let log = dir.join("bird.log");
+        let netns = lab.name(ns);
+        let mut proc = Proc::spawn("bird", &netns, &argv, &log)?;
+        let ctl = dir.join("bird.ctl");
+        wait_ready(&mut proc, &log, Duration::from_secs(10), || {
+            ctl.exists() && birdc_at(&ctl, "show status").is_ok()
+        })?;
+        Ok(Bird {
+            netns,
+            proc: Some(proc),
+            dir,
+        })
+    }
+
+    /// The state directory (`bird.log`).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs one birdc command (`show route`, `configure`, ...); its output.
+    pub fn birdc(&self, command: &str) -> Result<String, String> {
+        birdc_at(&self.dir.join("bird.ctl"), command)
+    }
+
+    /// Replaces the config file and has BIRD load it (`birdc configure`).
+    pub fn configure(&self, config: &str) -> Result<(), String> {
+        write_file(&self.dir.join("bird.conf"), config)?;
+        let out = self.birdc("configure")?;
+        if out.contains("Reconfigured") || out.contains("Reconfiguration in progress") {
+            Ok(())
+        } else {
+            Err(format!("birdc configure: {}", out.trim()))
+        }
+    }
+
+    /// Stops BIRD (with `persist` off, the kernel protocol removes its routes first).
+    pub fn stop(&mut self) {
+        if let Some(mut p) = self.proc.take() {
+            let _ = p.stop(libc::SIGTERM, Duration::from_secs(10));
+        }
+    }
+}
+
+impl Drop for Bird {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn birdc_at(ctl: &Path, command: &str) -> Result<String, String> {
+    let o = Command::new(BIRDC)
+        .arg("-s")
+        .arg(ctl)
+        .args(command.split_whitespace())
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("birdc: {e}"))?;
+    let out = output_text(&o);
+    let failed = out.lines().any(|l| {
+        let l = l.trim_start();
+        l.starts_with("syntax error") || l.starts_with("Unable to connect")
+    });
+    if !o.status.success() || failed {
+        return Err(format!("birdc {command} ({}): {}", o.status, out.trim()));
+    }
+    Ok(out)
+}
+
+/// A BIRD 2 config whose static routes go to the kernel's main table of BIRD's namespace:
+/// `static4`/`static6` are route statements without `route` and `;` (`"198.51.100.0/24 via
+/// 10.9.0.2"`, `"203.0.113.0/24 via 10.9.0.2 via 10.9.1.2"` (multipath),
+/// `"192.0.2.0/24 blackhole"`, `"192.0.2.128/25 unreachable"`). The kernel protocols export
+/// what the static protocols hold and import nothing (`learn` is off: routes others put in
+/// the kernel stay out of BIRD). A static route with several `via` reaches the kernel as one
+/// multipath route by itself; `merge paths yes` is there for equal routes from different
+/// sources (two BGP peers, say), which it merges into one multipath kernel route. The
+/// kernel shows the routes as `proto bird` (12) with metric 32, blackholes as
+/// `blackhole PREFIX` (IPv6: `dev lo`), and BIRD takes them out again when a `configure`
+/// drops them or when it stops (`persist` is off).
+pub fn bird_kernel_config(router_id: Ipv4Addr, static4: &[&str], static6: &[&str]) -> String {
+    let routes = |rs: &[&str]| -> String { rs.iter().map(|r| format!("  route {r};\n")).collect() };
+    format!(
+        "router id {router_id};\n\
+         log stderr all;\n\
+         \n\
+         protocol device {{\n  scan time 10;\n}}\n\
+         \n\
+         protocol kernel kernel4 {{\n  ipv4 {{\n    import none;\n    export where source = RTS_STATIC;\n  }};\n  merge paths yes;\n}}\n\
+         \n\
+         protocol kernel kernel6 {{\n  ipv6 {{\n    import none;\n    export where source = RTS_STATIC;\n  }};\n  merge paths yes;\n}}\n\
+         \n\
+         protocol static static4 {{\n  ipv4;\n{}}}\n\
+         \n\
+         protocol static static6 {{\n  ipv6;\n{}}}\n",
+        routes(static4),
+        routes(static6)
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// FPM capture
+// ---------------------------------------------------------------------------------------
+
+/// One connection an [`FpmCapture`] accepted.
+#[derive(Clone, Debug)]
+pub struct FpmConnection {
+    /// Everything received, as sent (FPM frames back to back).
+    pub bytes: Vec<u8>,
+    pub opened: Instant,
+    /// When it ended (either side closed it).
+    pub closed: Option<Instant>,
+}
+
+struct CaptureState {
+    stop: AtomicBool,
+    close: AtomicBool,
+    conns: Mutex<Vec<FpmConnection>>,
+}
+
+/// A minimal FPM server: listens on 127.0.0.1:`port` inside a namespace (the socket is made
+/// by a thread that entered the namespace; it stays there), accepts one connection at a
+/// time and records the bytes of each. It can close the current connection (zebra then
+/// connects again 3 s later). Stops on drop.
+pub struct FpmCapture {
+    state: Arc<CaptureState>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl FpmCapture {
+    pub fn start(lab: &NetLab, ns: &str, port: u16) -> Result<FpmCapture, String> {
+        let listener = lab
+            .in_ns(ns, move || TcpListener::bind((Ipv4Addr::LOCALHOST, port)))?
+            .map_err(|e| format!("FPM capture: bind 127.0.0.1:{port} in {ns}: {e}"))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| format!("FPM capture: {e}"))?;
+        let state = Arc::new(CaptureState {
+            stop: AtomicBool::new(false),
+            close: AtomicBool::new(false),
+            conns: Mutex::new(Vec::new()),
+        });
+        let st = Arc::clone(&state);
+        let thread = std::thread::Builder::new()
+            .name("fpm-capture".into())
+            .spawn(move || capture_loop(&listener, &st))
+            .map_err(|e| format!("FPM capture thread: {e}"))?;
+        Ok(FpmCapture {
+            state,
+            thread: Some(thread),
+        })
+    }
+
+    fn conns(&self) -> std::sync::MutexGuard<'_, Vec<FpmConnection>> {
+        self.state.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Connections accepted so far.
+    pub fn count(&self) -> usize {
+        self.conns().len()
+    }
+
+    /// A copy of every connection so far.
+    pub fn connections(&self) -> Vec<FpmConnection> {
+        self.conns().clone()
+    }
+
+    /// The bytes of connection `index` (0 = the first).
+    pub fn bytes(&self, index: usize) -> Vec<u8> {
+        self.conns()
+            .get(index)
+            .map(|c| c.bytes.clone())
+            .unwrap_or_default()
+    }
+
+    /// How many bytes connection `index` has brought so far.
+    pub fn len(&self, index: usize) -> usize {
+        self.conns().get(index).map_or(0, |c| c.bytes.len())
+    }
+
+    /// Whether a connection is open now.
+    pub fn connected(&self) -> bool {
+        self.conns().last().is_some_and(|c| c.closed.is_none())
+    }
+
+    /// Waits until `n` connections have been accepted; how long that took.
+    pub fn wait_connections(&self, n: usize, timeout: Duration) -> Result<Duration, String> {
+        wait_until(&format!("FPM connection #{n}"), timeout, || {
+            self.count() >= n
+        })
+    }
+
+    /// Waits until connection `index` has brought nothing new for `quiet`; its length then.
+    pub fn wait_quiet(
+        &self,
+        index: usize,
+        quiet: Duration,
+        timeout: Duration,
+    ) -> Result<usize, String> {
+        let mut last = usize::MAX;
+        let mut since = Instant::now();
+        wait_for(
+            &format!("FPM connection #{} to go quiet", index + 1),
+            timeout,
+            || {
+                let n = self.len(index);
+                if n != last {
+                    last = n;
+                    since = Instant::now();
+                    None
+                } else {
+                    (since.elapsed() >= quiet).then_some(n)
+                }
+            },
+        )
+    }
+
+    /// Closes the current connection (as an FPM server going away would) and waits until it
+    /// is closed.
+    pub fn close_connection(&self) -> Result<(), String> {
+        if !self.connected() {
+            return Err("no FPM connection to close".into());
+        }
+        self.state.close.store(true, Ordering::SeqCst);
+        wait_until(
+            "the FPM connection to close",
+            Duration::from_secs(5),
+            || !self.connected(),
+        )
+        .map(drop)
+    }
+}
+
+impl Drop for FpmCapture {
+    fn drop(&mut self) {
+        self.state.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn capture_loop(listener: &TcpListener, state: &CaptureState) {
+    while !state.stop.load(Ordering::SeqCst) {
+        match listener.accept() {
+            Ok((stream, _)) => capture_connection(stream, state),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+fn capture_connection(mut stream: TcpStream, state: &CaptureState) {
+    state.close.store(false, Ordering::SeqCst);
+    let index = {
+        let mut conns = state.conns.lock().unwrap_or_else(|e| e.into_inner());
+        conns.push(FpmConnection {
+            bytes: Vec::new(),
+            opened: Instant::now(),
+            closed: None,
+        });
+        conns.len() - 1
+    };
+    let readable = stream.set_nonblocking(false).is_ok()
+        && stream
+            .set_read_timeout(Some(Duration::from_millis(20)))
+            .is_ok();
+    if readable {
+        record(&mut stream, state, index);
+    }
+    let mut conns = state.conns.lock().unwrap_or_else(|e| e.into_inner());
+    conns[index].closed = Some(Instant::now());
+}
+
+/// Appends what `stream` brings to connection `index` until either side closes it (the test
+/// asks for a close, or stops the capture).
+fn record(stream: &mut TcpStream, state: &CaptureState, index: usize) {
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        if state.stop.load(Ordering::SeqCst) || state.close.swap(false, Ordering::SeqCst) {
+            let _ = stream.shutdown(Shutdown::Both);
+            return;
+        }
+        match stream.read(&mut buf) {
+            Ok(0) => return,
+            Ok(n) => {
+                let mut conns = state.conns.lock().unwrap_or_else(|e| e.into_inner());
+                conns[index].bytes.extend_from_slice(&buf[..n]);
+            }
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Splits an FPM stream into the netlink payloads of its complete frames (FPM header:
+/// version 1, type 1 = netlink, 16-bit big-endian length including the header). Returns the
+/// payloads and how many bytes they took (a partial frame at the end is left out).
+pub fn fpm_frames(bytes: &[u8]) -> Result<(Vec<&[u8]>, usize), String> {
+    let mut frames = Vec::new();
+    let mut at = 0;
+    while bytes.len() - at >= 4 {
+        let (version, kind) = (bytes[at], bytes[at + 1]);
+        let len = usize::from(u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]));
+        if version != 1 || kind != 1 || len < 4 {
+            return Err(format!(
+                "bad FPM header at byte {at}: version {version}, type {kind}, length {len}"
+            ));
+        }
+        if bytes.len() - at < len {
+            break;
+        }
+        frames.push(&bytes[at + 4..at + len]);
+        at += len;
+    }
+    Ok((frames, at))
+}
+
+/// The interface index of `ifname` in namespace `ns` (what zebra puts in `RTA_OIF`).
+pub fn ifindex(lab: &NetLab, ns: &str, ifname: &str) -> Result<u32, String> {
+    let text = lab.ip(ns, &["-o", "link", "show", "dev", ifname])?;
+    text.split(':')
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .ok_or_else(|| format!("no ifindex in {text:?}"))
+}
