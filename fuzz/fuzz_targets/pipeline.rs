@@ -6,49 +6,83 @@
 
 #![no_main]
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use libfuzzer_sys::fuzz_target;
 use vfsr_fib::nexthop::Forward;
-use vfsr_fwd::lab::{Lab, PortSpec};
 use vfsr_flow::FlowConfig;
 use vfsr_fwd::{Batch, WorkerConfig};
 use vfsr_lpm::poptrie::Poptrie;
+use vfsr_lpm::Prefix;
+use vfsr_rib::{IpPrefix, Source};
+use vfsr_router::{PortSpec, Router, RouterConfig};
 use vfsr_wire::MacAddr;
 
-fn lab() -> Lab<Poptrie<u32>, Poptrie<u128>> {
-    let mut lab = Lab::new(vec![
-        PortSpec::new(1, MacAddr([2, 0, 0, 0, 0, 1]))
-            .v4("192.0.2.254/24")
-            .v6("2001:db8:1::fe/64"),
-        PortSpec::new(2, MacAddr([2, 0, 0, 0, 0, 2]))
-            .v4("198.51.100.254/24")
-            .v6("2001:db8:2::fe/64")
-            .mtu(576),
-    ])
+type FuzzRouter = Router<Poptrie<u32>, Poptrie<u128>>;
+
+fn v4(a: [u8; 4], len: u8) -> IpPrefix {
+    Prefix::new(u32::from(Ipv4Addr::from(a)), len)
+        .expect("prefix")
+        .into()
+}
+
+fn v6(a: &str, len: u8) -> IpPrefix {
+    let a: Ipv6Addr = a.parse().expect("addr");
+    Prefix::new(u128::from(a), len).expect("prefix").into()
+}
+
+fn router() -> FuzzRouter {
+    let mut r = FuzzRouter::new(
+        vec![
+            PortSpec::new(1, MacAddr([2, 0, 0, 0, 0, 1]))
+                .v4(Ipv4Addr::new(192, 0, 2, 254), 24)
+                .v6("2001:db8:1::fe".parse().expect("addr"), 64),
+            PortSpec::new(2, MacAddr([2, 0, 0, 0, 0, 2]))
+                .v4(Ipv4Addr::new(198, 51, 100, 254), 24)
+                .v6("2001:db8:2::fe".parse().expect("addr"), 64)
+                .mtu(576),
+        ],
+        RouterConfig::default(),
+    )
     .expect("ports");
     let gw4 = Ipv4Addr::new(198, 51, 100, 1);
-    lab.nexthop(1, Forward::Connected { ifindex: 1 });
-    lab.nexthop(2, Forward::Gateway { addr: gw4.into(), ifindex: Some(2) });
-    lab.nexthop(3, Forward::Gateway { addr: "198.51.100.2".parse().expect("addr"), ifindex: Some(2) });
-    lab.nexthop(4, Forward::group(vec![2, 3]));
-    lab.nexthop(5, Forward::Unreachable);
-    lab.nexthop(6, Forward::Gateway { addr: "2001:db8:2::1".parse().expect("addr"), ifindex: Some(2) });
-    for (p, nh) in [("192.0.2.0/24", 1), ("0.0.0.0/1", 2), ("10.0.0.0/8", 4), ("11.0.0.0/8", 5)] {
-        lab.route4(p, nh).expect("route");
+    let gw6: Ipv6Addr = "2001:db8:2::1".parse().expect("addr");
+    let via = |r: &FuzzRouter, addr: IpAddr| {
+        r.route(
+            Source::Static,
+            Forward::Gateway {
+                addr,
+                ifindex: Some(2),
+            },
+        )
+    };
+    let b = via(&r, gw4.into());
+    let c = via(&r, Ipv4Addr::new(198, 51, 100, 2).into());
+    let d = via(&r, gw6.into());
+    let unreachable = r.route(Source::Static, Forward::Unreachable);
+    // The ports' subnets are connected routes; 10.0.0.0/8 is an ECMP group of two gateways.
+    for (p, routes) in [
+        (v4([0, 0, 0, 0], 1), vec![b.clone()]),
+        (v4([10, 0, 0, 0], 8), vec![b, c]),
+        (v4([11, 0, 0, 0], 8), vec![unreachable]),
+        (v6("2000::", 3), vec![d]),
+    ] {
+        r.announce(p, Source::Static, &routes).expect("route");
     }
-    lab.route6("2001:db8:1::/64", 1).expect("route");
-    lab.route6("2000::/3", 6).expect("route");
-    lab.resolve4(1, Ipv4Addr::new(192, 0, 2, 1), MacAddr([2, 0, 0, 0, 0xa, 1]));
-    lab.resolve4(2, gw4, MacAddr([2, 0, 0, 0, 0xb, 1]));
-    lab.resolve6(2, "2001:db8:2::1".parse().expect("addr"), MacAddr([2, 0, 0, 0, 0xb, 1]));
-    lab.publish().expect("publish");
-    lab
+    r.resolve4(
+        1,
+        Ipv4Addr::new(192, 0, 2, 1),
+        MacAddr([2, 0, 0, 0, 0xa, 1]),
+    );
+    r.resolve4(2, gw4, MacAddr([2, 0, 0, 0, 0xb, 1]));
+    r.resolve6(2, gw6, MacAddr([2, 0, 0, 0, 0xb, 1]));
+    r.publish().expect("publish");
+    r
 }
 
 thread_local! {
     // Built once: workers only read it.
-    static LAB: Lab<Poptrie<u32>, Poptrie<u128>> = lab();
+    static ROUTER: FuzzRouter = router();
 }
 
 fuzz_target!(|data: &[u8]| {
@@ -62,9 +96,9 @@ fuzz_target!(|data: &[u8]| {
     if frames.is_empty() {
         return;
     }
-    LAB.with(|lab| {
+    ROUTER.with(|router| {
         for flow in [false, true] {
-            let mut w = lab.worker(WorkerConfig {
+            let mut w = router.worker(WorkerConfig {
                 flow: flow.then_some(FlowConfig {
                     capacity: 256,
                     ..FlowConfig::default()

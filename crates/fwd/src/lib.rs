@@ -35,8 +35,13 @@
 //! then [`worker`] (how they are strung together over a batch, the flow table and stateful
 //! ECMP), then [`counters`] (every drop has a named reason). [`icmp_error`], [`frag`] and
 //! [`ratelimit`] are the ICMP error builder (RFC 1812 4.3.2, RFC 4443), IPv4 fragmentation
-//! (RFC 791) and the per-worker token bucket. [`lab`] builds a router in memory for tests,
-//! benchmarks and offline replay.
+//! (RFC 791) and the per-worker token bucket. [`port`] is the ports as workers read them.
+//!
+//! **Who writes what workers read.** Not this crate: the router's control-side state
+//! (`vfsr-router`: ports with their ARP/ND tables, the RIB compiled into the live FIBs and
+//! the published next hops) builds it, for the daemon, the benchmarks and offline replay
+//! alike. This crate's own tests publish exact states directly through a small fixture
+//! (`tests/common/fixture.rs`).
 //!
 //! **Why the packet views are hand-written.** See `vfsr-wire`: a header view here is a
 //! bounds check and a few loads at fixed offsets; the stages read bytes directly for the
@@ -61,7 +66,6 @@
 pub mod counters;
 pub mod frag;
 pub mod icmp_error;
-pub mod lab;
 pub mod legacy;
 pub mod packet;
 pub mod port;
@@ -71,5 +75,5 @@ pub mod worker;
 
 pub use counters::{Counters, DropReason, Event, Outcome, PuntClass, SharedCounters};
 pub use packet::{Batch, Packet, Verdict, DEFAULT_BUFFER};
-pub use port::{Port, PortTables, Ports};
+pub use port::{Port, Ports};
 pub use worker::{Worker, WorkerConfig};

@@ -8,7 +8,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use vfsr_neigh::{NeighborConfig, NeighborReader, NeighborTable};
+use vfsr_neigh::NeighborReader;
 use vfsr_wire::MacAddr;
 
 /// Largest interface index a worker accepts (indices index a vector).
@@ -49,45 +49,6 @@ impl Port {
             .find(|(a, _)| !is_link_local6(a))
             .or_else(|| self.addrs6.first())
             .map(|(a, _)| *a)
-    }
-}
-
-/// A port together with the two neighbor tables it reads from, for tests, benchmarks and a
-/// runtime that keeps the tables (the control plane owns the tables; workers get the
-/// [`Port`]).
-pub struct PortTables<P> {
-    /// What workers get.
-    pub port: Port,
-    /// The ARP table.
-    pub arp: NeighborTable<Ipv4Addr, P>,
-    /// The ND table.
-    pub nd: NeighborTable<Ipv6Addr, P>,
-}
-
-impl<P> PortTables<P> {
-    /// A port with fresh, empty neighbor tables.
-    pub fn new(
-        ifindex: u32,
-        name: &str,
-        mac: MacAddr,
-        mtu: u16,
-        addrs4: Vec<(Ipv4Addr, u8)>,
-        addrs6: Vec<(Ipv6Addr, u8)>,
-        config: NeighborConfig,
-    ) -> Self {
-        let arp = NeighborTable::new(config);
-        let nd = NeighborTable::new(config);
-        let port = Port {
-            ifindex,
-            name: name.to_string(),
-            mac,
-            mtu,
-            addrs4,
-            addrs6,
-            arp: arp.reader(),
-            nd: nd.reader(),
-        };
-        PortTables { port, arp, nd }
     }
 }
 

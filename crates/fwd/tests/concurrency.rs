@@ -20,14 +20,14 @@ const D_OTHER: MacAddr = MacAddr([2, 0, 0, 0, 0xd, 0x91]);
 
 #[test]
 fn workers_stay_consistent_while_everything_changes() {
-    let mut lab = lab();
+    let mut fx = fixture();
     let stop = Arc::new(AtomicBool::new(false));
     let workers = vec![
-        lab.worker(WorkerConfig {
+        fx.worker(WorkerConfig {
             flow: None,
             ..WorkerConfig::default()
         }),
-        lab.worker(WorkerConfig::default()),
+        fx.worker(WorkerConfig::default()),
     ];
     let frames: Vec<Vec<u8>> = (0..64u16)
         .map(|i| {
@@ -87,12 +87,12 @@ fn workers_stay_consistent_while_everything_changes() {
         // MACs flip every three rounds, out of step with the three-round route cycle, so
         // every (route, next hop, MAC) combination comes up again and again.
         let flip = (round / 3).is_multiple_of(2);
-        lab.resolve4(2, gw_b, if flip { B_OTHER } else { GW_B });
-        lab.resolve4(3, gw_d, if flip { D_OTHER } else { GW_D });
+        fx.resolve4(2, gw_b, if flip { B_OTHER } else { GW_B });
+        fx.resolve4(3, gw_d, if flip { D_OTHER } else { GW_D });
         match round % 3 {
-            0 => lab.route4("10.1.0.0/16", 4).unwrap(),
-            1 => lab.route4("10.1.0.0/16", 2).unwrap(),
-            _ => lab.nexthop(
+            0 => fx.route4("10.1.0.0/16", 4),
+            1 => fx.route4("10.1.0.0/16", 2),
+            _ => fx.nexthop(
                 2,
                 Forward::Gateway {
                     addr: if flip { "198.51.100.2" } else { "198.51.100.1" }
@@ -102,7 +102,7 @@ fn workers_stay_consistent_while_everything_changes() {
                 },
             ),
         }
-        lab.publish().unwrap();
+        fx.publish();
         round += 1;
         std::thread::sleep(Duration::from_micros(200));
     }

@@ -56,8 +56,8 @@ proptest! {
 
     #[test]
     fn arbitrary_frames_balance(frames in proptest::collection::vec(frame(), 1..64), flow in any::<bool>(), iif in 0u32..5) {
-        let lab = lab();
-        let mut w = if flow { with_flow(&lab) } else { split(&lab) };
+        let fx = fixture();
+        let mut w = if flow { with_flow(&fx) } else { split(&fx) };
         let mut b = Batch::from_frames(frames.iter().map(|f| f.as_slice()), iif);
         w.process(&mut b, 1_000_000_000);
         prop_assert_eq!(b.verdicts.len(), frames.len());

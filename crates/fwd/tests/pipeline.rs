@@ -40,8 +40,8 @@ fn expected_icmp4(ty: u8, code: u8, rest: [u8; 4], orig: &[u8], ident: u16) -> V
 
 #[test]
 fn forwards_ipv4_golden_bytes() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     let input = udp4(HOST4, [10, 1, 2, 3], 64, 18, true);
     // The frame as it arrives, literally.
     let literal_in: Vec<u8> = vec![
@@ -70,8 +70,8 @@ fn forwards_ipv4_golden_bytes() {
 
 #[test]
 fn forwards_ipv6_golden_bytes() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     let input = udp6(HOST6, "2001:db8:a::7", 64, 10);
     let mut expected = input.clone();
     expected[0..6].copy_from_slice(&GW_B.0);
@@ -84,8 +84,8 @@ fn forwards_ipv6_golden_bytes() {
 
 #[test]
 fn connected_destination_uses_its_own_mac() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     let mut f = udp4([10, 1, 1, 1], HOST4, 9, 0, false);
     f[6..12].copy_from_slice(&GW_B.0);
     fix4(&mut f);
@@ -97,8 +97,8 @@ fn connected_destination_uses_its_own_mac() {
 #[test]
 fn ttl_one_and_zero_expire_with_time_exceeded() {
     for ttl in [1u8, 0] {
-        let lab = lab();
-        let mut w = split(&lab);
+        let fx = fixture();
+        let mut w = split(&fx);
         let input = udp4(HOST4, [10, 1, 2, 3], ttl, 30, false);
         let orig = input[14..].to_vec();
         let b = run1(&mut w, input.clone());
@@ -114,8 +114,8 @@ fn ttl_one_and_zero_expire_with_time_exceeded() {
 
 #[test]
 fn hop_limit_expiry_sends_icmpv6_time_exceeded() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     let input = udp6(HOST6, "2001:db8:a::7", 1, 10);
     let b = run1(&mut w, input.clone());
     assert_eq!(b.verdicts[0], Verdict::Drop(DropReason::TtlExpired));
@@ -153,8 +153,8 @@ fn hop_limit_expiry_sends_icmpv6_time_exceeded() {
 
 #[test]
 fn bad_checksum_and_lengths_drop_without_icmp() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     let good = udp4(HOST4, [10, 1, 2, 3], 64, 18, true);
     let mut f = good.clone();
     f[24] ^= 0xff;
@@ -185,8 +185,8 @@ fn bad_checksum_and_lengths_drop_without_icmp() {
 
 #[test]
 fn ipv4_options() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     let with = |opts: &[u8]| {
         let base = udp4(HOST4, [10, 1, 2, 3], 64, 4, false);
         let mut f = base[..34].to_vec();
@@ -220,8 +220,8 @@ fn ipv4_options() {
 
 #[test]
 fn fragments_are_forwarded_and_later_ones_never_answered() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     // A later fragment (offset 64 bytes, MF) is forwarded as any packet.
     let mut f = udp4(HOST4, [10, 1, 2, 3], 64, 20, false);
     f[20] = 0x20;
@@ -240,8 +240,8 @@ fn fragments_are_forwarded_and_later_ones_never_answered() {
 
 #[test]
 fn ipv6_extension_headers() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     // Destination options then UDP: forwarded.
     let f = udp6_ext(
         HOST6,
@@ -271,8 +271,8 @@ fn ipv6_extension_headers() {
 
 #[test]
 fn no_route_unreachable_and_blackhole() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     // No route: net unreachable, quoting the packet as received.
     let f = udp4(HOST4, [11, 0, 0, 1], 64, 12, false);
     let orig = f[14..].to_vec();
@@ -303,8 +303,8 @@ fn no_route_unreachable_and_blackhole() {
 
 #[test]
 fn mtu_with_df_sends_fragmentation_needed() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     let f = udp4(HOST4, [10, 3, 0, 1], 64, 1400, true);
     let orig = f[14..].to_vec();
     let b = run1(&mut w, f);
@@ -317,8 +317,8 @@ fn mtu_with_df_sends_fragmentation_needed() {
 
 #[test]
 fn mtu_without_df_fragments() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     let f = udp4(HOST4, [10, 3, 0, 1], 64, 1400, false);
     let payload_in = f[34..].to_vec();
     let b = run1(&mut w, f);
@@ -345,7 +345,7 @@ fn mtu_without_df_fragments() {
     assert_eq!(w.counters().get(Event::FragmentsMade), 2);
     assert_eq!(w.counters().outcome(Outcome::Forwarded), 1);
     // Fragmentation off: dropped.
-    let mut w = lab.worker(vfsr_fwd::WorkerConfig {
+    let mut w = fx.worker(vfsr_fwd::WorkerConfig {
         fragment: false,
         flow: None,
         ..Default::default()
@@ -359,8 +359,8 @@ fn mtu_without_df_fragments() {
 
 #[test]
 fn ipv6_too_big() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     let f = udp6(HOST6, "2001:db8:c::1", 64, 1300);
     let b = run1(&mut w, f.clone());
     assert_eq!(b.verdicts[0], Verdict::Drop(DropReason::MtuExceeded6));
@@ -373,8 +373,8 @@ fn ipv6_too_big() {
 
 #[test]
 fn icmp_errors_are_rate_limited() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     let frames: Vec<Vec<u8>> = (0..100)
         .map(|_| udp4(HOST4, [10, 1, 2, 3], 1, 0, false))
         .collect();
@@ -392,8 +392,8 @@ fn icmp_errors_are_rate_limited() {
 
 #[test]
 fn broadcast_multicast_and_local() {
-    let lab = lab();
-    let mut w = split(&lab);
+    let fx = fixture();
+    let mut w = split(&fx);
     // To the router: punted by class.
     let b = run1(&mut w, udp4(HOST4, [192, 0, 2, 254], 64, 0, false));
     assert_eq!(b.verdicts[0], Verdict::Punt(PuntClass::Local));
@@ -438,8 +438,8 @@ fn broadcast_multicast_and_local() {
 
 #[test]
 fn neighbor_miss_holds_a_few_packets_then_sends_them() {
-    let mut lab = lab();
-    let mut w = split(&lab);
+    let mut fx = fixture();
+    let mut w = split(&fx);
     let frames: Vec<Vec<u8>> = (0..5)
         .map(|i| udp4(HOST4, [10, 9, 0, i], 64, 0, false))
         .collect();
@@ -455,14 +455,14 @@ fn neighbor_miss_holds_a_few_packets_then_sends_them() {
             }
         );
         assert_eq!(p.frame()[14 + 8], 63, "TTL decremented before holding");
-        dropped += lab.hold(2, gw, p).len();
+        dropped += fx.hold(2, gw, p).len();
     }
     assert_eq!(w.counters().outcome(Outcome::Held), 5);
     assert_eq!(dropped, 2, "hold queue of 3");
-    assert_eq!(lab.tables[1].arp.counters().hold_overflow, 2);
+    assert_eq!(fx.neighbors(2).arp.counters().hold_overflow, 2);
     // The answer comes: the three held packets leave, later ones forward directly.
     let gw4: Ipv4Addr = "198.51.100.9".parse().unwrap();
-    let out = lab.resolve4(2, gw4, GW_E);
+    let out = fx.resolve4(2, gw4, GW_E);
     assert_eq!(out.len(), 3);
     let b = run1(&mut w, udp4(HOST4, [10, 9, 0, 9], 64, 0, false));
     assert_eq!(b.verdicts[0], Verdict::Forward { oif: 2 });
@@ -471,29 +471,29 @@ fn neighbor_miss_holds_a_few_packets_then_sends_them() {
 
 #[test]
 fn failed_neighbor_drops_with_host_unreachable_and_keeps_routes() {
-    let mut lab = lab();
-    let mut w = split(&lab);
+    let mut fx = fixture();
+    let mut w = split(&fx);
     let gw: IpAddr = "198.51.100.9".parse().unwrap();
     let b = run1(&mut w, udp4(HOST4, [10, 9, 0, 1], 64, 0, false));
     let p: Packet = b.packets.into_iter().next().unwrap();
-    lab.hold(2, gw, p);
+    fx.hold(2, gw, p);
     for _ in 0..20 {
-        lab.advance(1000);
+        fx.advance(1000);
     }
     let b = run1(&mut w, udp4(HOST4, [10, 9, 0, 1], 64, 0, false));
     assert_eq!(b.verdicts[0], Verdict::Drop(DropReason::NeighborFailed));
     assert_eq!(&b.generated[0].frame()[34..36], &[3, 1]);
     // The route is still there: the neighbor comes back, traffic flows again.
-    assert_eq!(lab.fib4.table().len(), 8);
-    lab.resolve4(2, "198.51.100.9".parse().unwrap(), GW_E);
+    assert_eq!(fx.fib4.table().len(), 8);
+    fx.resolve4(2, "198.51.100.9".parse().unwrap(), GW_E);
     let b = run1(&mut w, udp4(HOST4, [10, 9, 0, 1], 64, 0, false));
     assert_eq!(b.verdicts[0], Verdict::Forward { oif: 2 });
 }
 
 #[test]
 fn flow_entries_follow_route_and_neighbor_changes() {
-    let mut lab = lab();
-    let mut w = with_flow(&lab);
+    let mut fx = fixture();
+    let mut w = with_flow(&fx);
     let f = || udp4(HOST4, [10, 1, 2, 3], 64, 0, false);
     let b = run1(&mut w, f());
     assert_eq!(&b.packets[0].frame()[0..6], &GW_B.0);
@@ -501,35 +501,33 @@ fn flow_entries_follow_route_and_neighbor_changes() {
     assert_eq!(&b.packets[0].frame()[0..6], &GW_B.0);
     assert_eq!(w.counters().get(Event::FlowHit), 1);
     // The neighbor's MAC changes: the cached entry is stale, the new MAC is used.
-    lab.resolve4(2, "198.51.100.1".parse().unwrap(), GW_E);
+    fx.resolve4(2, "198.51.100.1".parse().unwrap(), GW_E);
     let b = run1(&mut w, f());
     assert_eq!(&b.packets[0].frame()[0..6], &GW_E.0);
     assert_eq!(w.counters().get(Event::FlowStale), 1);
     // The route moves to D on port 3.
-    lab.route4("10.1.0.0/16", 4).unwrap();
-    lab.publish().unwrap();
+    fx.route4("10.1.0.0/16", 4);
+    fx.publish();
     let b = run1(&mut w, f());
     assert_eq!(b.verdicts[0], Verdict::Forward { oif: 3 });
     assert_eq!(&b.packets[0].frame()[0..6], &GW_D.0);
     // The next hop itself changes (same index, new gateway): stale again.
-    lab.nexthop(
+    fx.nexthop(
         4,
         Forward::Gateway {
             addr: "198.51.100.2".parse().unwrap(),
             ifindex: Some(2),
         },
     );
-    lab.publish().unwrap();
+    fx.publish();
     let b = run1(&mut w, f());
     assert_eq!(b.verdicts[0], Verdict::Forward { oif: 2 });
     assert_eq!(&b.packets[0].frame()[0..6], &GW_C.0);
     assert_eq!(w.counters().get(Event::FlowStale), 3);
     // Withdrawn: no route, even though the flow was cached.
-    lab.fib4
-        .remove(vfsr_fwd::lab::parse4("10.1.0.0/16").unwrap());
-    lab.fib4
-        .remove(vfsr_fwd::lab::parse4("10.0.0.0/8").unwrap());
-    lab.publish().unwrap();
+    fx.remove4("10.1.0.0/16");
+    fx.remove4("10.0.0.0/8");
+    fx.publish();
     let b = run1(&mut w, f());
     assert_eq!(b.verdicts[0], Verdict::Drop(DropReason::NoRoute));
 }
@@ -564,16 +562,16 @@ fn members(w: &mut TestWorker, n: u16, now: u64) -> Vec<[u8; 6]> {
 
 #[test]
 fn ecmp_spreads_and_flows_stick_when_members_change() {
-    let mut lab = lab();
-    let mut w = with_flow(&lab);
+    let mut fx = fixture();
+    let mut w = with_flow(&fx);
     let before = members(&mut w, 1000, 1_000_000_000);
     let on_b = before.iter().filter(|m| **m == GW_B.0).count();
     let on_c = before.iter().filter(|m| **m == GW_C.0).count();
     assert_eq!(on_b + on_c, 1000);
     assert!(on_b > 350 && on_c > 350, "spread {on_b}/{on_c}");
     // A third member (E, next hop 10) joins: the group's entry changes in place.
-    lab.nexthop(5, Forward::group(vec![2, 3, 10]));
-    lab.publish().unwrap();
+    fx.nexthop(5, Forward::group(vec![2, 3, 10]));
+    fx.publish();
     let after = members(&mut w, 1000, 2_000_000_000);
     assert_eq!(before, after, "known flows keep their member");
     // New flows use the new member too.
@@ -591,9 +589,9 @@ fn ecmp_spreads_and_flows_stick_when_members_change() {
     }
     assert!(on_e > 50, "new member gets new flows: {on_e}");
     // C leaves (a new group index, as the RIB interns groups): only C's flows move.
-    lab.nexthop(16, Forward::group(vec![2, 10]));
-    lab.route4("10.5.0.0/16", 16).unwrap();
-    lab.publish().unwrap();
+    fx.nexthop(16, Forward::group(vec![2, 10]));
+    fx.route4("10.5.0.0/16", 16);
+    fx.publish();
     let last = members(&mut w, 1000, 3_000_000_000);
     for (b, a) in before.iter().zip(&last) {
         if *b == GW_C.0 {
@@ -607,11 +605,11 @@ fn ecmp_spreads_and_flows_stick_when_members_change() {
 
 #[test]
 fn ecmp_without_flow_table_is_resilient() {
-    let mut lab = lab();
-    let mut w = split(&lab);
+    let mut fx = fixture();
+    let mut w = split(&fx);
     let before = members(&mut w, 1000, 1_000_000_000);
-    lab.nexthop(5, Forward::group(vec![2, 3, 10]));
-    lab.publish().unwrap();
+    fx.nexthop(5, Forward::group(vec![2, 3, 10]));
+    fx.publish();
     let after = members(&mut w, 1000, 1_000_000_000);
     let moved = before.iter().zip(&after).filter(|(b, a)| b != a).count();
     assert!(after
@@ -623,8 +621,8 @@ fn ecmp_without_flow_table_is_resilient() {
 
 #[test]
 fn ipv6_ecmp_and_flow_idle_timeout() {
-    let lab = lab();
-    let mut w = lab.worker(vfsr_fwd::WorkerConfig {
+    let fx = fixture();
+    let mut w = fx.worker(vfsr_fwd::WorkerConfig {
         flow: Some(vfsr_flow::FlowConfig {
             idle_timeout: 100,
             ..Default::default()
@@ -643,29 +641,30 @@ fn ipv6_ecmp_and_flow_idle_timeout() {
 
 #[test]
 fn split_worker_sees_neighbor_and_next_hop_changes_at_once() {
-    let mut lab = lab();
-    let mut w = split(&lab);
+    let mut fx = fixture();
+    let mut w = split(&fx);
     let f = || udp4(HOST4, [10, 1, 2, 3], 64, 0, false);
     assert_eq!(&run1(&mut w, f()).packets[0].frame()[0..6], &GW_B.0);
     // The gateway's MAC changes: the per-next-hop memo is rechecked, not trusted.
-    lab.resolve4(2, "198.51.100.1".parse().unwrap(), GW_E);
+    fx.resolve4(2, "198.51.100.1".parse().unwrap(), GW_E);
     assert_eq!(&run1(&mut w, f()).packets[0].frame()[0..6], &GW_E.0);
     // Another neighbor on the same port changes: the memo stays right.
-    lab.resolve4(2, "198.51.100.2".parse().unwrap(), GW_D);
+    fx.resolve4(2, "198.51.100.2".parse().unwrap(), GW_D);
     assert_eq!(&run1(&mut w, f()).packets[0].frame()[0..6], &GW_E.0);
     // The next hop moves to another gateway (same index, new version).
-    lab.nexthop(
+    fx.nexthop(
         2,
         Forward::Gateway {
             addr: "198.51.100.2".parse().unwrap(),
             ifindex: Some(2),
         },
     );
-    lab.publish().unwrap();
+    fx.publish();
     assert_eq!(&run1(&mut w, f()).packets[0].frame()[0..6], &GW_D.0);
     // The gateway fails: no stale MAC is used.
-    lab.tables[1].arp.remove(&"198.51.100.2".parse().unwrap());
-    lab.tables[1].arp.publish();
+    let arp = &mut fx.neighbors(2).arp;
+    arp.remove(&"198.51.100.2".parse().unwrap());
+    arp.publish();
     let b = run1(&mut w, f());
     assert!(
         matches!(b.verdicts[0], Verdict::Resolve { ifindex: 2, .. }),

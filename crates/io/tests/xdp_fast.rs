@@ -14,11 +14,13 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use proptest::prelude::*;
 use vfsr_fib::nexthop::Forward;
-use vfsr_fwd::lab::{Lab, PortSpec};
 use vfsr_fwd::{Batch, Verdict, Worker, WorkerConfig};
 use vfsr_io::bpf::{self, BpfObject};
 use vfsr_io::xdp::{FastEntry, FastPath};
 use vfsr_lpm::poptrie::Poptrie;
+use vfsr_lpm::Prefix;
+use vfsr_rib::{IpPrefix, Source};
+use vfsr_router::{PortSpec, Router, RouterConfig};
 use vfsr_wire::{checksum, MacAddr};
 
 const XDP_PASS: u32 = 2;
@@ -31,7 +33,7 @@ const GW4: Ipv4Addr = Ipv4Addr::new(10, 2, 0, 1);
 const GW6: Ipv6Addr = Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 1);
 const MTU: u16 = 1400;
 
-type TestLab = Lab<Poptrie<u32>, Poptrie<u128>>;
+type TestRouter = Router<Poptrie<u32>, Poptrie<u128>>;
 
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
@@ -43,42 +45,40 @@ fn is_root() -> bool {
 }
 
 /// Two ports; everything is routed out of port 2 through one resolved gateway.
-fn router() -> (TestLab, Worker<Poptrie<u32>, Poptrie<u128>>) {
+fn router() -> (TestRouter, Worker<Poptrie<u32>, Poptrie<u128>>) {
     let specs = vec![
         PortSpec::new(1, MacAddr(IN_MAC))
-            .v4("10.1.0.254/24")
-            .v6("fd00:1::fe/64"),
+            .v4(Ipv4Addr::new(10, 1, 0, 254), 24)
+            .v6(Ipv6Addr::new(0xfd00, 1, 0, 0, 0, 0, 0, 0xfe), 64),
         PortSpec::new(2, MacAddr(OUT_MAC))
-            .v4("10.2.0.254/24")
-            .v6("fd00:2::fe/64")
+            .v4(Ipv4Addr::new(10, 2, 0, 254), 24)
+            .v6(Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 0xfe), 64)
             .mtu(MTU),
     ];
-    let mut lab = TestLab::new(specs).unwrap();
-    lab.nexthop(
-        1,
-        Forward::Gateway {
-            addr: GW4.into(),
-            ifindex: Some(2),
-        },
-    );
-    lab.nexthop(
-        2,
-        Forward::Gateway {
-            addr: GW6.into(),
-            ifindex: Some(2),
-        },
-    );
-    lab.route4("0.0.0.0/0", 1).unwrap();
-    lab.route6("::/0", 2).unwrap();
-    lab.resolve4(2, GW4, MacAddr(GW_MAC));
-    lab.resolve6(2, GW6, MacAddr(GW_MAC));
-    lab.publish().unwrap();
-    let w = lab.worker(WorkerConfig {
+    let mut router = TestRouter::new(specs, RouterConfig::default()).unwrap();
+    let defaults: [(IpPrefix, IpAddr); 2] = [
+        (Prefix::new_masked(0u32, 0).into(), GW4.into()),
+        (Prefix::new_masked(0u128, 0).into(), GW6.into()),
+    ];
+    for (prefix, addr) in defaults {
+        let route = router.route(
+            Source::Static,
+            Forward::Gateway {
+                addr,
+                ifindex: Some(2),
+            },
+        );
+        router.announce(prefix, Source::Static, &[route]).unwrap();
+    }
+    router.resolve4(2, GW4, MacAddr(GW_MAC));
+    router.resolve6(2, GW6, MacAddr(GW_MAC));
+    router.publish().unwrap();
+    let w = router.worker(WorkerConfig {
         flow: None,
         report_offload: true,
         ..WorkerConfig::default()
     });
-    (lab, w)
+    (router, w)
 }
 
 /// The steering program with its fast path on; egress port 2 is the loopback device (a
@@ -175,7 +175,7 @@ fn the_fast_path_writes_what_the_pipeline_writes_and_refuses_what_it_would_not()
     if !is_root() {
         return;
     }
-    let (_lab, mut w) = router();
+    let (_router, mut w) = router();
     let (obj, fast) = program();
     let dst = Ipv4Addr::new(198, 51, 100, 7);
     let src = Ipv4Addr::new(10, 1, 0, 9);
@@ -323,7 +323,7 @@ proptest! {
         }
         let dst = Ipv4Addr::new(dst_a, dst_rest[0], dst_rest[1], dst_rest[2]);
         prop_assume!(dst_a != 127 && dst_a != 10);
-        let (_lab, mut w) = router();
+        let (_router, mut w) = router();
         let (obj, fast) = program();
         let f = frame4(Ipv4Addr::new(a, b, c, d), dst, ttl, tos, id, payload);
         let out = pipeline(&mut w, &f);

@@ -197,21 +197,19 @@ fn offline(a: &DemoArgs) -> Result<(), String> {
 /// The forwarding pipeline on the table: a few frames and what became of each, then the
 /// rate of one worker on 1000 flows.
 fn forwarding(table: &tables::Loaded, seed: u64) -> Result<(), String> {
-    use crate::fwdbench::{
-        build_lab, frame_v4, frame_v6, receive, remap4, remap6, source_v4, HOST_MAC,
-    };
+    use crate::fwdbench::{build_router, frame_v4, frame_v6, receive, source_v4, HOST_MAC};
     use vfsr_fwd::{Batch, Outcome, Verdict, WorkerConfig};
     use vfsr_lpm::Lpm;
 
-    let mut lab = build_lab(&remap4(&table.v4), &remap6(&table.v6))?;
+    let mut router = build_router(table)?;
     // The senders of the sample frames are known neighbors of the ingress port.
     for i in 1..=4 {
-        lab.resolve4(1, source_v4(i), HOST_MAC);
+        router.resolve4(1, source_v4(i), HOST_MAC);
     }
     println!("\nForwarding pipeline (split L2/L3, Poptrie FIB, flow table), one worker:");
     let d4 = traffic::matched(&table.v4, seed, 2);
     let d6 = traffic::matched(&table.v6, seed, 1);
-    let reader = lab.fib4.reader();
+    let reader = router.route_table().v4().reader();
     let unrouted = traffic::uniform4(seed, 4096)
         .into_iter()
         .find(|&a| reader.load().engine.lookup(a) == NO_ROUTE && a >> 28 < 0xe && a >> 24 != 0);
@@ -228,7 +226,7 @@ fn forwarding(table: &tables::Loaded, seed: u64) -> Result<(), String> {
     if let Some(u) = unrouted {
         samples.push(("IPv4 without a route", frame_v4(u, 4)));
     }
-    let mut w = lab.worker(WorkerConfig::default());
+    let mut w = router.worker(WorkerConfig::default());
     let mut b = Batch::from_frames(samples.iter().map(|(_, t)| &t.bytes[..t.len]), 1);
     w.process(&mut b, 1_000_000_000);
     for ((what, _), (p, v)) in samples.iter().zip(b.results()) {
@@ -275,7 +273,7 @@ fn forwarding(table: &tables::Loaded, seed: u64) -> Result<(), String> {
                 .collect(),
         ),
     ] {
-        let mut w = lab.worker(WorkerConfig::default());
+        let mut w = router.worker(WorkerConfig::default());
         let mut b = Batch::from_frames((0..32).map(|_| &templates[0].bytes[..]), 1);
         let t = Instant::now();
         let mut at = 0usize;

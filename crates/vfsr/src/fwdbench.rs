@@ -24,19 +24,20 @@
 //! 1), warms up for a tenth of the run, then counts packets for `--seconds`. Every design's
 //! packets must all be forwarded (checked from the counters), or the run fails.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::{json, Value};
-use vfsr_fib::nexthop::Forward;
 use vfsr_flow::FlowConfig;
-use vfsr_fwd::lab::{Lab, PortSpec};
 use vfsr_fwd::legacy::{LegacyGateway, LegacyRouter};
 use vfsr_fwd::{Batch, Outcome, Packet, Worker, WorkerConfig};
 use vfsr_lpm::poptrie::Poptrie;
 use vfsr_lpm::Route;
+use vfsr_rib::Source;
+use vfsr_router::{PortSpec, Router, RouterConfig};
+use vfsr_table::Table;
 use vfsr_wire::checksum;
 use vfsr_wire::MacAddr;
 
@@ -99,7 +100,7 @@ pub(crate) const HOST_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0xa, 1]);
 const GATEWAYS: u32 = 64;
 const FRAME: usize = 64;
 
-pub(crate) type Engines = Lab<Poptrie<u32>, Poptrie<u128>>;
+pub(crate) type Engines = Router<Poptrie<u32>, Poptrie<u128>>;
 
 /// One flow's frame, padded to [`FRAME`] bytes (`len` of them used).
 #[derive(Clone, Copy)]
@@ -128,8 +129,9 @@ fn port_mac(p: u32) -> MacAddr {
     MacAddr([2, 0, 0, 0, 0, p as u8])
 }
 
-/// The table's next hops folded onto the 64 gateways of each family (IPv6 ones after the
-/// IPv4 ones, so both share one next-hop table).
+/// The table's next hops folded onto the legacy router's 64 gateways of each family (IPv6
+/// ones numbered after the IPv4 ones, so both share its next-hop numbering): the gateways
+/// [`build_router`] spreads the same routes over.
 pub(crate) fn remap4(routes: &[Route<u32>]) -> Vec<Route<u32>> {
     routes
         .iter()
@@ -144,46 +146,43 @@ pub(crate) fn remap6(routes: &[Route<u128>]) -> Vec<Route<u128>> {
         .collect()
 }
 
-pub(crate) fn build_lab(r4: &[Route<u32>], r6: &[Route<u128>]) -> Result<Engines, String> {
+/// The split design's router: the ingress port 1 (whose subnet, connected, routes ICMP
+/// errors back to the senders) and four egress ports with 16 gateways each per family, all
+/// resolved; the table's routes spread over the 64 gateways of their family by their next
+/// hop (value `v` to gateway `(v - 1) % 64 + 1`, as [`remap4`] numbers them).
+pub(crate) fn build_router(table: &tables::Loaded) -> Result<Engines, String> {
     let mut specs = vec![PortSpec::new(1, INGRESS_MAC)
-        .v4("198.18.255.254/15")
-        .v6("2001:db8:ffff::fe/48")];
+        .v4(Ipv4Addr::new(198, 18, 255, 254), 15)
+        .v6(Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 0xfe), 48)];
     for p in 2..=5u32 {
         specs.push(
             PortSpec::new(p, port_mac(p))
-                .v4(&format!("100.64.{p}.254/24"))
-                .v6(&format!("2001:db8:{p}::fe/64")),
+                .v4(Ipv4Addr::new(100, 64, p as u8, 254), 24)
+                .v6(Ipv6Addr::new(0x2001, 0xdb8, p as u16, 0, 0, 0, 0, 0xfe), 64),
         );
     }
-    let mut lab = Engines::with_routes(specs, r4, r6).map_err(|e| e.to_string())?;
+    let mut router = Engines::new(specs, RouterConfig::default()).map_err(|e| e.to_string())?;
+    let via4: Vec<(IpAddr, u32)> = (1..=GATEWAYS)
+        .map(|n| (gw4(n).into(), port_of(n)))
+        .collect();
+    let via6: Vec<(IpAddr, u32)> = (1..=GATEWAYS)
+        .map(|n| (gw6(n).into(), port_of(n)))
+        .collect();
+    let t = Table {
+        v4: table.v4.clone(),
+        v6: table.v6.clone(),
+        nexthops: table.nexthops.clone(),
+    };
+    router
+        .load_table(&t, Source::Table, &via4, &via6)
+        .map_err(|e| e.to_string())?;
     for n in 1..=GATEWAYS {
         let p = port_of(n);
-        lab.nexthop(
-            n,
-            Forward::Gateway {
-                addr: gw4(n).into(),
-                ifindex: Some(p),
-            },
-        );
-        lab.nexthop(
-            GATEWAYS + n,
-            Forward::Gateway {
-                addr: gw6(n).into(),
-                ifindex: Some(p),
-            },
-        );
-        lab.resolve4(p, gw4(n), gw_mac(n, false));
-        lab.resolve6(p, gw6(n), gw_mac(n, true));
+        router.resolve4(p, gw4(n), gw_mac(n, false));
+        router.resolve6(p, gw6(n), gw_mac(n, true));
     }
-    // The ingress subnet is connected: ICMP errors to the senders route back through it.
-    let connected = 2 * GATEWAYS + 1;
-    lab.nexthop(connected, Forward::Connected { ifindex: 1 });
-    lab.route4("198.18.0.0/15", connected)
-        .map_err(|e| e.to_string())?;
-    lab.route6("2001:db8:ffff::/48", connected)
-        .map_err(|e| e.to_string())?;
-    lab.publish().map_err(|e| e.to_string())?;
-    Ok(lab)
+    router.publish().map_err(|e| e.to_string())?;
+    Ok(router)
 }
 
 /// The source address of flow `i`'s IPv4 frame.
@@ -384,7 +383,7 @@ fn cores(workers: usize) -> Vec<usize> {
 }
 
 fn run_split(
-    lab: &Engines,
+    router: &Engines,
     flow: bool,
     flows: usize,
     templates: &[Template],
@@ -402,7 +401,7 @@ fn run_split(
         ..WorkerConfig::default()
     };
     let ws: Vec<Worker<Poptrie<u32>, Poptrie<u128>>> =
-        (0..workers).map(|_| lab.worker(cfg())).collect();
+        (0..workers).map(|_| router.worker(cfg())).collect();
     let cs = cores(workers);
     std::thread::scope(|s| {
         let handles: Vec<_> = ws
@@ -526,13 +525,11 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
         table.v4.len(),
         table.v6.len()
     );
-    let r4 = remap4(&table.v4);
-    let r6 = remap6(&table.v6);
     let t = Instant::now();
-    let lab = build_lab(&r4, &r6)?;
+    let router = build_router(&table)?;
     eprintln!("split design built in {:.2} s", t.elapsed().as_secs_f64());
     let t = Instant::now();
-    let legacy = build_legacy(&r4, &r6)?;
+    let legacy = build_legacy(&remap4(&table.v4), &remap6(&table.v6))?;
     eprintln!(
         "legacy design built in {:.2} s ({} route entries, gateways as cloned host routes)",
         t.elapsed().as_secs_f64(),
@@ -559,8 +556,8 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
                 for &workers in &a.workers {
                     let counts = match design.as_str() {
                         "legacy" => run_legacy(&legacy, &templates, workers, a)?,
-                        "split" => run_split(&lab, false, flows, &templates, workers, a)?,
-                        _ => run_split(&lab, true, flows, &templates, workers, a)?,
+                        "split" => run_split(&router, false, flows, &templates, workers, a)?,
+                        _ => run_split(&router, true, flows, &templates, workers, a)?,
                     };
                     let per: Vec<f64> = counts
                         .iter()
@@ -714,7 +711,9 @@ fn targets(results: &[Value]) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vfsr_fib::nexthop::Forward;
     use vfsr_lpm::Prefix;
+    use vfsr_table::NextHopTable;
 
     fn udp_sums_to_ones(pseudo: u16, segment: &[u8]) -> bool {
         checksum::add(pseudo, checksum::ones_sum(segment)) == 0xffff
@@ -734,12 +733,16 @@ mod tests {
         assert!(udp_sums_to_ones(p6, &t6.bytes[54..62]));
         assert_ne!(&t6.bytes[60..62], &[0, 0]);
 
-        let r4 = remap4(&[Route::new(Prefix::new(0x0a00_0000, 8).unwrap(), 9)]);
-        let r6 = remap6(&[Route::new(
-            Prefix::new(0x2001_0db8u128 << 96, 32).unwrap(),
-            70,
-        )]);
-        let legacy = build_legacy(&r4, &r6).unwrap();
+        let table = tables::Loaded {
+            v4: vec![Route::new(Prefix::new(0x0a00_0000, 8).unwrap(), 9)],
+            v6: vec![Route::new(
+                Prefix::new(0x2001_0db8u128 << 96, 32).unwrap(),
+                6,
+            )],
+            nexthops: NextHopTable::new(),
+            source: String::new(),
+        };
+        let legacy = build_legacy(&remap4(&table.v4), &remap6(&table.v6)).unwrap();
         let mut f = t4.bytes;
         assert_eq!(legacy.forward(&mut f[..t4.len]), Some(port_of(9)));
         assert_eq!(&f[0..6], &gw_mac(9, false).0);
@@ -747,9 +750,9 @@ mod tests {
         assert_eq!(legacy.forward(&mut f[..t6.len]), Some(port_of(6)));
         assert_eq!(&f[0..6], &gw_mac(6, true).0);
 
-        let lab = build_lab(&r4, &r6).unwrap();
+        let router = build_router(&table).unwrap();
         for flow in [false, true] {
-            let mut w = lab.worker(WorkerConfig {
+            let mut w = router.worker(WorkerConfig {
                 flow: flow.then(FlowConfig::default),
                 ..WorkerConfig::default()
             });
@@ -758,6 +761,40 @@ mod tests {
             assert_eq!(w.counters().outcome(Outcome::Forwarded), 2, "flow {flow}");
             assert_eq!(&b.packets[0].frame()[0..6], &gw_mac(9, false).0);
             assert_eq!(&b.packets[1].frame()[0..6], &gw_mac(6, true).0);
+        }
+    }
+
+    #[test]
+    fn every_route_leaves_by_the_gateway_the_legacy_design_gives_it() {
+        let t = Table::from_prefixes(
+            &vfsr_table::synth_v4(3, 2000),
+            &vfsr_table::synth_v6(3, 500),
+        );
+        let table = tables::Loaded {
+            v4: t.v4,
+            v6: t.v6,
+            nexthops: t.nexthops,
+            source: String::new(),
+        };
+        let router = build_router(&table).unwrap();
+        let (_, _, nh) = router.route_table().readers();
+        let published = nh.load();
+        let forward = |v: u32| published.get(v).map(|e| e.forward.clone());
+        let via = |addr: IpAddr, n: u32| {
+            Some(Forward::Gateway {
+                addr,
+                ifindex: Some(port_of(n)),
+            })
+        };
+        for r in remap4(&table.v4) {
+            let n = r.nexthop;
+            let v = router.rib().fib_value(&r.prefix);
+            assert_eq!(forward(v), via(gw4(n).into(), n), "{}", r.prefix);
+        }
+        for r in remap6(&table.v6) {
+            let n = r.nexthop - GATEWAYS;
+            let v = router.rib().fib_value(&r.prefix);
+            assert_eq!(forward(v), via(gw6(n).into(), n), "{}", r.prefix);
         }
     }
 }

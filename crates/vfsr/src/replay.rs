@@ -1,9 +1,9 @@
 //! `vfsr replay`: forwards a capture offline through the real pipeline and writes what the
 //! router would have sent.
 //!
-//! The router is a `vfsr_fwd::lab::Lab` (Poptrie FIBs, next-hop table, per-port neighbor
-//! tables) read by one `vfsr_fwd::Worker` with its flow table, exactly what a forwarding core
-//! runs; frames come from a `vfsr_io::pcap::PcapReader` and leave through a
+//! The router is a `vfsr_router::Router` (the RIB compiled into Poptrie FIBs, its published
+//! next hops, per-port neighbor tables) read by one `vfsr_fwd::Worker` with its flow table,
+//! exactly what a forwarding core runs; frames come from a `vfsr_io::pcap::PcapReader` and leave through a
 //! `vfsr_io::pcap::PcapWriter`. The topology is fixed so that a capture can be made for it:
 //!
 //! ```text
@@ -17,8 +17,8 @@
 //! ```
 //!
 //! Routes: every route of `--table` (any format `vfsr` reads), or of the embedded synthetic
-//! full table, points at the gateway on port 2, and so does a default route of each family;
-//! the two connected subnets route to their ports. Frames must be addressed to port 1's MAC
+//! full table, points at the gateway on port 2, and so does a static default route of each
+//! family; the two connected subnets route to their ports. Frames must be addressed to port 1's MAC
 //! to be forwarded (`--to-router` rewrites unicast destination MACs to it, for captures
 //! taken elsewhere).
 //!
@@ -32,17 +32,19 @@
 //! counters: frames in, forwarded, punted and held, drops by named reason, events (ICMP
 //! errors sent, fragments made); `--json` prints it as one JSON object.
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 use clap::Args;
 use serde_json::{json, Map, Value};
 use vfsr_fib::nexthop::Forward;
-use vfsr_fwd::lab::PortSpec;
 use vfsr_fwd::{Batch, Counters, Outcome, Packet, Verdict, WorkerConfig};
 use vfsr_io::pcap::{PcapReader, PcapWriter, Resolution};
 use vfsr_io::Backend;
-use vfsr_lpm::Route;
+use vfsr_lpm::Prefix;
+use vfsr_rib::{IpPrefix, Source};
+use vfsr_router::{PortSpec, RouterConfig};
+use vfsr_table::Table;
 use vfsr_wire::MacAddr;
 
 use crate::fwdbench::Engines;
@@ -91,63 +93,49 @@ pub const HOST6: Ipv6Addr = Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 2);
 /// Its MAC.
 pub const HOST_MAC: MacAddr = MacAddr([2, 0, 0, 0, 1, 2]);
 
-const NH_GW4: u32 = 1;
-const NH_GW6: u32 = 2;
-const NH_PORT1: u32 = 3;
-const NH_PORT2: u32 = 4;
-
-/// The replay router: the table's routes (all via the port-2 gateway) and the fixed ports.
-fn build(r4: &[Route<u32>], r6: &[Route<u128>], mtu: u16) -> Result<Engines, String> {
-    let r4: Vec<Route<u32>> = r4.iter().map(|r| Route::new(r.prefix, NH_GW4)).collect();
-    let r6: Vec<Route<u128>> = r6.iter().map(|r| Route::new(r.prefix, NH_GW6)).collect();
+/// The replay router: the fixed ports (their subnets connected), the table's routes and a
+/// static default route of each family, all via the gateway on port 2.
+fn build(table: &tables::Loaded, mtu: u16) -> Result<Engines, String> {
     let specs = vec![
         PortSpec::new(1, PORT1_MAC)
-            .v4("192.0.2.1/24")
-            .v6("2001:db8:1::1/64"),
+            .v4(Ipv4Addr::new(192, 0, 2, 1), 24)
+            .v6(Ipv6Addr::new(0x2001, 0xdb8, 1, 0, 0, 0, 0, 1), 64),
         PortSpec::new(2, PORT2_MAC)
-            .v4("198.51.100.1/24")
-            .v6("2001:db8:2::1/64")
+            .v4(Ipv4Addr::new(198, 51, 100, 1), 24)
+            .v6(Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 1), 64)
             .mtu(mtu),
     ];
-    let mut lab = Engines::with_routes(specs, &r4, &r6).map_err(|e| e.to_string())?;
-    lab.nexthop(
-        NH_GW4,
-        Forward::Gateway {
-            addr: GW4.into(),
-            ifindex: Some(2),
-        },
-    );
-    lab.nexthop(
-        NH_GW6,
-        Forward::Gateway {
-            addr: GW6.into(),
-            ifindex: Some(2),
-        },
-    );
-    lab.nexthop(NH_PORT1, Forward::Connected { ifindex: 1 });
-    lab.nexthop(NH_PORT2, Forward::Connected { ifindex: 2 });
-    let routes: [(&str, u32, bool); 6] = [
-        ("0.0.0.0/0", NH_GW4, false),
-        ("::/0", NH_GW6, true),
-        ("192.0.2.0/24", NH_PORT1, false),
-        ("2001:db8:1::/64", NH_PORT1, true),
-        ("198.51.100.0/24", NH_PORT2, false),
-        ("2001:db8:2::/64", NH_PORT2, true),
+    let mut router = Engines::new(specs, RouterConfig::default()).map_err(|e| e.to_string())?;
+    let t = Table {
+        v4: table.v4.clone(),
+        v6: table.v6.clone(),
+        nexthops: table.nexthops.clone(),
+    };
+    router
+        .load_table(&t, Source::Table, &[(GW4.into(), 2)], &[(GW6.into(), 2)])
+        .map_err(|e| e.to_string())?;
+    let defaults: [(IpPrefix, IpAddr); 2] = [
+        (Prefix::new_masked(0u32, 0).into(), GW4.into()),
+        (Prefix::new_masked(0u128, 0).into(), GW6.into()),
     ];
-    for (prefix, nh, v6) in routes {
-        let r = if v6 {
-            lab.route6(prefix, nh)
-        } else {
-            lab.route4(prefix, nh)
-        };
-        r.map_err(|e| e.to_string())?;
+    for (prefix, addr) in defaults {
+        let route = router.route(
+            Source::Static,
+            Forward::Gateway {
+                addr,
+                ifindex: Some(2),
+            },
+        );
+        router
+            .announce(prefix, Source::Static, &[route])
+            .map_err(|e| e.to_string())?;
     }
-    lab.resolve4(2, GW4, GW_MAC);
-    lab.resolve6(2, GW6, GW_MAC);
-    lab.resolve4(1, HOST4, HOST_MAC);
-    lab.resolve6(1, HOST6, HOST_MAC);
-    lab.publish().map_err(|e| e.to_string())?;
-    Ok(lab)
+    router.resolve4(2, GW4, GW_MAC);
+    router.resolve6(2, GW6, GW_MAC);
+    router.resolve4(1, HOST4, HOST_MAC);
+    router.resolve6(1, HOST6, HOST_MAC);
+    router.publish().map_err(|e| e.to_string())?;
+    Ok(router)
 }
 
 /// Points a unicast frame at port 1.
@@ -249,8 +237,8 @@ pub fn run(a: &ReplayArgs) -> Result<(), String> {
         Some(p) => tables::load(p, false)?,
         None => tables::synthetic(1)?,
     };
-    let lab = build(&table.v4, &table.v6, a.egress_mtu)?;
-    let mut worker = lab.worker(WorkerConfig {
+    let router = build(&table, a.egress_mtu)?;
+    let mut worker = router.worker(WorkerConfig {
         batch_size: a.batch,
         ..WorkerConfig::default()
     });

@@ -117,22 +117,25 @@ pub fn classify6(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::port::{PortTables, Ports};
+    use crate::port::{Port, Ports};
     use std::net::{Ipv4Addr, Ipv6Addr};
-    use vfsr_neigh::NeighborConfig;
+    use vfsr_neigh::{NeighborConfig, NeighborTable};
     use vfsr_wire::MacAddr;
 
     fn ports() -> Ports {
-        let t: PortTables<()> = PortTables::new(
-            1,
-            "p1",
-            MacAddr([2, 0, 0, 0, 0, 1]),
-            1500,
-            vec![(Ipv4Addr::new(192, 0, 2, 254), 24)],
-            vec![("2001:db8::fe".parse::<Ipv6Addr>().unwrap(), 64)],
-            NeighborConfig::default(),
-        );
-        Ports::new(vec![t.port]).unwrap()
+        let arp: NeighborTable<Ipv4Addr, ()> = NeighborTable::new(NeighborConfig::default());
+        let nd: NeighborTable<Ipv6Addr, ()> = NeighborTable::new(NeighborConfig::default());
+        let port = Port {
+            ifindex: 1,
+            name: "p1".to_string(),
+            mac: MacAddr([2, 0, 0, 0, 0, 1]),
+            mtu: 1500,
+            addrs4: vec![(Ipv4Addr::new(192, 0, 2, 254), 24)],
+            addrs6: vec![("2001:db8::fe".parse::<Ipv6Addr>().unwrap(), 64)],
+            arp: arp.reader(),
+            nd: nd.reader(),
+        };
+        Ports::new(vec![port]).unwrap()
     }
 
     fn m4(dst: [u8; 4], protocol: u8) -> Ip4Meta {

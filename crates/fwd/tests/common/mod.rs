@@ -1,16 +1,17 @@
-//! The test router and frame builders shared by the pipeline tests.
+//! The test topology and frame builders shared by the pipeline tests.
 #![allow(dead_code)]
+
+mod fixture;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+pub use fixture::{Fixture, PortDef};
 use vfsr_fib::nexthop::Forward;
-use vfsr_fwd::lab::{Lab, PortSpec};
 use vfsr_fwd::{Batch, Worker, WorkerConfig};
 use vfsr_lpm::poptrie::Poptrie;
 use vfsr_wire::checksum;
 use vfsr_wire::MacAddr;
 
-pub type TestLab = Lab<Poptrie<u32>, Poptrie<u128>>;
 pub type TestWorker = Worker<Poptrie<u32>, Poptrie<u128>>;
 
 pub const P1: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
@@ -36,40 +37,39 @@ pub const HOST6: &str = "2001:db8:1::1";
 ///           2001:db8:1::/64 connected   2001:db8:a::/48 → B6  2001:db8:c::/48 → D6
 ///           2001:db8:5::/48 → group [B6, C6]
 /// ```
-pub fn lab() -> TestLab {
-    let mut lab = TestLab::new(vec![
-        PortSpec::new(1, P1)
+pub fn fixture() -> Fixture {
+    let mut fx = Fixture::new(vec![
+        PortDef::new(1, P1)
             .v4("192.0.2.254/24")
             .v6("2001:db8:1::fe/64")
             .v6("fe80::1/64"),
-        PortSpec::new(2, P2)
+        PortDef::new(2, P2)
             .v4("198.51.100.254/24")
             .v6("2001:db8:2::fe/64"),
-        PortSpec::new(3, P3)
+        PortDef::new(3, P3)
             .v4("203.0.113.254/24")
             .v6("2001:db8:3::fe/64")
             .mtu(1280),
-    ])
-    .unwrap();
+    ]);
     let gw = |a: &str, i| Forward::Gateway {
         addr: a.parse().unwrap(),
         ifindex: Some(i),
     };
-    lab.nexthop(1, Forward::Connected { ifindex: 1 });
-    lab.nexthop(2, gw("198.51.100.1", 2));
-    lab.nexthop(3, gw("198.51.100.2", 2));
-    lab.nexthop(4, gw("203.0.113.1", 3));
-    lab.nexthop(5, Forward::group(vec![2, 3]));
-    lab.nexthop(6, Forward::Blackhole);
-    lab.nexthop(7, Forward::Unreachable);
-    lab.nexthop(8, Forward::Local);
-    lab.nexthop(9, gw("198.51.100.9", 2));
-    lab.nexthop(10, gw("198.51.100.3", 2));
-    lab.nexthop(11, Forward::Connected { ifindex: 1 });
-    lab.nexthop(12, gw("2001:db8:2::1", 2));
-    lab.nexthop(13, gw("2001:db8:2::2", 2));
-    lab.nexthop(14, gw("2001:db8:3::1", 3));
-    lab.nexthop(15, Forward::group(vec![12, 13]));
+    fx.nexthop(1, Forward::Connected { ifindex: 1 });
+    fx.nexthop(2, gw("198.51.100.1", 2));
+    fx.nexthop(3, gw("198.51.100.2", 2));
+    fx.nexthop(4, gw("203.0.113.1", 3));
+    fx.nexthop(5, Forward::group(vec![2, 3]));
+    fx.nexthop(6, Forward::Blackhole);
+    fx.nexthop(7, Forward::Unreachable);
+    fx.nexthop(8, Forward::Local);
+    fx.nexthop(9, gw("198.51.100.9", 2));
+    fx.nexthop(10, gw("198.51.100.3", 2));
+    fx.nexthop(11, Forward::Connected { ifindex: 1 });
+    fx.nexthop(12, gw("2001:db8:2::1", 2));
+    fx.nexthop(13, gw("2001:db8:2::2", 2));
+    fx.nexthop(14, gw("2001:db8:3::1", 3));
+    fx.nexthop(15, Forward::group(vec![12, 13]));
     for (p, nh) in [
         ("192.0.2.0/24", 1),
         ("10.0.0.0/8", 2),
@@ -80,7 +80,7 @@ pub fn lab() -> TestLab {
         ("10.8.0.0/16", 8),
         ("10.9.0.0/16", 9),
     ] {
-        lab.route4(p, nh).unwrap();
+        fx.route4(p, nh);
     }
     for (p, nh) in [
         ("2001:db8:1::/64", 11),
@@ -88,32 +88,32 @@ pub fn lab() -> TestLab {
         ("2001:db8:c::/48", 14),
         ("2001:db8:5::/48", 15),
     ] {
-        lab.route6(p, nh).unwrap();
+        fx.route6(p, nh);
     }
-    lab.resolve4(1, Ipv4Addr::from(HOST4), HOST);
-    lab.resolve4(2, "198.51.100.1".parse().unwrap(), GW_B);
-    lab.resolve4(2, "198.51.100.2".parse().unwrap(), GW_C);
-    lab.resolve4(2, "198.51.100.3".parse().unwrap(), GW_E);
-    lab.resolve4(3, "203.0.113.1".parse().unwrap(), GW_D);
-    lab.resolve6(1, HOST6.parse().unwrap(), HOST);
-    lab.resolve6(2, "2001:db8:2::1".parse().unwrap(), GW_B);
-    lab.resolve6(2, "2001:db8:2::2".parse().unwrap(), GW_C);
-    lab.resolve6(3, "2001:db8:3::1".parse().unwrap(), GW_D);
-    lab.publish().unwrap();
-    lab
+    fx.resolve4(1, Ipv4Addr::from(HOST4), HOST);
+    fx.resolve4(2, "198.51.100.1".parse().unwrap(), GW_B);
+    fx.resolve4(2, "198.51.100.2".parse().unwrap(), GW_C);
+    fx.resolve4(2, "198.51.100.3".parse().unwrap(), GW_E);
+    fx.resolve4(3, "203.0.113.1".parse().unwrap(), GW_D);
+    fx.resolve6(1, HOST6.parse().unwrap(), HOST);
+    fx.resolve6(2, "2001:db8:2::1".parse().unwrap(), GW_B);
+    fx.resolve6(2, "2001:db8:2::2".parse().unwrap(), GW_C);
+    fx.resolve6(3, "2001:db8:3::1".parse().unwrap(), GW_D);
+    fx.publish();
+    fx
 }
 
 /// A worker without a flow table (each packet takes the full path).
-pub fn split(lab: &TestLab) -> TestWorker {
-    lab.worker(WorkerConfig {
+pub fn split(fx: &Fixture) -> TestWorker {
+    fx.worker(WorkerConfig {
         flow: None,
         ..WorkerConfig::default()
     })
 }
 
 /// A worker with the default flow table.
-pub fn with_flow(lab: &TestLab) -> TestWorker {
-    lab.worker(WorkerConfig::default())
+pub fn with_flow(fx: &Fixture) -> TestWorker {
+    fx.worker(WorkerConfig::default())
 }
 
 pub fn eth(dst: MacAddr, src: MacAddr, ethertype: u16) -> Vec<u8> {
