@@ -185,10 +185,8 @@ impl SourceState {
                     self.counters.skip(Skip::SourceSpecific);
                     return;
                 }
-                if matches!(r.kind, RouteType::Local | RouteType::Other(_)) {
-                    self.counters.skip(Skip::RouteType);
-                    return;
-                }
+                // The type of a deletion does not matter (zebra sends RTN_UNSPEC): whatever
+                // the source had for the prefix goes.
                 let Some(prefix) = prefix_of(r.dst) else {
                     self.counters.skip(Skip::BadPrefix);
                     return;

@@ -70,6 +70,8 @@ pub enum Skip {
     RouteType,
     /// A prefix length beyond its family's width.
     BadPrefix,
+    /// An IPv6 link-local prefix (`fe80::/10`): each link has its own, none is forwarded.
+    LinkLocal,
     /// A next hop through an interface that is not a port (left out of the route).
     ForeignInterface,
     /// A next hop with neither gateway nor interface, or a gateway of the other family.
@@ -84,12 +86,13 @@ pub enum Skip {
 
 impl Skip {
     /// Every reason.
-    pub const ALL: [Skip; 10] = [
+    pub const ALL: [Skip; 11] = [
         Skip::OtherTable,
         Skip::ExcludedProtocol,
         Skip::SourceSpecific,
         Skip::RouteType,
         Skip::BadPrefix,
+        Skip::LinkLocal,
         Skip::ForeignInterface,
         Skip::BadNextHop,
         Skip::UnknownObject,
@@ -110,6 +113,7 @@ impl Skip {
             Skip::SourceSpecific => "source_specific",
             Skip::RouteType => "route_type",
             Skip::BadPrefix => "bad_prefix",
+            Skip::LinkLocal => "link_local",
             Skip::ForeignInterface => "foreign_interface",
             Skip::BadNextHop => "bad_next_hop",
             Skip::UnknownObject => "unknown_object",
@@ -293,6 +297,11 @@ pub fn translate(
         return Err(Skip::SourceSpecific);
     }
     let prefix = prefix_of(route.dst).ok_or(Skip::BadPrefix)?;
+    if let IpPrefix::V6(p) = prefix {
+        if p.len() >= 10 && (p.addr() >> 118) == 0x3fa {
+            return Err(Skip::LinkLocal);
+        }
+    }
     let v4 = matches!(prefix, IpPrefix::V4(_));
     let base = |f: Forward| {
         RibRoute::new(source, f)
@@ -465,6 +474,11 @@ mod tests {
                 &mut c
             ),
             Err(Skip::SourceSpecific)
+        );
+        let ll = route("fe80::", 64, vec![nh(None, Some(7), 1)]);
+        assert_eq!(
+            translate(&ll, Source::Fpm, 20, 0, &map(), &Objects::default(), &mut c),
+            Err(Skip::LinkLocal)
         );
         let bad = route("10.0.0.0", 33, vec![]);
         assert_eq!(

@@ -4,6 +4,7 @@
 pub mod config;
 pub mod control;
 pub mod dataplane;
+pub mod dump;
 pub mod fastpath;
 pub mod link;
 pub mod netlab;

@@ -37,12 +37,20 @@ struct Cli {
     /// Rewrite FILE every second with the counters as JSON.
     #[arg(long, value_name = "FILE")]
     stats: Option<PathBuf>,
+    /// On SIGUSR1, write the FIB as text to FILE (one line per prefix).
+    #[arg(long, value_name = "FILE")]
+    fib_dump: Option<PathBuf>,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
+static DUMP: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
+}
+
+extern "C" fn on_dump(_: libc::c_int) {
+    DUMP.store(true, Ordering::Relaxed);
 }
 
 fn install_signals() {
@@ -51,6 +59,10 @@ fn install_signals() {
         unsafe {
             libc::signal(sig, on_signal as *const () as libc::sighandler_t);
         }
+    }
+    // SAFETY: as above.
+    unsafe {
+        libc::signal(libc::SIGUSR1, on_dump as *const () as libc::sighandler_t);
     }
 }
 
@@ -74,10 +86,14 @@ fn load(path: &PathBuf) -> Result<Plan, String> {
 fn run_engines(plan: &Plan, ports: Vec<PortIo>, opts: &RunOptions) -> Result<Summary, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let s = Arc::clone(&stop);
+    let dump = Arc::clone(&opts.dump);
     std::thread::spawn(move || loop {
         if STOP.load(Ordering::Relaxed) {
             s.store(true, Ordering::Relaxed);
             return;
+        }
+        if DUMP.swap(false, Ordering::Relaxed) {
+            dump.store(true, Ordering::Relaxed);
         }
         std::thread::sleep(Duration::from_millis(20));
     });
@@ -158,6 +174,8 @@ fn main() -> ExitCode {
     };
     let opts = RunOptions {
         stats: cli.stats.clone(),
+        fib_dump: cli.fib_dump.clone(),
+        dump: Arc::new(AtomicBool::new(false)),
         verbose: false,
     };
     match run_engines(&plan, ports, &opts) {

@@ -54,6 +54,10 @@ pub struct PortIo {
 /// Options of a run.
 #[derive(Default)]
 pub struct RunOptions {
+    /// Write the FIB as text here when `dump` is raised (see [`crate::dump`]).
+    pub fib_dump: Option<PathBuf>,
+    /// Raised (by `SIGUSR1`) to ask for a FIB dump.
+    pub dump: Arc<AtomicBool>,
     /// Rewrite this file with JSON counters every second.
     pub stats: Option<PathBuf>,
     /// Print progress lines to standard output.
@@ -323,6 +327,16 @@ where
     let mut next_stats = Instant::now();
     while !stop.load(Ordering::Relaxed) {
         control.step(50);
+        if opts.dump.swap(false, Ordering::Relaxed) {
+            match &opts.fib_dump {
+                Some(path) => {
+                    write_text_atomically(path, &crate::dump::fib_text(&mut control.router))
+                }
+                None => {
+                    eprintln!("vfsrd: a FIB dump was asked for, but no --fib-dump FILE was given")
+                }
+            }
+        }
         if let Some(path) = &opts.stats {
             if Instant::now() >= next_stats {
                 next_stats += Duration::from_secs(1);
@@ -385,6 +399,14 @@ fn seed() -> u64 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     t ^ u64::from(std::process::id()).rotate_left(32)
+}
+
+fn write_text_atomically(path: &std::path::Path, text: &str) {
+    let tmp = path.with_extension("tmp");
+    let ok = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path));
+    if let Err(e) = ok {
+        eprintln!("vfsrd: FIB dump {}: {e}", path.display());
+    }
 }
 
 fn write_atomically(path: &std::path::Path, v: &Value) {

@@ -5,7 +5,9 @@
 //! At start the socket dumps the links (and, for the mirror, the next-hop objects and the
 //! routes of both families). An overrun (`ENOBUFS`: the kernel dropped messages because the
 //! socket's buffer was full) starts the dumps again; the mirror reconciles by mark and
-//! sweep when the route dumps end, so nothing lost in the overrun stays wrong.
+//! sweep when the route dumps end, so nothing lost in the overrun stays wrong. The socket is
+//! opened anew for that dump: the kernel may still be sending a dump on the old one, whose
+//! end could not be told from the new one's.
 
 use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, RawFd};
@@ -44,6 +46,8 @@ impl PortLink {
 /// The socket and what it feeds.
 pub struct NetlinkSource {
     sock: RouteSocket,
+    /// The receive buffer asked for.
+    rcvbuf: usize,
     mirror: Option<KernelMirror>,
     ports: Vec<PortLink>,
     /// The dumps requested, in order; each ends with a `Done` (or an error).
@@ -66,6 +70,7 @@ impl NetlinkSource {
         let sock = RouteSocket::open(rcvbuf).map_err(|e| format!("rtnetlink socket: {e}"))?;
         let mut n = NetlinkSource {
             sock,
+            rcvbuf,
             mirror: kernel.map(|k| KernelMirror::new(k.mirror.clone())),
             ports: ports
                 .iter()
@@ -100,6 +105,13 @@ impl NetlinkSource {
     /// The mirror, if on.
     pub fn mirror(&self) -> Option<&KernelMirror> {
         self.mirror.as_ref()
+    }
+
+    /// Reopens the socket (a dump the kernel was still sending on the old one would mix
+    /// with the new dump's replies), then dumps.
+    fn redump(&mut self, rib: &mut Rib) -> std::io::Result<()> {
+        self.sock = RouteSocket::open(self.rcvbuf)?;
+        self.dump(rib)
     }
 
     fn dump(&mut self, rib: &mut Rib) -> std::io::Result<()> {
@@ -167,7 +179,7 @@ impl NetlinkSource {
                         },
                         self.overruns + self.malformed
                     );
-                    if let Err(e) = self.dump(router.rib_mut()) {
+                    if let Err(e) = self.redump(router.rib_mut()) {
                         eprintln!("vfsrd: rtnetlink: dump: {e}");
                     }
                     break;
