@@ -738,10 +738,10 @@ impl<K: Key> FamilyRib<K> {
         nh: &mut NextHopTable,
         routes: &[Route<K>],
         source: Source,
+        distance: u8,
         stamp: u32,
         ids: &FxHashMap<NextHop, NhId>,
     ) -> usize {
-        let distance = source.default_distance();
         self.prefixes.reserve(routes.len());
         self.changes.reserve(routes.len());
         let mut n = 0usize;
@@ -992,6 +992,8 @@ pub struct Rib {
     links: Option<Links>,
     /// The current epoch of each source (see [`Rib::begin_epoch`]).
     epochs: [u32; Source::COUNT],
+    /// Distances that differ from the sources' defaults, for whole-table loads.
+    distances: [Option<u8>; Source::COUNT],
 }
 
 impl Rib {
@@ -1026,6 +1028,23 @@ impl Rib {
     /// The shared next-hop table.
     pub fn nexthops(&self) -> &NextHopTable {
         &self.nexthops
+    }
+
+    /// Sets the distance the routes of a whole-table load of `source` get (routes given one
+    /// by one carry their own).
+    pub fn set_distance(&mut self, source: Source, distance: u8) {
+        if let Some(d) = self.distances.get_mut(source.index()) {
+            *d = Some(distance);
+        }
+    }
+
+    /// The distance of `source`'s whole-table loads.
+    pub fn distance(&self, source: Source) -> u8 {
+        self.distances
+            .get(source.index())
+            .copied()
+            .flatten()
+            .unwrap_or_else(|| source.default_distance())
     }
 
     fn epoch(&self, source: Source) -> u32 {
@@ -1374,14 +1393,25 @@ impl Rib {
                 )
             });
         let stamp = self.epoch(source);
+        let distance = self.distance(source);
         let report = match res {
             Ok(()) => LoadReport {
-                v4: self
-                    .v4
-                    .load(&mut self.nexthops, &table.v4, source, stamp, &ids4),
-                v6: self
-                    .v6
-                    .load(&mut self.nexthops, &table.v6, source, stamp, &ids6),
+                v4: self.v4.load(
+                    &mut self.nexthops,
+                    &table.v4,
+                    source,
+                    distance,
+                    stamp,
+                    &ids4,
+                ),
+                v6: self.v6.load(
+                    &mut self.nexthops,
+                    &table.v6,
+                    source,
+                    distance,
+                    stamp,
+                    &ids6,
+                ),
             },
             Err(e) => {
                 for id in ids4.values().chain(ids6.values()) {

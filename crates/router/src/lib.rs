@@ -44,3 +44,4 @@ pub mod translate;
 pub use port::{PortSpec, PortTables};
 pub use router::{Router, RouterConfig, RouterError};
 pub use translate::{IfMap, Skip, SourceCounters};
+pub use vfsr_rib::{Forward, IpPrefix, RibRoute, Source};

@@ -146,6 +146,11 @@ where
             .map_err(RouterError::Port)?;
         let mut rib = Rib::new();
         rib.enable_resolution();
+        for s in Source::ALL {
+            if let Some(d) = config.distances.get(s.index()) {
+                rib.set_distance(s, *d);
+            }
+        }
         let mut table = RouteTable::new(rib, c4, c6)?;
         table.set_max_delay(config.max_delay);
         let mut r = Router {

@@ -329,5 +329,14 @@ via = "10.2.0.9"
         let plan = parse(&text("[rib]\ndistance = { static = 200 }"), None).unwrap();
         let (r, _) = build::<Poptrie<u32>, Poptrie<u128>>(&plan, &macs).unwrap();
         assert_eq!(of(&r).as_deref(), Some("via 10.2.0.2 dev 1"));
+        // The table's distance applies to the whole load too.
+        let plan = parse(&text("[rib]\ndistance = { table = 0 }"), None).unwrap();
+        let (r, _) = build::<Poptrie<u32>, Poptrie<u128>>(&plan, &macs).unwrap();
+        assert_eq!(of(&r).as_deref(), Some("via 10.2.0.2 dev 1"));
+        assert!(r
+            .rib()
+            .routes(&p)
+            .iter()
+            .any(|x| x.source == Source::Table && x.distance == 0));
     }
 }
