@@ -7,8 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/setup.sh
-# clang and libbpf-dev build the XDP programs; the others are the integration tests' tools.
+# clang and libbpf-dev build the XDP programs; the others are the integration tests' tools,
+# and the routing daemons the route-source tests run for real (FRR, BIRD 2, GoBGP).
 ensure_packages build-essential pkg-config clang libbpf-dev iproute2 ethtool iputils-ping traceroute iperf3
+ensure_packages frr bird2 gobgpd || echo "vfsr: the routing daemons could not be installed; their tests will skip" >&2
 ensure_rust
 
 echo "== format"

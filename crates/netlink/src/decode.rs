@@ -332,7 +332,7 @@ pub fn decode_into(
 ) -> Result<usize, DecodeError> {
     let first = out.len();
     let saved = *stats;
-    match walk(bytes, out, stats) {
+    match walk(bytes, out, None, stats) {
         Ok(()) => Ok(out.len() - first),
         Err(e) => {
             out.truncate(first);
@@ -342,7 +342,38 @@ pub fn decode_into(
     }
 }
 
-fn walk(bytes: &[u8], out: &mut Vec<Message>, stats: &mut DecodeStats) -> Result<(), DecodeError> {
+/// As [`decode_into`], and for each message pushed whether it belongs to a dump
+/// (`NLM_F_MULTI` set in its header) rather than being a notification, pushed onto `multi`
+/// (which keeps the same length as `out` grows by).
+pub fn decode_into_marked(
+    bytes: &[u8],
+    out: &mut Vec<Message>,
+    multi: &mut Vec<bool>,
+    stats: &mut DecodeStats,
+) -> Result<usize, DecodeError> {
+    let first = out.len();
+    let first_multi = multi.len();
+    let saved = *stats;
+    match walk(bytes, out, Some(multi), stats) {
+        Ok(()) => Ok(out.len() - first),
+        Err(e) => {
+            out.truncate(first);
+            multi.truncate(first_multi);
+            *stats = saved;
+            Err(e)
+        }
+    }
+}
+
+/// `NLM_F_MULTI`: the message is one of several answering a request (a dump).
+const NLM_F_MULTI_FLAG: u16 = 0x2;
+
+fn walk(
+    bytes: &[u8],
+    out: &mut Vec<Message>,
+    mut multi: Option<&mut Vec<bool>>,
+    stats: &mut DecodeStats,
+) -> Result<(), DecodeError> {
     let mut offset = 0usize;
     while let Some(rest) = bytes.get(offset..).filter(|r| !r.is_empty()) {
         let Ok(buf) = NetlinkBuffer::new_checked(rest) else {
@@ -363,6 +394,7 @@ fn walk(bytes: &[u8], out: &mut Vec<Message>, stats: &mut DecodeStats) -> Result
         if flags & NLM_F_DUMP_INTR != 0 {
             stats.dump_interrupted += 1;
         }
+        let before = out.len();
         one(msg_type, flags, buf.payload(), out, stats).map_err(|detail| {
             DecodeError::Malformed {
                 offset,
@@ -370,6 +402,10 @@ fn walk(bytes: &[u8], out: &mut Vec<Message>, stats: &mut DecodeStats) -> Result
                 detail,
             }
         })?;
+        if let Some(m) = multi.as_deref_mut() {
+            let added = out.len().saturating_sub(before);
+            m.extend(std::iter::repeat_n(flags & NLM_F_MULTI_FLAG != 0, added));
+        }
         // The next message starts at the next 4-byte boundary; the last one may end unpadded.
         offset = offset.saturating_add(len.next_multiple_of(NLMSG_ALIGNTO));
     }

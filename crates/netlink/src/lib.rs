@@ -135,7 +135,9 @@ pub mod msg;
 pub mod nhmsg;
 pub mod socket;
 
-pub use decode::{decode, decode_into, DecodeError, DecodeStats, SkipCounts, SkipReason};
+pub use decode::{
+    decode, decode_into, decode_into_marked, DecodeError, DecodeStats, SkipCounts, SkipReason,
+};
 pub use encode::{encode, encode_into};
 pub use fpm::{
     frame, write_table_stream, FpmError, FpmReader, FpmStream, PumpStatus, StreamError, TableRoute,

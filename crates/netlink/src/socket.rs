@@ -32,7 +32,7 @@ use netlink_packet_route::AddressFamily;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr};
 
 use crate::consts::*;
-use crate::decode::{decode_into, DecodeError, DecodeStats};
+use crate::decode::{decode_into_marked, DecodeError, DecodeStats};
 use crate::encode::emit;
 use crate::msg::Message;
 use crate::nhmsg::NextHopHeader;
@@ -266,6 +266,19 @@ impl RouteSocket {
         out: &mut Vec<Message>,
         stats: &mut DecodeStats,
     ) -> io::Result<RecvStatus> {
+        let mut multi = Vec::new();
+        self.recv_marked(out, &mut multi, stats)
+    }
+
+    /// As [`RouteSocket::recv`], and for each message whether it is part of a dump
+    /// (`NLM_F_MULTI`) or a notification of a change, pushed onto `multi`: a notification
+    /// that arrives during a dump can be newer than the dump's listing of the same route.
+    pub fn recv_marked(
+        &mut self,
+        out: &mut Vec<Message>,
+        multi: &mut Vec<bool>,
+        stats: &mut DecodeStats,
+    ) -> io::Result<RecvStatus> {
         let mut pushed = 0usize;
         let mut datagrams = 0usize;
         while datagrams < MAX_DATAGRAMS {
@@ -288,7 +301,7 @@ impl RouteSocket {
                 }));
             }
             let first = out.len();
-            match decode_into(&self.buf, out, stats) {
+            match decode_into_marked(&self.buf, out, multi, stats) {
                 Ok(k) => pushed += k,
                 Err(e) => return Ok(RecvStatus::Malformed(e)),
             }

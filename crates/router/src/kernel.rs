@@ -17,12 +17,13 @@
 //! and sweep ([`KernelMirror::begin_dump`] starts an epoch, [`KernelMirror::dump_complete`]
 //! removes the routes the dump did not list), so no route is lost and none stays stale.
 
+use rustc_hash::FxHashSet;
 use vfsr_netlink::msg::{Message, Route};
-use vfsr_rib::{Rib, Source};
+use vfsr_rib::{IpPrefix, Rib, Source};
 
 use crate::fpm::MAIN_TABLE;
 use crate::source::{Apply, Identity, SourceState};
-use crate::translate::{IfMap, Skip, SourceCounters};
+use crate::translate::{prefix_of, IfMap, Skip, SourceCounters};
 
 /// `RTPROT_KERNEL`: routes the kernel adds itself (connected and local routes).
 pub const PROTO_KERNEL: u8 = 2;
@@ -51,6 +52,11 @@ pub struct KernelMirror {
     config: KernelConfig,
     inner: SourceState,
     dumping: bool,
+    /// Prefixes a notification changed since the dump began: the dump's own listing of one
+    /// may predate the change, so it is not taken.
+    touched: FxHashSet<IpPrefix>,
+    /// Dump listings left out for that reason.
+    superseded: u64,
     dumps: u64,
     overruns: u64,
 }
@@ -62,6 +68,8 @@ impl KernelMirror {
             config,
             inner: SourceState::new(Source::Kernel, Identity::PrefixAndMetric),
             dumping: false,
+            touched: FxHashSet::default(),
+            superseded: 0,
             dumps: 0,
             overruns: 0,
         }
@@ -96,6 +104,7 @@ impl KernelMirror {
     pub fn begin_dump(&mut self, rib: &mut Rib) {
         rib.begin_epoch(Source::Kernel);
         self.dumping = true;
+        self.touched.clear();
         self.dumps += 1;
     }
 
@@ -105,6 +114,7 @@ impl KernelMirror {
             return 0;
         }
         self.dumping = false;
+        self.touched.clear();
         let n = rib.sweep(Source::Kernel);
         self.inner.sweep_parked(rib.current_epoch(Source::Kernel));
         self.inner.counters.swept += n as u64;
@@ -117,7 +127,51 @@ impl KernelMirror {
         self.overruns += 1;
     }
 
-    /// Applies the messages of one read (a dump's part or live changes).
+    /// Dump listings left out because a notification had changed their prefix since the
+    /// dump began.
+    pub fn superseded(&self) -> u64 {
+        self.superseded
+    }
+
+    /// Applies the messages of one read (a dump's part or live changes); `multi[i]` says
+    /// whether `msgs[i]` is part of a dump (missing: a notification).
+    ///
+    /// While a dump runs, a notification of a route change can arrive before the dump's
+    /// listing of the same route, which the kernel may have read before the change (the
+    /// dump and the change race under RCU). The prefixes notifications change during a dump
+    /// are remembered, and the dump's listings of them are left out: the notifications
+    /// are the newer word.
+    pub fn messages_marked(
+        &mut self,
+        msgs: &[Message],
+        multi: &[bool],
+        rib: &mut Rib,
+        ifmap: &IfMap,
+        distance: u8,
+    ) {
+        if !self.dumping {
+            return self.messages(msgs, rib, ifmap, distance);
+        }
+        let mut kept: Vec<Message> = Vec::with_capacity(msgs.len());
+        for (i, m) in msgs.iter().enumerate() {
+            if let Message::Route(r) = m {
+                if let Some(p) = prefix_of(r.dst) {
+                    if multi.get(i).copied().unwrap_or(false) {
+                        if self.touched.contains(&p) {
+                            self.superseded += 1;
+                            continue;
+                        }
+                    } else {
+                        self.touched.insert(p);
+                    }
+                }
+            }
+            kept.push(m.clone());
+        }
+        self.messages(&kept, rib, ifmap, distance);
+    }
+
+    /// Applies the messages of one read, all taken as they are.
     pub fn messages(&mut self, msgs: &[Message], rib: &mut Rib, ifmap: &IfMap, distance: u8) {
         let table = self.config.table;
         let exclude = self.config.exclude_protocols.clone();
@@ -145,5 +199,76 @@ impl KernelMirror {
             distance,
         };
         self.inner.end_batch(&mut cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{IpAddr, Ipv4Addr};
+    use vfsr_lpm::Prefix;
+    use vfsr_netlink::msg::{NextHop, Op, RouteType};
+
+    fn route(op: Op, third: u8) -> Message {
+        Message::Route(Route {
+            op,
+            replace: false,
+            dst: (IpAddr::V4(Ipv4Addr::new(10, 0, third, 0)), 24),
+            table: 254,
+            protocol: 4,
+            scope: 0,
+            kind: RouteType::Unicast,
+            priority: None,
+            nexthops: vec![NextHop {
+                gateway: Some(IpAddr::V4(Ipv4Addr::new(192, 0, 2, 2))),
+                oif: None,
+                weight: 1,
+                onlink: false,
+            }],
+            nhid: None,
+            src_len: 0,
+        })
+    }
+
+    fn has(rib: &Rib, third: u8) -> bool {
+        let p = Prefix::new_masked(u32::from(Ipv4Addr::new(10, 0, third, 0)), 24);
+        !rib.routes(&p).is_empty()
+    }
+
+    #[test]
+    fn a_dump_listing_older_than_a_notification_is_not_taken() {
+        let mut rib = Rib::new();
+        let mut m = KernelMirror::new(KernelConfig::default());
+        let ifmap = IfMap::new();
+        m.messages(
+            &[route(Op::New, 1), route(Op::New, 2)],
+            &mut rib,
+            &ifmap,
+            10,
+        );
+        m.begin_dump(&mut rib);
+        // Route 1 is deleted while the dump runs; the notice comes before the dump's listing
+        // of it. Route 3 is added the same way. Route 2 is listed normally.
+        m.messages_marked(
+            &[route(Op::Del, 1), route(Op::New, 3)],
+            &[false, false],
+            &mut rib,
+            &ifmap,
+            10,
+        );
+        m.messages_marked(
+            &[route(Op::New, 1), route(Op::New, 2), route(Op::New, 3)],
+            &[true, true, true],
+            &mut rib,
+            &ifmap,
+            10,
+        );
+        assert_eq!(m.superseded(), 2);
+        assert_eq!(m.dump_complete(&mut rib), 0);
+        assert!(!has(&rib, 1), "the deleted route stays deleted");
+        assert!(has(&rib, 2) && has(&rib, 3));
+        // Outside a dump, listings are taken as they come.
+        m.messages_marked(&[route(Op::New, 1)], &[true], &mut rib, &ifmap, 10);
+        assert!(has(&rib, 1));
     }
 }

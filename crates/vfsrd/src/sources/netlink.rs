@@ -5,7 +5,9 @@
 //! At start the socket dumps the links (and, for the mirror, the next-hop objects and the
 //! routes of both families). An overrun (`ENOBUFS`: the kernel dropped messages because the
 //! socket's buffer was full) starts the dumps again; the mirror reconciles by mark and
-//! sweep when the route dumps end, so nothing lost in the overrun stays wrong. The socket is
+//! sweep when the route dumps end, so nothing lost in the overrun stays wrong. A route dump
+//! the table changed under (the kernel flags its messages `NLM_F_DUMP_INTR`) can list a route
+//! after the notice of its deletion: it is not swept on, but done again. The socket is
 //! opened anew for that dump: the kernel may still be sending a dump on the old one, whose
 //! end could not be told from the new one's.
 
@@ -53,10 +55,16 @@ pub struct NetlinkSource {
     /// The dumps requested, in order; each ends with a `Done` (or an error).
     expected: VecDeque<DumpKind>,
     msgs: Vec<Message>,
+    /// Per message of `msgs`: part of a dump (else a notification).
+    multi: Vec<bool>,
     stats: DecodeStats,
     overruns: u64,
     malformed: u64,
     link_changes: u64,
+    /// The decoder's count of interrupted-dump messages when the current dump began.
+    intr_at_dump: u64,
+    /// Route dumps redone because the table changed under them.
+    interrupted: u64,
 }
 
 impl NetlinkSource {
@@ -82,10 +90,13 @@ impl NetlinkSource {
                 .collect(),
             expected: VecDeque::new(),
             msgs: Vec::with_capacity(1024),
+            multi: Vec::with_capacity(1024),
             stats: DecodeStats::default(),
             overruns: 0,
             malformed: 0,
             link_changes: 0,
+            intr_at_dump: 0,
+            interrupted: 0,
         };
         n.dump(router.rib_mut())
             .map_err(|e| format!("rtnetlink dump: {e}"))?;
@@ -130,6 +141,7 @@ impl NetlinkSource {
         if let Some(m) = self.mirror.as_mut() {
             m.begin_dump(rib);
         }
+        self.intr_at_dump = self.stats.dump_interrupted;
         for k in kinds {
             self.sock.request_dump(*k)?;
             self.expected.push_back(*k);
@@ -148,16 +160,23 @@ impl NetlinkSource {
         let distance = router.distance(Source::Kernel);
         for _ in 0..STEP_READS {
             self.msgs.clear();
-            let status = match self.sock.recv(&mut self.msgs, &mut self.stats) {
-                Ok(s) => s,
-                Err(e) => {
-                    eprintln!("vfsrd: rtnetlink: {e}");
-                    break;
-                }
-            };
+            self.multi.clear();
+            let status =
+                match self
+                    .sock
+                    .recv_marked(&mut self.msgs, &mut self.multi, &mut self.stats)
+                {
+                    Ok(s) => s,
+                    Err(e) => {
+                        eprintln!("vfsrd: rtnetlink: {e}");
+                        break;
+                    }
+                };
             let msgs = std::mem::take(&mut self.msgs);
-            self.apply(&msgs, router, ifmap, distance);
+            let multi = std::mem::take(&mut self.multi);
+            self.apply(&msgs, &multi, router, ifmap, distance);
             self.msgs = msgs;
+            self.multi = multi;
             match status {
                 RecvStatus::Messages(_) => {}
                 RecvStatus::WouldBlock => break,
@@ -194,6 +213,7 @@ impl NetlinkSource {
     fn apply<E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone>(
         &mut self,
         msgs: &[Message],
+        multi: &[bool],
         router: &mut Router<E4, E6>,
         ifmap: &IfMap,
         distance: u8,
@@ -206,13 +226,29 @@ impl NetlinkSource {
                 continue;
             }
             if let (Some(mirror), Some(run)) = (self.mirror.as_mut(), msgs.get(start..i)) {
-                mirror.messages(run, router.rib_mut(), ifmap, distance);
+                let marks = multi.get(start..i).unwrap_or_default();
+                mirror.messages_marked(run, marks, router.rib_mut(), ifmap, distance);
             }
             start = i + 1;
             match m {
                 Message::Link(l) => self.link(l, router),
                 Message::Done | Message::Error(_) => {
                     if let Some(kind) = self.expected.pop_front() {
+                        // A route dump the table changed under (NLM_F_DUMP_INTR) may list a
+                        // route after its deletion was announced: no sweep on it, dump again.
+                        if kind == DumpKind::Routes6
+                            && self.mirror.is_some()
+                            && self.stats.dump_interrupted > self.intr_at_dump
+                        {
+                            self.interrupted += 1;
+                            eprintln!(
+                                "vfsrd: kernel: the table changed during the dump: dumping again"
+                            );
+                            if let Err(e) = self.redump(router.rib_mut()) {
+                                eprintln!("vfsrd: rtnetlink: dump: {e}");
+                            }
+                            return;
+                        }
                         if kind == DumpKind::Routes6 {
                             if let Some(mirror) = self.mirror.as_mut() {
                                 let n = mirror.dump_complete(router.rib_mut());
@@ -231,7 +267,8 @@ impl NetlinkSource {
         }
         if let (Some(mirror), Some(run)) = (self.mirror.as_mut(), msgs.get(start..)) {
             if !run.is_empty() {
-                mirror.messages(run, router.rib_mut(), ifmap, distance);
+                let marks = multi.get(start..).unwrap_or_default();
+                mirror.messages_marked(run, marks, router.rib_mut(), ifmap, distance);
             }
         }
     }
@@ -273,6 +310,7 @@ impl NetlinkSource {
                 "table": m.config().table,
                 "dumps": m.dumps(),
                 "dumping": m.dumping(),
+                "superseded_listings": m.superseded(),
                 "stale_routes": rib.stale_routes(Source::Kernel),
                 "counters": super::counters_json(m.counters()),
             })
@@ -282,6 +320,7 @@ impl NetlinkSource {
             "overruns": self.overruns,
             "malformed": self.malformed,
             "link_changes": self.link_changes,
+            "interrupted_dumps": self.interrupted,
             "mirror": mirror,
             "decoder": super::fpm::decode_json(&self.stats),
         })
