@@ -549,6 +549,50 @@ fn faults_zebra_and_vfsrd_restarts() {
         assert!(!after.contains_key(&n.to_string()), "{n} swept");
     }
 
+    // zebra's FPM connection is cut as its replay starts (zebra reconnects after a mode
+    // change and replays; the connection is killed as soon as it shows): vfsr keeps every
+    // route, and zebra's next replay, 3 s later, reconciles.
+    f.set_fpm_next_hop_groups(false).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    wait_until(
+        "zebra's new FPM connection, cut",
+        Duration::from_secs(20),
+        || {
+            lab.exec(
+                "rt",
+                &[
+                    "ss",
+                    "-K",
+                    "-tn",
+                    "state",
+                    "established",
+                    "dport",
+                    "=",
+                    "2620",
+                ],
+            )
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(":2620"))
+        },
+    )
+    .unwrap();
+    let kept = v.learned();
+    assert_eq!(kept.len(), after.len(), "no route lost to the cut");
+    wait_until("zebra's next replay complete", Duration::from_secs(30), || {
+        let st = v.stats();
+        let fpm = &st["routing"]["fpm"];
+        fpm["state"] == "in_sync" && fpm["stale_routes"] == 0
+    })
+    .unwrap();
+    let again = converge(&v, &f, all - gone.len(), "reconciled after the cut replay");
+    assert_eq!(again.len(), after.len());
+    let closes = v.stats()["routing"]["fpm"]["closes"].clone();
+    assert!(
+        closes
+            .as_object()
+            .is_some_and(|o| o.values().filter_map(|n| n.as_u64()).sum::<u64>() >= 3),
+        "{closes}"
+    );
+
     // vfsrd is killed and started again: its TAPs come back, zebra reconnects and replays.
     v.kill9();
     std::thread::sleep(Duration::from_secs(1));
