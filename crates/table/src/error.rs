@@ -82,7 +82,7 @@ pub enum WriteError {
     /// The writer failed.
     Io(io::Error),
     /// A route's next hop cannot be expressed in the output format: it is neither a gateway
-    /// of the table's [`NextHopTable`](crate::NextHopTable) (of the route's family) nor the
+    /// of the table's [`TableGateways`](crate::TableGateways) (of the route's family) nor the
     /// route's own nh64 value (text) — MRT needs a gateway for every route.
     Unrepresentable { route: String, nexthop: u32 },
     /// A record would be longer than the format allows.

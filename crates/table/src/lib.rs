@@ -6,13 +6,13 @@
 //! ```text
 //!   text file ──┐  (text)                      ┌─▶ Table { v4, v6, nexthops }
 //!   MRT dump ───┤  (mrt)    plain or gzip ─────┤        │ Route<u32>, Route<u128>
-//!   real table ─┘  (shared: found beside       │        │ gateways ⇄ NextHopTable (65..)
+//!   real table ─┘  (shared: found beside       │        │ gateways ⇄ TableGateways (65..)
 //!                   the checkout, or absent)   │        │ no gateway → nh64 (1..=64)
 //!   synth (seed) ──────────────────────────────┘        ▼
 //!                                               traffic: uniform4, matched4, matched6
 //! ```
 //!
-//! Start reading at [`Table`] and [`NextHopTable`], then [`text`] (the simple format), then
+//! Start reading at [`Table`] and [`TableGateways`], then [`text`] (the simple format), then
 //! [`mrt`]. [`read_table`] reads either format, telling them apart by their first bytes.
 //!
 //! **Outside input never panics.** The readers take arbitrary bytes; every failure is an
@@ -54,7 +54,7 @@ use vfsr_lpm::{Prefix, Route};
 pub use error::{Error, WriteError};
 pub use input::{detect_format, Format};
 pub use mrt::{read_mrt, read_mrt_file, write_mrt, MrtError, MrtReport};
-pub use nexthop::{NextHopInfo, NextHopTable, FIRST_GATEWAY_NEXTHOP};
+pub use nexthop::{NextHopInfo, TableGateways, FIRST_GATEWAY_NEXTHOP};
 pub use nh64::{nh64, nh64_v4, nh64_v6};
 pub use shared::{load_default_table, real_table_path, shared_data_dir, TableSource};
 pub use synth::{synth_table, synth_v4, synth_v6};
@@ -73,7 +73,7 @@ pub struct Table {
     /// IPv6 routes.
     pub v6: Vec<Route<u128>>,
     /// The gateways behind next hops `65..`.
-    pub nexthops: NextHopTable,
+    pub nexthops: TableGateways,
 }
 
 impl Table {
@@ -87,7 +87,7 @@ impl Table {
         Table {
             v4: v4.iter().map(|p| Route::new(*p, nh64(p))).collect(),
             v6: v6.iter().map(|p| Route::new(*p, nh64(p))).collect(),
-            nexthops: NextHopTable::new(),
+            nexthops: TableGateways::new(),
         }
     }
 

@@ -32,7 +32,7 @@
 //! used). **One route per prefix:** the first entry of the record that has a usable next hop;
 //! a prefix seen again in a later record keeps its first route (counted as a duplicate). The
 //! gateways become next-hop indices through the table's
-//! [`NextHopTable`](crate::NextHopTable).
+//! [`TableGateways`](crate::TableGateways).
 //!
 //! **Untrusted input.** Every field is read through a bounds-checked cursor; the crate denies
 //! `unwrap`, `panic!` and unchecked indexing, so malformed input yields an [`Error`] or, with
@@ -571,7 +571,7 @@ pub(crate) fn read_stream(
 }
 
 /// Reads an MRT TABLE_DUMP_V2 dump (plain or gzip) and adds its routes to `table`, sharing
-/// its [`NextHopTable`](crate::NextHopTable). Duplicates are detected within this input only.
+/// its [`TableGateways`](crate::TableGateways). Duplicates are detected within this input only.
 /// On error `table` may hold part of the input. `file` names the input in errors.
 pub fn read_mrt_into<R: Read>(
     table: &mut Table,
@@ -781,7 +781,7 @@ pub const WRITER_PEER_AS: u32 = 64496;
 /// Writes `table` as a TABLE_DUMP_V2 dump: a PEER_INDEX_TABLE with one peer (192.0.2.1,
 /// AS 64496), then one RIB record per route (IPv4 first, then IPv6) with a single entry whose
 /// next hop is the route's gateway. Every route's next hop must be a gateway of the table's
-/// [`NextHopTable`](crate::NextHopTable) of the route's family.
+/// [`TableGateways`](crate::TableGateways) of the route's family.
 pub fn write_mrt<W: Write>(table: &Table, out: W) -> Result<(), WriteError> {
     let mut w = MrtWriter::new(BufWriter::new(out), 1_709_251_200);
     let peer_addr = Ipv4Addr::new(192, 0, 2, 1);

@@ -1,15 +1,19 @@
-//! Gateway addresses and the next-hop indices the engines store.
+//! The values a table file's routes carry, and the gateway addresses behind them.
 //!
-//! The engines map an address to a small integer ([`NextHop`]); the control plane has to know
-//! what that integer means. Two kinds share the index space without overlap:
+//! A [`Table`](crate::Table) stores each route's next hop as a small integer, the form the
+//! lookup engines take directly (the benchmarks build engines from a table as it is). These
+//! values belong to the table alone: the router never forwards by them, since loading a
+//! table into the router (`vfsr_router::Router::load_table`) names each value's next hop and
+//! the RIB's next-hop table, the one numbering the workers read, interns it. Two kinds share
+//! the value space without overlap:
 //!
 //! ```text
 //!   0          no route                        (vfsr_lpm::NO_ROUTE)
 //!   1 ..= 64   nh64 synthetic next hops         (crate::nh64, for tables without next hops)
-//!   65 ..      gateways, numbered in first-seen order by a NextHopTable
+//!   65 ..      gateways, numbered in first-seen order by a TableGateways
 //! ```
 //!
-//! A [`NextHopTable`] is the interning table for gateways: the first gateway a reader meets
+//! [`TableGateways`] interns the gateways of one table: the first gateway a reader meets
 //! gets 65, the next new one 66, and so on; a gateway seen again gets its old index. Both
 //! families share one numbering (an IPv6 gateway may be 66 after an IPv4 gateway took 65), so a
 //! single table serves a [`Table`](crate::Table) holding routes of both families, and the
@@ -26,19 +30,19 @@ use crate::nh64::is_nh64;
 /// The index given to the first gateway; everything below is "no route" or nh64.
 pub const FIRST_GATEWAY_NEXTHOP: NextHop = 65;
 
-/// Interning table from gateway addresses to next-hop indices (and back).
+/// A table's gateways and the route values standing for them (and back).
 ///
 /// Indices are dense: the `i`-th distinct gateway (from 0) has index
 /// `FIRST_GATEWAY_NEXTHOP + i`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct NextHopTable {
+pub struct TableGateways {
     /// Gateway address to its index.
     by_gateway: HashMap<IpAddr, NextHop>,
     /// Gateways in index order: `gateways[i]` has index `FIRST_GATEWAY_NEXTHOP + i`.
     gateways: Vec<IpAddr>,
 }
 
-impl NextHopTable {
+impl TableGateways {
     /// An empty table.
     pub fn new() -> Self {
         Self::default()
@@ -97,7 +101,7 @@ impl NextHopTable {
     }
 }
 
-/// The meaning of a next-hop index (see [`NextHopTable::describe`]).
+/// The meaning of a next-hop index (see [`TableGateways::describe`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NextHopInfo {
     /// `0`: no prefix covers the address.
@@ -127,7 +131,7 @@ mod tests {
 
     #[test]
     fn first_seen_order_from_65_and_back() {
-        let mut t = NextHopTable::new();
+        let mut t = TableGateways::new();
         let a: IpAddr = "192.0.2.1".parse().unwrap();
         let b: IpAddr = "2001:db8::1".parse().unwrap();
         assert_eq!(t.intern(a), Some(65));

@@ -3,7 +3,7 @@
 //! ```text
 //!   # full-line comment
 //!   10.0.0.0/8                      # no gateway: the next hop is nh64(10.0.0.0/8) = 22
-//!   192.0.2.0/24   198.51.100.1     # gateway: the next hop is its NextHopTable index (65..)
+//!   192.0.2.0/24   198.51.100.1     # gateway: the next hop is its TableGateways index (65..)
 //!   2001:db8::/32  2001:db8::1      # both families may be mixed in one file
 //! ```
 //!
@@ -330,7 +330,7 @@ pub(crate) fn read_stream(
 }
 
 /// Reads a text table (plain or gzip) and adds its routes to `table`, sharing its
-/// [`NextHopTable`](crate::NextHopTable). On error `table` may hold part of the input.
+/// [`TableGateways`](crate::TableGateways). On error `table` may hold part of the input.
 /// `file` names the input in errors.
 pub fn read_text_into<R: Read>(
     table: &mut Table,

@@ -713,7 +713,7 @@ mod tests {
     use super::*;
     use vfsr_fib::nexthop::Forward;
     use vfsr_lpm::Prefix;
-    use vfsr_table::NextHopTable;
+    use vfsr_table::TableGateways;
 
     fn udp_sums_to_ones(pseudo: u16, segment: &[u8]) -> bool {
         checksum::add(pseudo, checksum::ones_sum(segment)) == 0xffff
@@ -739,7 +739,7 @@ mod tests {
                 Prefix::new(0x2001_0db8u128 << 96, 32).unwrap(),
                 6,
             )],
-            nexthops: NextHopTable::new(),
+            nexthops: TableGateways::new(),
             source: String::new(),
         };
         let legacy = build_legacy(&remap4(&table.v4), &remap6(&table.v6)).unwrap();

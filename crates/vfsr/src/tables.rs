@@ -3,13 +3,13 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use vfsr_lpm::Route;
-use vfsr_table::{NextHopTable, ReadOptions, Table};
+use vfsr_table::{ReadOptions, Table, TableGateways};
 
 /// A table ready for the engines, with a description of where it came from.
 pub struct Loaded {
     pub v4: Vec<Route<u32>>,
     pub v6: Vec<Route<u128>>,
-    pub nexthops: NextHopTable,
+    pub nexthops: TableGateways,
     pub source: String,
 }
 
