@@ -111,6 +111,9 @@ extern "C" {
     ) -> c_int;
     fn bpf_xdp_detach(ifindex: c_int, flags: u32, opts: *const BpfXdpAttachOpts) -> c_int;
     fn bpf_prog_test_run_opts(prog_fd: c_int, opts: *mut BpfTestRunOpts) -> c_int;
+    fn bpf_xdp_query_id(ifindex: c_int, flags: c_int, prog_id: *mut u32) -> c_int;
+    fn bpf_prog_get_fd_by_id(id: u32) -> c_int;
+    fn bpf_obj_get_info_by_fd(bpf_fd: c_int, info: *mut c_void, info_len: *mut u32) -> c_int;
     fn libbpf_strerror(err: c_int, buf: *mut c_char, size: usize) -> c_int;
     fn libbpf_num_possible_cpus() -> c_int;
 }
@@ -501,6 +504,39 @@ impl XdpAttachment {
         self.detach_inner()
     }
 
+    /// Removes a program named `name` that an earlier run left attached to `ifindex` (a
+    /// process killed with SIGKILL detaches nothing). Returns whether there was one. The
+    /// caller has bound its AF_XDP sockets first: a live process with the program holds the
+    /// queues, and the bind fails before this is reached.
+    pub fn remove_stale(ifindex: u32, name: &str) -> Result<bool, IoError> {
+        let ifi = c_int::try_from(ifindex)
+            .map_err(|_| IoError::NoSuchInterface(format!("ifindex {ifindex}")))?;
+        for mode in [XdpMode::Native, XdpMode::Generic] {
+            let Some((prog, attached)) = attached_program(ifi, mode) else {
+                continue;
+            };
+            if attached != name {
+                continue;
+            }
+            let opts = BpfXdpAttachOpts {
+                sz: std::mem::size_of::<BpfXdpAttachOpts>(),
+                old_prog_fd: prog.as_raw_fd(),
+                pad: 0,
+            };
+            // SAFETY: valid options naming the program found; libbpf adds XDP_FLAGS_REPLACE,
+            // so only that program is removed.
+            let ret = unsafe { bpf_xdp_detach(ifi, mode.flag(), &opts) };
+            if ret < 0 {
+                return Err(libbpf_error(
+                    format!("{}: removing a stale {name} program", ifname_of(ifindex)),
+                    ret,
+                ));
+            }
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     fn detach_inner(&self) -> Result<(), IoError> {
         let opts = BpfXdpAttachOpts {
             sz: std::mem::size_of::<BpfXdpAttachOpts>(),
@@ -519,6 +555,43 @@ impl XdpAttachment {
         }
         Ok(())
     }
+}
+
+/// Offset of `name[16]` in the kernel's `struct bpf_prog_info` (include/uapi/linux/bpf.h:
+/// type, id, tag[8], jited and xlated lengths, two instruction pointers, load time, uid,
+/// map count and map pointer come first).
+const PROG_INFO_NAME: usize = 64;
+/// `BPF_OBJ_NAME_LEN`.
+const PROG_NAME_LEN: usize = 16;
+
+/// The program attached to `ifindex` in `mode`, with its name, if one is.
+fn attached_program(ifindex: c_int, mode: XdpMode) -> Option<(OwnedFd, String)> {
+    let mut id = 0u32;
+    // SAFETY: `id` is a live u32 the call writes.
+    let ret = unsafe { bpf_xdp_query_id(ifindex, mode.flag() as c_int, &mut id) };
+    if ret < 0 || id == 0 {
+        return None;
+    }
+    // SAFETY: plain call; the result is checked.
+    let fd = unsafe { bpf_prog_get_fd_by_id(id) };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: a fresh descriptor owned from here on.
+    let prog = unsafe { OwnedFd::from_raw_fd(fd) };
+    // Room for the whole structure of any kernel (the kernel fills what it has, up to len).
+    let mut info = [0u64; 64];
+    let mut len = u32::try_from(std::mem::size_of_val(&info)).ok()?;
+    // SAFETY: `info` is `len` writable bytes, aligned for the structure.
+    let ret = unsafe { bpf_obj_get_info_by_fd(fd, info.as_mut_ptr().cast(), &mut len) };
+    if ret < 0 {
+        return None;
+    }
+    let bytes: Vec<u8> = info.iter().flat_map(|w| w.to_ne_bytes()).collect();
+    let raw = bytes.get(PROG_INFO_NAME..PROG_INFO_NAME + PROG_NAME_LEN)?;
+    let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
+    let name = String::from_utf8_lossy(raw.get(..end)?).into_owned();
+    Some((prog, name))
 }
 
 impl Drop for XdpAttachment {

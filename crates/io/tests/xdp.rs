@@ -440,6 +440,55 @@ fn an_attached_program_is_not_replaced_and_stays() {
     assert!(!xdp_shown(&t));
 }
 
+/// Run in a child process of this test binary (`VFSR_XDP_CRASH=ns,ifname`): opens the
+/// interface and dies without running a destructor, as a killed router would.
+#[test]
+fn crash_child() {
+    let Ok(spec) = std::env::var("VFSR_XDP_CRASH") else {
+        return;
+    };
+    let (ns, ifname) = spec.split_once(',').unwrap();
+    let ifname = ifname.to_string();
+    in_ns(ns, move || {
+        let _open = xdp::open(&XdpConfig::new(&ifname)).unwrap();
+        std::process::abort();
+    });
+}
+
+#[test]
+fn a_program_left_by_a_killed_run_is_replaced_and_a_foreign_one_is_not() {
+    let Some(t) = topo() else { return };
+    // A run that dies without detaching: its program stays on the interface.
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "crash_child", "--test-threads=1"])
+        .env("VFSR_XDP_CRASH", format!("{},{}", t.ns_a, t.if_a))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the child died");
+    assert!(xdp_shown(&t), "the killed run's program stayed attached");
+    // (The kernel frees a dead socket's queue a moment after the process is gone: the open
+    // waits for it.)
+    let if_a = t.if_a.clone();
+    let removed_foreign = in_ns(&t.ns_a, move || {
+        // The next run replaces it.
+        let (iface, _ports) = xdp::open(&XdpConfig::new(&if_a))
+            .unwrap_or_else(|e| panic!("opening after a killed run: {e}"));
+        let ifindex = iface.ifindex();
+        iface.close().unwrap();
+        // A program of another name is someone else's: left alone.
+        let other = BpfObject::load("other", bpf::objects::XSK_STEER).unwrap();
+        let prog = other.prog_fd("xsk_steer").unwrap();
+        let foreign = bpf::XdpAttachment::attach(ifindex, prog, XdpMode::Native).unwrap();
+        let removed = bpf::XdpAttachment::remove_stale(ifindex, "not_ours").unwrap();
+        foreign.detach().unwrap();
+        removed
+    });
+    assert!(!removed_foreign);
+    assert!(!xdp_shown(&t));
+}
+
 /// Runs the steering program on one frame and says which counter moved.
 fn steer(obj: &BpfObject, frame: &[u8]) -> &'static str {
     let prog = obj.prog_fd("xsk_steer").unwrap();

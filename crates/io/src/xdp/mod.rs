@@ -564,6 +564,11 @@ pub fn open(config: &XdpConfig) -> Result<(XdpInterface, Vec<XdpPort>), IoError>
         })?;
         ports.push(port);
     }
+    // A program of ours that a killed run left behind (the sockets above bound, so no live
+    // run holds this interface) is replaced.
+    if XdpAttachment::remove_stale(ifindex, "xsk_steer")? {
+        eprintln!("{name}: removed the XDP program a stopped run had left attached");
+    }
     let attachment = match config.mode {
         AttachMode::Auto => XdpAttachment::attach_auto(ifindex, prog)?,
         AttachMode::Native => XdpAttachment::attach(ifindex, prog, XdpMode::Native)?,
@@ -776,13 +781,24 @@ fn setup(
         sxdp_queue_id: queue,
         sxdp_shared_umem_fd: 0,
     };
-    // SAFETY: `sa` is a valid sockaddr_xdp of the given size.
-    let r = unsafe {
-        libc::bind(
-            s,
-            (&sa as *const libc::sockaddr_xdp).cast(),
-            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-        )
+    // A router killed a moment ago still holds its queues until the kernel's deferred
+    // release of its sockets has run: a busy queue is tried again for up to a second.
+    let mut tries = 0;
+    let r = loop {
+        // SAFETY: `sa` is a valid sockaddr_xdp of the given size.
+        let r = unsafe {
+            libc::bind(
+                s,
+                (&sa as *const libc::sockaddr_xdp).cast(),
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        let busy = r < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EBUSY);
+        if !busy || tries >= 10 {
+            break r;
+        }
+        tries += 1;
+        std::thread::sleep(std::time::Duration::from_millis(100));
     };
     if r < 0 {
         let err = std::io::Error::last_os_error();
