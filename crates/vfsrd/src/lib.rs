@@ -3,6 +3,7 @@
 
 pub mod config;
 pub mod control;
+pub mod daemons;
 pub mod dataplane;
 pub mod dump;
 pub mod fastpath;

@@ -577,11 +577,15 @@ fn faults_zebra_and_vfsrd_restarts() {
     .unwrap();
     let kept = v.learned();
     assert_eq!(kept.len(), after.len(), "no route lost to the cut");
-    wait_until("zebra's next replay complete", Duration::from_secs(30), || {
-        let st = v.stats();
-        let fpm = &st["routing"]["fpm"];
-        fpm["state"] == "in_sync" && fpm["stale_routes"] == 0
-    })
+    wait_until(
+        "zebra's next replay complete",
+        Duration::from_secs(30),
+        || {
+            let st = v.stats();
+            let fpm = &st["routing"]["fpm"];
+            fpm["state"] == "in_sync" && fpm["stale_routes"] == 0
+        },
+    )
     .unwrap();
     let again = converge(&v, &f, all - gone.len(), "reconciled after the cut replay");
     assert_eq!(again.len(), after.len());

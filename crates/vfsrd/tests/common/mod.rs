@@ -1,1 +1,1 @@
-pub mod daemons;
+pub use vfsrd::daemons;

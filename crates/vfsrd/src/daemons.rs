@@ -1,8 +1,9 @@
-//! Real routing daemons in the namespaces of a [`NetLab`], for integration tests: FRR (zebra,
+//! Real routing daemons in the namespaces of a [`NetLab`], for the integration tests, the
+//! benchmarks and the demo: FRR (zebra,
 //! with or without its FPM module `dplane_fpm_nl`, bgpd, staticd), GoBGP as a route speaker,
 //! BIRD 2, and [`FpmCapture`], a server that records what zebra sends over FPM.
 //!
-//! Every daemon runs in the foreground as a child of the test, started through
+//! Every daemon runs in the foreground as a child of this process, started through
 //! `ip netns exec` (which execs, so the child is the daemon itself), with a state directory of
 //! its own under `/tmp` (config, pid file, control sockets, logs). Dropping a handle stops its
 //! daemons (SIGTERM, SIGKILL after a bounded grace) and removes the directory, also when a
@@ -33,8 +34,6 @@
 //!   writes) as a full one and rejects it; `gobgp global rib add` gives ORIGIN INCOMPLETE
 //!   unless told `origin igp`.
 
-#![allow(dead_code)]
-
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::CString;
 use std::fmt;
@@ -51,9 +50,9 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::netlab::{self, NetLab};
 use vfsr_lpm::Prefix;
 use vfsr_table::mrt::{self, MrtPeer, MrtWriter, RibEntry};
-use vfsrd::netlab::{self, NetLab};
 
 pub const ZEBRA: &str = "/usr/lib/frr/zebra";
 pub const BGPD: &str = "/usr/lib/frr/bgpd";
@@ -228,31 +227,32 @@ impl Net {
     }
 
     /// `count` consecutive prefixes of length `len`, the first holding `first`
-    /// (`block("100.64.0.0", 24, 3)`: 100.64.0.0/24, 100.64.1.0/24, 100.64.2.0/24). Panics if
-    /// the block runs past the end of the address space or `len` is 0.
+    /// (`block("100.64.0.0", 24, 3)`: 100.64.0.0/24, 100.64.1.0/24, 100.64.2.0/24); fewer when
+    /// the block reaches the end of the address space, none for a length of 0.
     pub fn block(first: IpAddr, len: u8, count: usize) -> Vec<Net> {
         let start = Net::new(first, len);
-        assert!(len > 0, "a block of /0 prefixes");
+        if len == 0 {
+            return Vec::new();
+        }
         match start.addr {
             IpAddr::V4(a) => {
                 let step = 1u64 << (32 - u32::from(start.len));
                 (0..count as u64)
-                    .map(|i| {
+                    .map_while(|i| {
                         let v = u64::from(u32::from(a)) + i * step;
-                        let v = u32::try_from(v).expect("prefix block past 255.255.255.255");
-                        Net::new(IpAddr::V4(v.into()), start.len)
+                        let v = u32::try_from(v).ok()?;
+                        Some(Net::new(IpAddr::V4(v.into()), start.len))
                     })
                     .collect()
             }
             IpAddr::V6(a) => {
                 let step = 1u128 << (128 - u32::from(start.len));
                 (0..count as u128)
-                    .map(|i| {
+                    .map_while(|i| {
                         let v = i
                             .checked_mul(step)
-                            .and_then(|o| u128::from(a).checked_add(o))
-                            .expect("prefix block past the end of IPv6");
-                        Net::new(IpAddr::V6(v.into()), start.len)
+                            .and_then(|o| u128::from(a).checked_add(o))?;
+                        Some(Net::new(IpAddr::V6(v.into()), start.len))
                     })
                     .collect()
             }
@@ -600,6 +600,11 @@ impl Frr {
             }
         }
         argv
+    }
+
+    /// The uid and gid the daemons run as (user `frr`).
+    pub fn user_ids(&self) -> (u32, u32) {
+        self.ids
     }
 
     /// Starts zebra (again) and waits until its zserv socket exists and it answers vtysh.
@@ -1349,6 +1354,11 @@ impl Bird {
     /// The state directory (`bird.log`).
     pub fn dir(&self) -> &Path {
         self.dir.path()
+    }
+
+    /// The namespace BIRD runs in.
+    pub fn netns(&self) -> &str {
+        &self.netns
     }
 
     /// Runs one birdc command (`show route`, `configure`, ...); its output.
