@@ -11,6 +11,8 @@
 //! ```
 
 mod bench;
+mod cpbench;
+mod cpflood;
 mod demo;
 mod engines;
 mod fibbench;
@@ -57,6 +59,9 @@ enum Command {
     /// Route intake from FRR's zebra (FPM).
     #[command(subcommand)]
     Fpm(FpmCommand),
+    /// The control plane driven by BGP: full-table convergence, and under a forwarding flood.
+    #[command(subcommand)]
+    Cp(CpCommand),
     /// Forward a pcap capture offline through the pipeline; write what it sends to a pcap.
     Replay(replay::ReplayArgs),
 }
@@ -65,6 +70,16 @@ enum Command {
 enum FwdCommand {
     /// Mpps per worker for the legacy, split and split+flow designs on frames in memory.
     Bench(fwdbench::FwdBenchArgs),
+}
+
+#[derive(Subcommand)]
+enum CpCommand {
+    /// Full-table convergence: BGP through FRR into vfsr (FPM), into the kernel, and the
+    /// kernel mirrored into vfsr; vfsrd's intake alone; memory per route.
+    Bench(cpbench::CpBenchArgs),
+    /// BGP, TCP to the router and route changes while a port is flooded, with and without
+    /// the control plane's separation.
+    Flood(cpflood::CpFloodArgs),
 }
 
 #[derive(Subcommand)]
@@ -118,6 +133,8 @@ fn main() -> ExitCode {
         Command::Fwd(FwdCommand::Bench(a)) => fwdbench::run(&a),
         Command::Replay(a) => replay::run(&a),
         Command::Fpm(FpmCommand::Bench(a)) => fpmbench::run(&a),
+        Command::Cp(CpCommand::Bench(a)) => cpbench::run(&a),
+        Command::Cp(CpCommand::Flood(a)) => cpflood::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
