@@ -142,6 +142,16 @@ impl RouteSocket {
     /// value for its bookkeeping and has a minimum; [`RouteSocket::rcvbuf`] says what was
     /// obtained.
     pub fn open(rcvbuf: usize) -> io::Result<RouteSocket> {
+        Self::open_groups(rcvbuf, &GROUPS)
+    }
+
+    /// As [`RouteSocket::open`], subscribed to links only (`RTNLGRP_LINK`): for a reader of
+    /// interface state that must not be flooded by a full table's route changes.
+    pub fn open_links(rcvbuf: usize) -> io::Result<RouteSocket> {
+        Self::open_groups(rcvbuf, &[RTNLGRP_LINK])
+    }
+
+    fn open_groups(rcvbuf: usize, groups: &[u32]) -> io::Result<RouteSocket> {
         let mut sock = Socket::new(NETLINK_ROUTE)?;
         let fd = sock.as_raw_fd();
         let want = libc::c_int::try_from(rcvbuf).unwrap_or(libc::c_int::MAX);
@@ -151,8 +161,8 @@ impl RouteSocket {
             set_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUF, want)?;
         }
         sock.bind(&SocketAddr::new(0, 0))?;
-        for group in GROUPS {
-            sock.add_membership(group)?;
+        for group in groups {
+            sock.add_membership(*group)?;
         }
         sock.set_non_blocking(true)?;
         let rcvbuf = sock.get_rx_buf_sz()?;

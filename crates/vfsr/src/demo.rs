@@ -25,6 +25,10 @@ pub struct DemoArgs {
     /// Run the in-memory demo (engines, live FIB, pipeline) instead of the live router.
     #[arg(long)]
     pub offline: bool,
+    /// The live router learns only the first N IPv4 prefixes of the table (and an eighth as
+    /// many IPv6 ones): a shorter demo.
+    #[arg(long)]
+    pub prefixes: Option<usize>,
 }
 
 struct Built<K: Key> {
@@ -94,7 +98,7 @@ fn report<K: Key>(
 pub fn run(a: &DemoArgs) -> Result<(), String> {
     if !a.offline {
         match crate::livedemo::unavailable() {
-            None => return crate::livedemo::run(a.seed),
+            None => return crate::livedemo::run(a.seed, a.prefixes),
             Some(why) => println!(
                 "vfsr demo: the live router needs root, network namespaces and ping, traceroute \
                  and iperf3 ({why}); showing the in-memory demo instead\n"

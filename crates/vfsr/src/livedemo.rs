@@ -1,12 +1,19 @@
 //! `vfsr demo` as a live router: builds two hosts and a router in network namespaces, starts
-//! `vfsrd` in the router's namespace with the synthetic full table (about 900k IPv4 and 100k
-//! IPv6 routes, every one towards host B), and sends real traffic through it with `ping`,
-//! `traceroute` and `iperf3`. Prints the router's counters, then tears everything down.
+//! `vfsrd` in the router's namespace, has it learn the synthetic full table (about 900k IPv4
+//! and 100k IPv6 routes, every one towards host B) over BGP, and sends real traffic through
+//! it with `ping`, `traceroute` and `iperf3`. Prints the router's counters, then tears
+//! everything down.
 //!
 //! ```text
-//!   a: eth0 10.1.0.2 ── r1 [ vfsrd, full table ] r2 ── eth0 10.2.0.2 :b
-//!                                                       + one address per route tried
+//!   a: eth0 10.1.0.2 ── r1 [ vfsrd + FRR ] r2 ── eth0 10.2.0.2 :b   gobgpd (AS 65002) holds
+//!                            zebra ─FPM─▶ vfsrd                     the table, next hop b;
+//!                            bgpd (AS 65001) ◀── BGP over vr2 ───   one address per route
+//!                                                                   tried on b's loopback
 //! ```
+//!
+//! FRR's zebra runs with its FPM module and streams what bgpd learns to vfsrd. When FRR or
+//! gobgpd cannot be started (not installed, say), the demo says why and gives vfsrd the
+//! table in its configuration instead.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -14,6 +21,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use vfsr_lpm::Route;
+use vfsrd::daemons;
 use vfsrd::netlab::{self, NetLab};
 
 /// Whether the live demo can run here; the reason when not.
@@ -80,21 +88,192 @@ fn step(title: &str) {
     println!("\n== {title}");
 }
 
+/// vfsrd running in namespace `rt`, reporting its lines.
+struct Started {
+    daemon: Daemon,
+    lines: mpsc::Receiver<String>,
+}
+
+fn start_vfsrd(
+    lab: &NetLab,
+    vfsrd: &std::path::Path,
+    cfg: &std::path::Path,
+    stats: &std::path::Path,
+) -> Result<Started, String> {
+    let mut child = lab
+        .command("rt", &vfsrd.display().to_string())
+        .arg("--config")
+        .arg(cfg)
+        .arg("--stats")
+        .arg(stats)
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting vfsrd: {e}"))?;
+    let out = child.stdout.take().ok_or("no stdout")?;
+    let daemon = Daemon(Some(child));
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            println!("  {line}");
+            let _ = tx.send(line);
+        }
+    });
+    loop {
+        match rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(l) if l.contains("ready") => break,
+            Ok(_) => {}
+            Err(_) => return Err("vfsrd did not become ready within 60 s".into()),
+        }
+    }
+    Ok(Started { daemon, lines: rx })
+}
+
+fn stop(started: Started) {
+    let Started { mut daemon, lines } = started;
+    if let Some(c) = daemon.0.take() {
+        // SAFETY: signals our own child.
+        unsafe {
+            libc::kill(c.id() as i32, libc::SIGTERM);
+        }
+        let mut c = c;
+        let _ = c.wait();
+        for l in lines.try_iter() {
+            let _ = l;
+        }
+    }
+}
+
+fn read_stats(path: &std::path::Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+}
+
+const PORTS: &str = r#"
+[[interface]]
+name = "r1"
+addresses = ["10.1.0.1/24", "fd00:1::1/64"]
+[[interface]]
+name = "r2"
+addresses = ["10.2.0.1/24", "fd00:2::1/64"]
+"#;
+
+/// The router side over BGP: FRR in the router's namespace (zebra streaming to vfsrd), the
+/// speaker in b already holding the table. Returns FRR's handle once vfsr's FIB holds every
+/// route, after printing how long each part took.
+fn learn_over_bgp(
+    lab: &NetLab,
+    stats: &std::path::Path,
+    want4: usize,
+    want6: usize,
+) -> Result<daemons::Frr, String> {
+    let bgpd = "route-map ACCEPT permit 10\n!\nrouter bgp 65001\n bgp router-id 10.2.0.1\n                 neighbor 10.2.0.2 remote-as 65002\n neighbor 10.2.0.2 timers 3 9\n                 neighbor 10.2.0.2 timers connect 1\n neighbor fd00:2::2 remote-as 65002\n                 neighbor fd00:2::2 timers 3 9\n neighbor fd00:2::2 timers connect 1\n                 address-family ipv4 unicast\n  neighbor 10.2.0.2 activate\n                  neighbor 10.2.0.2 route-map ACCEPT in\n  no neighbor fd00:2::2 activate\n                 exit-address-family\n address-family ipv6 unicast\n                  neighbor fd00:2::2 activate\n  neighbor fd00:2::2 route-map ACCEPT in\n                 exit-address-family\n";
+    let t0 = Instant::now();
+    let frr = daemons::Frr::start(
+        lab,
+        "rt",
+        daemons::FrrConfig {
+            zebra: String::new(),
+            bgpd: Some(bgpd.into()),
+            staticd: None,
+            fpm: Some(daemons::FpmTarget::local(true)),
+        },
+    )?;
+    println!(
+        "  FRR up in {:.1} s: zebra with dplane_fpm_nl, bgpd AS 65001 peering with b over vfsrd's \
+         TAP vr2",
+        t0.elapsed().as_secs_f64()
+    );
+    let est = daemons::wait_until("the BGP sessions with b", Duration::from_secs(60), || {
+        frr.bgp_established("10.2.0.2") && frr.bgp_established("fd00:2::2")
+    })?;
+    println!(
+        "  BGP sessions established {:.1} s after FRR started",
+        est.as_secs_f64()
+    );
+    let t_est = Instant::now();
+    let mut bgpd_done: Option<f64> = None;
+    let mut zebra_done: Option<f64> = None;
+    let mut last = 0u64;
+    let mut still = (0u64, Instant::now());
+    daemons::wait_until(
+        "vfsr's FIB to hold the whole table",
+        Duration::from_secs(600),
+        || {
+            let v = read_stats(stats);
+            let fib = &v["routing"]["rib_routes"]["fpm"];
+            let (n4, n6) = (
+                fib["v4"].as_u64().unwrap_or(0),
+                fib["v6"].as_u64().unwrap_or(0),
+            );
+            let secs = t_est.elapsed().as_secs_f64();
+            if zebra_done.is_none() {
+                let z = frr.fib_count(daemons::Family::V4, "ebgp").unwrap_or(0)
+                    + frr.fib_count(daemons::Family::V6, "ebgp").unwrap_or(0);
+                if z as usize >= want4 + want6 {
+                    zebra_done = Some(secs);
+                }
+                if bgpd_done.is_none() && z > 0 {
+                    bgpd_done = Some(secs);
+                }
+            }
+            if n4 + n6 >= last + 100_000 {
+                last = n4 + n6;
+                println!("  {secs:5.1} s: vfsr holds {n4} IPv4 and {n6} IPv6 routes from zebra");
+            }
+            if n4 + n6 != still.0 {
+                still = (n4 + n6, Instant::now());
+            }
+            // zebra also sends its connected subnets (the TAPs' two per family).
+            let all = n4 as usize >= want4 + 2 && n6 as usize >= want6 + 2;
+            // bgpd may refuse a few prefixes (its own connected subnets, say): a count that
+            // has stood still for 5 s at 99 % of the table is the whole of what it sent.
+            let settled = still.1.elapsed() > Duration::from_secs(5)
+                && (n4 + n6) as usize * 100 >= (want4 + want6) * 99;
+            all || settled
+        },
+    )?;
+    let v = read_stats(stats);
+    let fib = &v["routing"]["rib_routes"]["fpm"];
+    let got = |v: &serde_json::Value| v.as_u64().unwrap_or(0).saturating_sub(2);
+    println!(
+        "  vfsr holds {} of the {want4} IPv4 and {} of the {want6} IPv6 prefixes b announced \
+         (and zebra's connected subnets)",
+        got(&fib["v4"]),
+        got(&fib["v6"])
+    );
+    println!(
+        "  converged: every route in vfsr's FIB {:.1} s after the sessions came up (zebra's \
+         first BGP route in its FIB after {:.1} s, all of them after {:.1} s)",
+        t_est.elapsed().as_secs_f64(),
+        bgpd_done.unwrap_or(f64::NAN),
+        zebra_done.unwrap_or(f64::NAN)
+    );
+    Ok(frr)
+}
+
 /// Runs the demo.
-pub fn run(seed: u64) -> Result<(), String> {
+pub fn run(seed: u64, prefixes: Option<usize>) -> Result<(), String> {
     let vfsrd = vfsrd_path().ok_or("vfsrd not built")?;
-    let table = vfsr_table::synth_table(seed);
+    let mut table = vfsr_table::synth_table(seed);
+    if let Some(n) = prefixes {
+        table.v4.truncate(n);
+        table.v6.truncate(n / 8);
+    }
     let dests = destinations(&table.v4);
     let mut lab = NetLab::new("vd");
     step("topology: host a -- vfsrd -- host b, in network namespaces");
     for ns in ["a", "rt", "b"] {
-        lab.add_ns(ns)?;
+        daemons::add_ns_without_dad(&mut lab, ns)?;
     }
     lab.veth("a", "eth0", "rt", "r1")?;
     lab.veth("rt", "r2", "b", "eth0")?;
     lab.ip("a", &["addr", "add", "10.1.0.2/24", "dev", "eth0"])?;
     lab.ip("a", &["route", "add", "default", "via", "10.1.0.1"])?;
     lab.ip("b", &["addr", "add", "10.2.0.2/24", "dev", "eth0"])?;
+    lab.ip(
+        "b",
+        &["addr", "add", "fd00:2::2/64", "dev", "eth0", "nodad"],
+    )?;
     lab.ip("b", &["route", "add", "default", "via", "10.2.0.1"])?;
     // The hosts' ends take frames redirected by an XDP program (GRO on), which the
     // router's XDP fast path sends them.
@@ -115,57 +294,62 @@ pub fn run(seed: u64) -> Result<(), String> {
     let dir = std::env::temp_dir();
     let cfg = dir.join(format!("vfsr-demo-{}.toml", std::process::id()));
     let stats = dir.join(format!("vfsr-demo-{}.json", std::process::id()));
-    std::fs::write(
-        &cfg,
-        format!(
-            r#"[router]
-control_core = 0
-workers = [1]
-fast_path = true
+    let head = "[router]\ncontrol_core = 0\nworkers = [1]\nfast_path = true\n";
 
-[[interface]]
-name = "r1"
-addresses = ["10.1.0.1/24"]
-[[interface]]
-name = "r2"
-addresses = ["10.2.0.1/24"]
-
-[table]
-synthetic = true
-seed = {seed}
-via4 = ["10.2.0.2"]
-"#
-        ),
-    )
-    .map_err(|e| format!("{}: {e}", cfg.display()))?;
-    step("starting vfsrd with the synthetic full table");
-    let t0 = Instant::now();
-    let mut child = lab
-        .command("rt", &vfsrd.display().to_string())
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--stats")
-        .arg(&stats)
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("starting vfsrd: {e}"))?;
-    let out = child.stdout.take().ok_or("no stdout")?;
-    let mut daemon = Daemon(Some(child));
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            println!("  {line}");
-            let _ = tx.send(line);
-        }
-    });
-    loop {
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) if l.contains("ready") => break,
-            Ok(_) => {}
-            Err(_) => return Err("vfsrd did not become ready within 60 s".into()),
+    // The speaker first: gobgpd in b loads the table before any session comes up.
+    step("the BGP speaker in b (gobgpd) loads the synthetic full table");
+    let speaker = load_speaker(&lab, &table);
+    let mut frr = None;
+    let mut started = None;
+    match &speaker {
+        Err(why) => println!("  {why}"),
+        Ok(_) => {
+            std::fs::write(&cfg, format!("{head}{PORTS}\n[fpm]\n"))
+                .map_err(|e| format!("{}: {e}", cfg.display()))?;
+            step("starting vfsrd with no route but its connected subnets, listening for zebra");
+            let s = start_vfsrd(&lab, &vfsrd, &cfg, &stats)?;
+            step("FRR in the router's namespace learns the table from b and streams it to vfsrd");
+            let want4 = table
+                .v4
+                .iter()
+                .map(|r| r.prefix)
+                .collect::<std::collections::HashSet<_>>()
+                .len();
+            let want6 = table
+                .v6
+                .iter()
+                .map(|r| r.prefix)
+                .collect::<std::collections::HashSet<_>>()
+                .len();
+            match learn_over_bgp(&lab, &stats, want4, want6) {
+                Ok(f) => {
+                    frr = Some(f);
+                    started = Some(s);
+                }
+                Err(e) => {
+                    println!("  FRR could not bring the table to vfsrd ({e})");
+                    stop(s);
+                }
+            }
         }
     }
-    println!("  up in {:.1} s", t0.elapsed().as_secs_f64());
+    let started = match started {
+        Some(s) => s,
+        None => {
+            step("vfsrd with the synthetic full table from its configuration instead");
+            std::fs::write(
+                &cfg,
+                format!(
+                    "{head}{PORTS}\n[table]\nsynthetic = true\nseed = {seed}\nvia4 = [\"10.2.0.2\"]\n"
+                ),
+            )
+            .map_err(|e| format!("{}: {e}", cfg.display()))?;
+            let t0 = Instant::now();
+            let s = start_vfsrd(&lab, &vfsrd, &cfg, &stats)?;
+            println!("  up in {:.1} s", t0.elapsed().as_secs_f64());
+            s
+        }
+    };
 
     let show = |ns: &str, argv: &[&str]| -> Result<(), String> {
         println!("$ {}", argv.join(" "));
@@ -208,8 +392,7 @@ via4 = ["10.2.0.2"]
 
     step("the router's counters");
     std::thread::sleep(Duration::from_millis(1200));
-    let text = std::fs::read_to_string(&stats).unwrap_or_default();
-    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or(serde_json::Value::Null);
+    let v = read_stats(&stats);
     println!(
         "received {}, forwarded {}, dropped {}, punted {}",
         v["rx"], v["forwarded"], v["dropped"], v["punted"]
@@ -225,21 +408,80 @@ via4 = ["10.2.0.2"]
     println!("queues: {}", v["queues"]);
     println!("cpu seconds: {}", v["cpu_seconds"]);
 
-    step("stopping vfsrd (SIGTERM) and removing the namespaces");
-    if let Some(c) = daemon.0.take() {
-        // SAFETY: signals our own child.
-        unsafe {
-            libc::kill(c.id() as i32, libc::SIGTERM);
-        }
-        let mut c = c;
-        let _ = c.wait();
-        for l in rx.try_iter() {
-            let _ = l;
-        }
-    }
+    step("stopping FRR, the speaker and vfsrd (SIGTERM) and removing the namespaces");
+    drop(frr);
+    drop(speaker);
+    stop(started);
     let _ = std::fs::remove_file(&cfg);
     let _ = std::fs::remove_file(&stats);
     drop(lab);
     println!("done");
     Ok(())
+}
+
+/// gobgpd in b, holding the table's routes with b as next hop (IPv4 and IPv6), sessions
+/// configured towards the router (they come up once bgpd runs there).
+fn load_speaker(lab: &NetLab, table: &vfsr_table::Table) -> Result<daemons::GoBgp, String> {
+    let missing: Vec<&str> = daemons::FRR_PROGRAMS
+        .iter()
+        .chain(daemons::GOBGP_PROGRAMS)
+        .copied()
+        .filter(|p| !daemons::program_exists(p))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "FRR and gobgpd are needed to learn the table over BGP; missing: {} \
+             (./demo.sh installs them)",
+            missing.join(", ")
+        ));
+    }
+    let n = |a: &str| daemons::GoBgpNeighbor {
+        address: a
+            .parse()
+            .unwrap_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)),
+        peer_as: 65001,
+        hold_time: 9,
+        keepalive: 3,
+    };
+    let toml = daemons::GoBgpConfig {
+        asn: 65002,
+        router_id: std::net::Ipv4Addr::new(10, 2, 0, 2),
+        neighbors: vec![n("10.2.0.1"), n("fd00:2::1")],
+    }
+    .toml();
+    let t0 = Instant::now();
+    let g = daemons::GoBgp::start(lab, "b", &toml)?;
+    let mut v4: Vec<daemons::Net> = table
+        .v4
+        .iter()
+        .map(|r| {
+            daemons::Net::new(
+                std::net::Ipv4Addr::from(r.prefix.addr()).into(),
+                r.prefix.len(),
+            )
+        })
+        .collect();
+    let mut v6: Vec<daemons::Net> = table
+        .v6
+        .iter()
+        .map(|r| {
+            daemons::Net::new(
+                std::net::Ipv6Addr::from(r.prefix.addr()).into(),
+                r.prefix.len(),
+            )
+        })
+        .collect();
+    v4.sort_unstable();
+    v4.dedup();
+    v6.sort_unstable();
+    v6.dedup();
+    g.add_routes(&v4, "10.2.0.2".parse().map_err(|_| "address")?)?;
+    g.add_routes(&v6, "fd00:2::2".parse().map_err(|_| "address")?)?;
+    println!(
+        "  gobgpd holds {} IPv4 and {} IPv6 routes via b (loaded in {:.1} s)",
+        v4.len(),
+        v6.len(),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(g)
 }

@@ -38,9 +38,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// A live router: vfsrd with the synthetic full table between two namespaces, with ping,
-    /// traceroute and iperf3 through it (or, with --offline or without root, the engines, the
-    /// live FIB and the pipeline in memory).
+    /// A live router: vfsrd between two namespaces learns the synthetic full table over BGP
+    /// (FRR's zebra over FPM; from its config when FRR cannot run), then ping, traceroute and
+    /// iperf3 go through it (or, with --offline or without root, the engines, the live FIB and
+    /// the pipeline in memory).
     Demo(demo::DemoArgs),
     /// Route tables: generate.
     #[command(subcommand)]

@@ -31,6 +31,16 @@ const STEP_READS: usize = 16;
 /// The socket's receive buffer when only links are followed.
 const LINK_RCVBUF: usize = 1 << 20;
 
+/// The socket: every group for the mirror, links alone otherwise (a routing daemon writing a
+/// full table into the kernel would otherwise flood a socket that only follows links).
+fn open(rcvbuf: usize, mirror: bool) -> std::io::Result<RouteSocket> {
+    if mirror {
+        RouteSocket::open(rcvbuf)
+    } else {
+        RouteSocket::open_links(rcvbuf)
+    }
+}
+
 /// A port's kernel-side state.
 #[derive(Clone, Copy, Debug)]
 struct PortLink {
@@ -75,7 +85,7 @@ impl NetlinkSource {
         router: &mut Router<E4, E6>,
     ) -> Result<NetlinkSource, String> {
         let rcvbuf = kernel.map_or(LINK_RCVBUF, |k| k.rcvbuf);
-        let sock = RouteSocket::open(rcvbuf).map_err(|e| format!("rtnetlink socket: {e}"))?;
+        let sock = open(rcvbuf, kernel.is_some()).map_err(|e| format!("rtnetlink socket: {e}"))?;
         let mut n = NetlinkSource {
             sock,
             rcvbuf,
@@ -121,7 +131,7 @@ impl NetlinkSource {
     /// Reopens the socket (a dump the kernel was still sending on the old one would mix
     /// with the new dump's replies), then dumps.
     fn redump(&mut self, rib: &mut Rib) -> std::io::Result<()> {
-        self.sock = RouteSocket::open(self.rcvbuf)?;
+        self.sock = open(self.rcvbuf, self.mirror.is_some())?;
         self.dump(rib)
     }
 
