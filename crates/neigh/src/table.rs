@@ -294,6 +294,21 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
         }
     }
 
+    /// Every entry: address and state (in slot order).
+    pub fn entries(&self) -> impl Iterator<Item = (A, Nud)> + '_ {
+        self.slots.iter().flatten().map(|s| (s.addr, s.nud))
+    }
+
+    /// Removes every entry (their held packets are dropped and counted); publish afterwards.
+    /// Returns how many entries went.
+    pub fn flush(&mut self) -> usize {
+        let addrs: Vec<A> = self.slots.iter().flatten().map(|s| s.addr).collect();
+        for a in &addrs {
+            let _ = self.remove(a);
+        }
+        addrs.len()
+    }
+
     /// The configuration in force.
     pub fn config(&self) -> &NeighborConfig {
         &self.cfg
@@ -808,6 +823,21 @@ mod tests {
         assert_eq!(t.remove(&a).dropped, vec![1]);
         assert!(t.get(&a).is_none());
         assert_eq!(<Ipv6Addr as NeighAddr>::PROTOCOL, "nd");
+    }
+
+    #[test]
+    fn flush_empties_the_table_and_drops_what_was_held() {
+        let mut t = table(8, 4);
+        t.resolve(v4(1), 10, 0);
+        t.resolve(v4(2), 20, 0);
+        let _ = t.apply(v4(2), reply(M1), 1);
+        assert_eq!(t.entries().count(), 2);
+        assert!(t.entries().any(|(a, n)| a == v4(2) && n.mac == Some(M1)));
+        assert_eq!(t.flush(), 2);
+        assert_eq!(t.entries().count(), 0);
+        assert!(t.get(&v4(1)).is_none());
+        assert!(t.publish());
+        assert_eq!(t.flush(), 0);
     }
 
     #[derive(Clone, Debug)]

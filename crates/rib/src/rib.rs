@@ -718,6 +718,30 @@ impl<K: Key> FamilyRib<K> {
         *unresolved = count;
     }
 
+    fn set_distance(&mut self, nh: &mut NextHopTable, source: Source, distance: u8) -> usize {
+        let FamilyRib {
+            prefixes,
+            changes,
+            degraded,
+            ..
+        } = self;
+        let mut n = 0;
+        for (p, e) in prefixes.iter_mut() {
+            let mut touched = false;
+            for r in e.routes.iter_mut() {
+                if r.source == source && r.distance != distance {
+                    r.distance = distance;
+                    touched = true;
+                    n += 1;
+                }
+            }
+            if touched {
+                recompute(*p, e, nh, changes, degraded);
+            }
+        }
+        n
+    }
+
     /// Routes of `source` stamped before `epoch`.
     fn stale(&self, source: Source, epoch: u32) -> usize {
         self.prefixes
@@ -1036,6 +1060,15 @@ impl Rib {
         if let Some(d) = self.distances.get_mut(source.index()) {
             *d = Some(distance);
         }
+    }
+
+    /// Gives every route of `source` distance `distance` (and its future whole-table
+    /// loads), recomputing the prefixes whose best path changes; returns how many routes.
+    pub fn set_source_distance(&mut self, source: Source, distance: u8) -> usize {
+        self.set_distance(source, distance);
+        let a = self.v4.set_distance(&mut self.nexthops, source, distance);
+        let b = self.v6.set_distance(&mut self.nexthops, source, distance);
+        a + b
     }
 
     /// The distance of `source`'s whole-table loads.
@@ -1517,6 +1550,35 @@ mod tests {
         assert!(rib.v4().is_empty());
         assert_eq!(rib.drain_fib_changes_v4().last(), Some(&(p, NO_ROUTE)));
         assert_eq!(rib.nexthops().live(), 0);
+    }
+
+    #[test]
+    fn a_source_distance_changed_live_moves_best_paths() {
+        let mut rib = Rib::new();
+        let (a, b) = (p4("10.0.0.0/8"), p4("11.0.0.0/8"));
+        for p in [a, b] {
+            rib.add(
+                p,
+                &RibRoute::new(Source::Fpm, gw("192.0.2.1")).with_distance(20),
+            )
+            .unwrap();
+            rib.add(
+                p,
+                &RibRoute::new(Source::Kernel, gw("192.0.2.2")).with_distance(10),
+            )
+            .unwrap();
+        }
+        assert_eq!(fwd_of(&rib, rib.fib_value(&a)), gw("192.0.2.2"));
+        rib.drain_fib_changes_v4();
+        // FPM below the kernel: both prefixes move, both routes of FPM are counted.
+        assert_eq!(rib.set_source_distance(Source::Fpm, 5), 2);
+        assert_eq!(fwd_of(&rib, rib.fib_value(&a)), gw("192.0.2.1"));
+        assert_eq!(fwd_of(&rib, rib.fib_value(&b)), gw("192.0.2.1"));
+        assert_eq!(rib.drain_fib_changes_v4().len(), 2);
+        assert_eq!(rib.distance(Source::Fpm), 5);
+        // The same distance again changes nothing.
+        assert_eq!(rib.set_source_distance(Source::Fpm, 5), 0);
+        assert!(rib.drain_fib_changes_v4().is_empty());
     }
 
     #[test]

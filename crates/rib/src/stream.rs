@@ -53,6 +53,16 @@ impl IpPrefix {
     }
 }
 
+impl std::str::FromStr for IpPrefix {
+    type Err = StreamError;
+
+    /// `address/length` of either family; host bits must be clear
+    /// ([`StreamError::HostBitsSet`]), anything else malformed is [`StreamError::BadPrefix`].
+    fn from_str(s: &str) -> Result<IpPrefix, StreamError> {
+        parse_prefix(s.trim())
+    }
+}
+
 impl From<Prefix<u32>> for IpPrefix {
     fn from(p: Prefix<u32>) -> Self {
         IpPrefix::V4(p)

@@ -206,6 +206,12 @@ where
             .unwrap_or_else(|| source.default_distance())
     }
 
+    /// New administrative distances: routes announced from now on take them (the RIB's
+    /// existing routes are moved with `Rib::set_source_distance`).
+    pub fn set_distances(&mut self, distances: [u8; Source::COUNT]) {
+        self.config.distances = distances;
+    }
+
     /// A route of `source` to `nexthop` at the configured distance.
     pub fn route(&self, source: Source, nexthop: Forward) -> RibRoute {
         RibRoute::new(source, nexthop).with_distance(self.distance(source))

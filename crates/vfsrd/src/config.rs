@@ -52,6 +52,11 @@
 //! exclude_protocols = ["kernel"]  # rtm_protocol names or numbers not mirrored
 //! rcvbuf = 33554432        # netlink receive buffer (bytes), sized for a full table
 //!
+//! [api]                    # the control API (vfsrctl): a Unix socket, mode 0660
+//! socket = "/run/vfsrd.sock"
+//! group = "vfsr"           # the socket's group (default: root's)
+//! metrics = "127.0.0.1:9108"  # Prometheus endpoint (address:port; absent: none)
+//!
 //! [punt]                   # packets per second punted to the control plane, per class
 //! arp_nd = 2000
 //! routing = 10000
@@ -121,6 +126,34 @@ pub struct File {
     pub fpm: Option<FpmSection>,
     /// `[kernel]`: present to mirror the kernel's routing table.
     pub kernel: Option<KernelSection>,
+    /// `[api]`.
+    #[serde(default)]
+    pub api: ApiSection,
+}
+
+/// `[api]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiSection {
+    /// `false` turns the control API off.
+    pub enabled: bool,
+    /// The Unix socket's path.
+    pub socket: String,
+    /// The socket's group (members may use `vfsrctl`); absent: root's.
+    pub group: Option<String>,
+    /// `address:port` of the Prometheus endpoint; absent: none.
+    pub metrics: Option<String>,
+}
+
+impl Default for ApiSection {
+    fn default() -> Self {
+        ApiSection {
+            enabled: true,
+            socket: vfsr_api::DEFAULT_SOCKET.into(),
+            group: None,
+            metrics: None,
+        }
+    }
 }
 
 /// `[rib]`.
@@ -522,6 +555,19 @@ pub struct Plan {
     pub fpm: Option<FpmPlan>,
     /// The kernel source, if on.
     pub kernel: Option<KernelPlan>,
+    /// The control API, if on.
+    pub api: Option<ApiPlan>,
+}
+
+/// A checked `[api]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiPlan {
+    /// The socket's path.
+    pub socket: std::path::PathBuf,
+    /// The socket's group.
+    pub group: Option<String>,
+    /// The Prometheus endpoint's address.
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// A checked `[fpm]`.
@@ -994,10 +1040,47 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
         }
         _ => None,
     };
+    let api = if file.api.enabled {
+        if file.api.socket.is_empty() || !file.api.socket.starts_with('/') {
+            errs.push(ConfigError::new(
+                "api.socket",
+                format!("{:?} is not an absolute path", file.api.socket),
+            ));
+        }
+        if let Some(g) = &file.api.group {
+            if g.is_empty() || g.contains(|c: char| c.is_whitespace() || c == ':') {
+                errs.push(ConfigError::new(
+                    "api.group",
+                    format!("{g:?} is not a group name"),
+                ));
+            }
+        }
+        let metrics = match &file.api.metrics {
+            None => None,
+            Some(m) => match m.parse::<std::net::SocketAddr>() {
+                Ok(a) => Some(a),
+                Err(_) => {
+                    errs.push(ConfigError::new(
+                        "api.metrics",
+                        format!("{m:?} is not address:port"),
+                    ));
+                    None
+                }
+            },
+        };
+        Some(ApiPlan {
+            socket: file.api.socket.clone().into(),
+            group: file.api.group.clone(),
+            metrics,
+        })
+    } else {
+        None
+    };
     if !errs.is_empty() {
         return Err(errs);
     }
     Ok(Plan {
+        api,
         distances,
         max_delay: std::time::Duration::from_micros(max_delay_us),
         fpm,
@@ -1360,6 +1443,30 @@ rcvbuf = 100
             e[0].starts_with("router.worker_priority: 300 is outside"),
             "{e:?}"
         );
+    }
+
+    #[test]
+    fn the_api_section_is_checked() {
+        let p = parse(GOOD, Some(2)).unwrap();
+        let api = p.api.unwrap();
+        assert_eq!(api.socket, std::path::Path::new(vfsr_api::DEFAULT_SOCKET));
+        assert_eq!(api.metrics, None);
+        let p = parse(&format!("{GOOD}\n[api]\nenabled = false\n"), Some(2)).unwrap();
+        assert!(p.api.is_none());
+        let p = parse(
+            &format!("{GOOD}\n[api]\nsocket = \"/tmp/x.sock\"\ngroup = \"vfsr\"\nmetrics = \"127.0.0.1:9108\"\n"),
+            Some(2),
+        )
+        .unwrap();
+        let api = p.api.unwrap();
+        assert_eq!(api.group.as_deref(), Some("vfsr"));
+        assert_eq!(api.metrics, Some("127.0.0.1:9108".parse().unwrap()));
+        let e = errors(&format!(
+            "{GOOD}\n[api]\nsocket = \"rel.sock\"\ngroup = \"a b\"\nmetrics = \"nowhere\"\n"
+        ));
+        for key in ["api.socket", "api.group", "api.metrics"] {
+            assert!(e.iter().any(|x| x.starts_with(key)), "{key}: {e:?}");
+        }
     }
 
     #[test]

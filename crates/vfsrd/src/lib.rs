@@ -1,6 +1,7 @@
 //! vfsrd, the router daemon: opens the configured interfaces, runs one forwarding worker
 //! per configured core and the control plane on its own core.
 
+pub mod api;
 pub mod config;
 pub mod control;
 pub mod daemons;
@@ -9,6 +10,7 @@ pub mod dump;
 pub mod fastpath;
 pub mod link;
 pub mod netlab;
+pub mod reload;
 pub mod router;
 pub mod runtime;
 pub mod sources;

@@ -1,7 +1,7 @@
 //! `vfsrd`: the router daemon.
 //!
 //! ```text
-//! vfsrd --config FILE [--stats FILE]   run the router
+//! vfsrd --config FILE [--stats FILE]   run the router (SIGHUP: reload FILE; SIGUSR1: FIB dump)
 //! vfsrd --check-config FILE            check a configuration and say what is wrong
 //! ```
 
@@ -44,6 +44,7 @@ struct Cli {
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static DUMP: AtomicBool = AtomicBool::new(false);
+static RELOAD: AtomicBool = AtomicBool::new(false);
 
 extern "C" fn on_signal(_: libc::c_int) {
     STOP.store(true, Ordering::Relaxed);
@@ -51,6 +52,10 @@ extern "C" fn on_signal(_: libc::c_int) {
 
 extern "C" fn on_dump(_: libc::c_int) {
     DUMP.store(true, Ordering::Relaxed);
+}
+
+extern "C" fn on_reload(_: libc::c_int) {
+    RELOAD.store(true, Ordering::Relaxed);
 }
 
 fn install_signals() {
@@ -63,6 +68,7 @@ fn install_signals() {
     // SAFETY: as above.
     unsafe {
         libc::signal(libc::SIGUSR1, on_dump as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGHUP, on_reload as *const () as libc::sighandler_t);
     }
 }
 
@@ -87,6 +93,7 @@ fn run_engines(plan: &Plan, ports: Vec<PortIo>, opts: &RunOptions) -> Result<Sum
     let stop = Arc::new(AtomicBool::new(false));
     let s = Arc::clone(&stop);
     let dump = Arc::clone(&opts.dump);
+    let reload = Arc::clone(&opts.reload);
     std::thread::spawn(move || loop {
         if STOP.load(Ordering::Relaxed) {
             s.store(true, Ordering::Relaxed);
@@ -94,6 +101,9 @@ fn run_engines(plan: &Plan, ports: Vec<PortIo>, opts: &RunOptions) -> Result<Sum
         }
         if DUMP.swap(false, Ordering::Relaxed) {
             dump.store(true, Ordering::Relaxed);
+        }
+        if RELOAD.swap(false, Ordering::Relaxed) {
+            reload.store(true, Ordering::Relaxed);
         }
         std::thread::sleep(Duration::from_millis(20));
     });
@@ -175,8 +185,8 @@ fn main() -> ExitCode {
     let opts = RunOptions {
         stats: cli.stats.clone(),
         fib_dump: cli.fib_dump.clone(),
-        dump: Arc::new(AtomicBool::new(false)),
-        verbose: false,
+        config: Some(path.clone()),
+        ..RunOptions::default()
     };
     match run_engines(&plan, ports, &opts) {
         Ok(s) => {

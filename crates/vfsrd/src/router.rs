@@ -23,7 +23,7 @@ use vfsr_rib::{IpPrefix, RibRoute, Source};
 use vfsr_router::{PortSpec, Router, RouterConfig};
 use vfsr_wire::MacAddr;
 
-use crate::config::{Plan, TableSource, Target};
+use crate::config::{Plan, StaticRoute, TableSource, Target};
 use crate::control::frames::link_local;
 
 /// What was installed.
@@ -80,6 +80,40 @@ fn port(i: usize) -> u32 {
     i as u32 + 1
 }
 
+/// A configured route's prefix.
+pub fn static_prefix(r: &StaticRoute) -> IpPrefix {
+    match r.prefix {
+        (IpAddr::V4(a), l) => IpPrefix::V4(Prefix::new_masked(u32::from(a), l)),
+        (IpAddr::V6(a), l) => IpPrefix::V6(Prefix::new_masked(u128::from(a), l)),
+    }
+}
+
+/// A configured route's RIB routes (source `static`; ports numbered from 1).
+pub fn static_routes<E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone>(
+    router: &Router<E4, E6>,
+    r: &StaticRoute,
+) -> Vec<RibRoute> {
+    let port = |i: usize| i as u32 + 1;
+    match &r.target {
+        Target::Connected(p) => {
+            vec![router.route(Source::Static, Forward::Connected { ifindex: port(*p) })]
+        }
+        Target::Blackhole => vec![router.route(Source::Static, Forward::Blackhole)],
+        Target::Gateways(gws) => gws
+            .iter()
+            .map(|(addr, p)| {
+                router.route(
+                    Source::Static,
+                    Forward::Gateway {
+                        addr: *addr,
+                        ifindex: p.map(port),
+                    },
+                )
+            })
+            .collect(),
+    }
+}
+
 /// Builds the router for `plan`, with `macs[i]` the MAC of interface `i`.
 pub fn build<E4, E6>(plan: &Plan, macs: &[MacAddr]) -> Result<(Router<E4, E6>, Installed), String>
 where
@@ -116,28 +150,8 @@ where
     }
 
     for (i, r) in plan.routes.iter().enumerate() {
-        let prefix = match r.prefix {
-            (IpAddr::V4(a), l) => IpPrefix::V4(Prefix::new_masked(u32::from(a), l)),
-            (IpAddr::V6(a), l) => IpPrefix::V6(Prefix::new_masked(u128::from(a), l)),
-        };
-        let routes: Vec<RibRoute> = match &r.target {
-            Target::Connected(p) => {
-                vec![router.route(Source::Static, Forward::Connected { ifindex: port(*p) })]
-            }
-            Target::Blackhole => vec![router.route(Source::Static, Forward::Blackhole)],
-            Target::Gateways(gws) => gws
-                .iter()
-                .map(|(addr, p)| {
-                    router.route(
-                        Source::Static,
-                        Forward::Gateway {
-                            addr: *addr,
-                            ifindex: p.map(port),
-                        },
-                    )
-                })
-                .collect(),
-        };
+        let prefix = static_prefix(r);
+        let routes = static_routes(&router, r);
         router
             .announce(prefix, Source::Static, &routes)
             .map_err(|e| format!("route[{i}] {prefix}: {e}"))?;

@@ -20,6 +20,7 @@ use vfsr_io::{Backend, IoStats};
 use vfsr_lpm::LpmUpdate;
 use vfsr_wire::MacAddr;
 
+use crate::api::{ApiServer, View};
 use crate::config::Plan;
 use crate::control::{Control, ControlCounters, CtlPort};
 use crate::dataplane::{WorkerLoop, WorkerStats};
@@ -62,6 +63,10 @@ pub struct RunOptions {
     pub stats: Option<PathBuf>,
     /// Print progress lines to standard output.
     pub verbose: bool,
+    /// The configuration file, read again on a reload.
+    pub config: Option<PathBuf>,
+    /// Raised (by `SIGHUP`) to ask for a reload.
+    pub reload: Arc<AtomicBool>,
 }
 
 /// The counters at the end of a run.
@@ -162,6 +167,9 @@ where
     E4::Config: Default,
     E6::Config: Default,
 {
+    // The cores a reloaded configuration may name: those this process could use before
+    // its control thread is pinned to one.
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if let Err(e) = pin(plan.control_core) {
         eprintln!("vfsrd: control plane: {e}");
     }
@@ -189,6 +197,15 @@ where
                 .zip(&plan.interfaces)
                 .map(|(f, itf)| if f.is_some() { itf.mtu } else { 0 }),
         )
+        .collect();
+    // What each port runs on (the configuration may have said `auto`).
+    let backends: Vec<String> = ports
+        .iter()
+        .map(|p| {
+            p.queues
+                .first()
+                .map_or_else(|| "none".into(), |q| q.kind().name().to_string())
+        })
         .collect();
     for (i, (p, spec)) in ports.into_iter().zip(&specs).enumerate() {
         if p.queues.len() == 1 && nworkers > 1 {
@@ -321,12 +338,51 @@ where
     if let Err(e) = realtime(plan.control_priority) {
         eprintln!("vfsrd: control plane: {e}; it runs with ordinary priority");
     }
+    let mut api = match &plan.api {
+        Some(a) => match ApiServer::bind(&a.socket, a.group.as_deref()) {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("vfsrd: control API off: {e}");
+                None
+            }
+        },
+        None => None,
+    };
+    // The configuration in force: a reload changes its live parts.
+    let mut live_plan = plan.clone();
+    let mut do_reload = |control: &mut Control<E4, E6>, current: &mut Plan| match &opts.config {
+        Some(path) => crate::reload::reload(control, current, path, &kernel_ids, cores),
+        None => Err("vfsrd was started without a configuration file to read again".into()),
+    };
     ready(&installed);
     let control_tid = gettid();
     let started = Instant::now();
     let mut next_stats = Instant::now();
     while !stop.load(Ordering::Relaxed) {
+        if let Some(a) = &api {
+            control.set_extra_fds(a.fds());
+        }
         control.step(50);
+        if opts.reload.swap(false, Ordering::Relaxed) {
+            match do_reload(&mut control, &mut live_plan) {
+                Ok(v) => println!("vfsrd: reloaded: {v}"),
+                Err(e) => eprintln!("vfsrd: reload refused: {e}"),
+            }
+        }
+        if let Some(a) = api.as_mut() {
+            let mut view = View {
+                control: &mut control,
+                plan: &mut live_plan,
+                shared: &shared,
+                wstats: &wstats,
+                fast: &fast,
+                backends: &backends,
+                tids: &tids,
+                uptime: started.elapsed(),
+                reload: &mut do_reload,
+            };
+            a.work(&mut view);
+        }
         if opts.dump.swap(false, Ordering::Relaxed) {
             match &opts.fib_dump {
                 Some(path) => {

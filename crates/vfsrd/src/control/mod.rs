@@ -162,6 +162,8 @@ pub struct Control<E4: LpmUpdate<u32>, E6: LpmUpdate<u128>> {
     fast: Vec<FastPath>,
     /// Neighbor snapshots published, as last seen by [`Control::sync_fast_paths`].
     fast_seen: u64,
+    /// More descriptors a step waits on (the control API's).
+    extra_fds: Vec<i32>,
 }
 
 impl<E4, E6> Control<E4, E6>
@@ -179,16 +181,7 @@ where
         wake: Arc<Wake>,
         punt: &PuntSection,
     ) -> Self {
-        let bucket = |rate: u32| TokenBucket::new(rate, (rate / 10).max(16));
-        let limits = std::array::from_fn(|k| {
-            bucket(match PuntClass::ALL.get(k) {
-                Some(PuntClass::ArpNd) => punt.arp_nd,
-                Some(PuntClass::Routing) => punt.routing,
-                Some(PuntClass::Icmp) => punt.icmp,
-                Some(PuntClass::Local) => punt.local,
-                Some(PuntClass::SlowPath) | None => punt.slow_path,
-            })
-        });
+        let limits = punt_limits(punt);
         Control {
             router,
             sources: Sources::none(),
@@ -202,7 +195,18 @@ where
             buf: vec![0; 16 * 1024],
             fast: Vec::new(),
             fast_seen: 0,
+            extra_fds: Vec::new(),
         }
+    }
+
+    /// New per-class punt limits (a reload).
+    pub fn set_punt(&mut self, punt: &PuntSection) {
+        self.limits = punt_limits(punt);
+    }
+
+    /// More descriptors for [`Control::step`] to wait on.
+    pub fn set_extra_fds(&mut self, fds: Vec<i32>) {
+        self.extra_fds = fds;
     }
 
     /// Gives the control plane the ports' XDP fast paths: their cached decisions hold a
@@ -252,6 +256,7 @@ where
     pub fn poll_fds(&self) -> Vec<i32> {
         let mut v = vec![self.wake.fd()];
         v.extend(self.sources.fds());
+        v.extend(self.extra_fds.iter().copied());
         for p in &self.ports {
             v.extend(p.wire.fd());
             if let Some(t) = &p.tap {
@@ -644,6 +649,19 @@ where
             }
         }
     }
+}
+
+fn punt_limits(punt: &PuntSection) -> [TokenBucket; PuntClass::COUNT] {
+    let bucket = |rate: u32| TokenBucket::new(rate, (rate / 10).max(16));
+    std::array::from_fn(|k| {
+        bucket(match PuntClass::ALL.get(k) {
+            Some(PuntClass::ArpNd) => punt.arp_nd,
+            Some(PuntClass::Routing) => punt.routing,
+            Some(PuntClass::Icmp) => punt.icmp,
+            Some(PuntClass::Local) => punt.local,
+            Some(PuntClass::SlowPath) | None => punt.slow_path,
+        })
+    })
 }
 
 /// The class of a control frame read from the kernel path (the pipeline's own rules).

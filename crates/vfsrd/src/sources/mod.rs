@@ -56,6 +56,18 @@ impl Sources {
         ports: &[KernelIds],
         router: &mut Router<E4, E6>,
     ) -> Result<Sources, String> {
+        Sources::open_parts(plan, ports, router, true, true)
+    }
+
+    /// Like [`Sources::open`], opening the FPM listener only if `open_fpm` and the
+    /// rtnetlink socket only if `open_kernel` (a reload reopens what changed).
+    pub fn open_parts<E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone>(
+        plan: &Plan,
+        ports: &[KernelIds],
+        router: &mut Router<E4, E6>,
+        open_fpm: bool,
+        open_kernel: bool,
+    ) -> Result<Sources, String> {
         let mut ifmap = IfMap::new();
         for k in ports {
             ifmap.insert(k.iface, k.port);
@@ -64,10 +76,10 @@ impl Sources {
             }
         }
         let fpm = match &plan.fpm {
-            Some(f) => Some(fpm::FpmServer::bind(f)?),
-            None => None,
+            Some(f) if open_fpm => Some(fpm::FpmServer::bind(f)?),
+            _ => None,
         };
-        let netlink = if plan.kernel.is_some() || !ports.is_empty() {
+        let netlink = if open_kernel && (plan.kernel.is_some() || !ports.is_empty()) {
             Some(netlink::NetlinkSource::open(
                 plan.kernel.as_ref(),
                 ports,
