@@ -11,6 +11,9 @@ cd "$(dirname "$0")"
 # and the routing daemons the route-source tests run for real (FRR, BIRD 2, GoBGP).
 ensure_packages build-essential pkg-config clang libbpf-dev iproute2 ethtool iputils-ping traceroute iperf3
 ensure_packages frr bird2 gobgpd || echo "vfsr: the routing daemons could not be installed; their tests will skip" >&2
+# promtool (Debian's prometheus) checks the metrics; tmux is the terminal vfsrctl top is
+# tested in; systemd-analyze checks the unit file.
+ensure_packages prometheus tmux systemd || echo "vfsr: promtool, tmux or systemd-analyze could not be installed; their checks will skip" >&2
 ensure_rust
 
 echo "== format"

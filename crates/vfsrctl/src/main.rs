@@ -13,8 +13,8 @@
 //! vfsrctl top [--interval MS] [--count N]
 //! ```
 //!
-//! Exit status: 0 done, 1 vfsrd refused (the reason is printed), 2 a wrong command line,
-//! 3 vfsrd could not be reached.
+//! Exit status: 0 done, 1 vfsrd refused or `top` could not use the terminal (the reason is
+//! printed), 2 a wrong command line, 3 vfsrd could not be reached.
 
 mod text;
 mod top;
@@ -55,7 +55,8 @@ enum Cmd {
     Clear(ClearCmd),
     /// Read the configuration file again and apply what changed.
     Reload,
-    /// Rates per worker and port, refreshed until interrupted (or --count screens).
+    /// Rates per worker and port: live on a terminal until q, Esc or Ctrl-C; piped, one
+    /// screen after another until interrupted (or --count screens).
     Top {
         /// Milliseconds between screens.
         #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
@@ -225,7 +226,11 @@ fn main() -> ExitCode {
     if let Cmd::Top { interval, count } = &cli.cmd {
         return match top::run(&mut client, *interval, *count) {
             Ok(()) => ExitCode::SUCCESS,
-            Err(e) => fail(&e),
+            Err(top::Error::Api(e)) => fail(&e),
+            Err(e @ top::Error::Terminal(_)) => {
+                eprintln!("vfsrctl: {e}");
+                ExitCode::from(1)
+            }
         };
     }
     let req = match request(&cli.cmd) {

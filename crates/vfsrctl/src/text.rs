@@ -341,29 +341,34 @@ fn flows(v: &Value, out: &mut String) {
         .map(|w| {
             vec![
                 s(w, "worker"),
+                s(w, "entries"),
                 s(w, "capacity"),
+                format!("{:.1}", 100.0 * f(w, "hit_rate")),
                 s(w, "hits"),
                 s(w, "misses"),
-                s(w, "stale"),
-                s(w, "evicted"),
+                s(w, "inserts"),
+                s(w, "evictions"),
+                s(w, "expirations"),
                 s(w, "ecmp_kept"),
-                format!("{:.1}", 100.0 * f(w, "hit_rate")),
             ]
         })
         .collect();
     out.push_str(&table(
         &[
             "worker",
+            "entries",
             "capacity",
+            "hit%",
             "hits",
             "misses",
-            "stale",
+            "inserts",
             "evicted",
+            "expired",
             "ecmp_kept",
-            "hit%",
         ],
         &rows,
     ));
+    let _ = writeln!(out, "# idle timeout {} ms", s(v, "idle_timeout_ms"));
 }
 
 fn workers(v: &Value, out: &mut String) {
@@ -400,6 +405,12 @@ fn counters(v: &Value, out: &mut String) {
     for w in list(v, "workers") {
         let _ = writeln!(out, "worker {}:", s(w, "worker"));
         if let Some(c) = w.get("counters") {
+            tree(c, 2, out);
+        }
+    }
+    for p in list(v, "ports") {
+        let _ = writeln!(out, "port {}:", s(p, "port"));
+        if let Some(c) = p.get("counters") {
             tree(c, 2, out);
         }
     }

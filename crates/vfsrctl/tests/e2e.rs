@@ -381,6 +381,10 @@ fn every_command_against_a_live_router() {
 
     // Runtime routes: 192.0.2.0/24 has none, gets one through s2, loses it.
     assert_eq!(r.ping("192.0.2.1", 2, "0.05"), 0);
+    let j = r.json(&["show", "counters", "--nonzero"]);
+    assert_eq!(j["ports"][0]["port"], "r1");
+    assert_eq!(j["ports"][0]["counters"]["drop.no_route"], 2, "{j}");
+    assert!(j["ports"][1]["counters"]["drop.no_route"].is_null(), "{j}");
     let before = r.rx_packets("s2");
     let t = r.ok(&["route", "add", "192.0.2.0/24", "via", "10.8.0.2"]);
     assert_eq!(t.trim(), "192.0.2.0/24: 1 route(s) added");
@@ -611,4 +615,220 @@ fn reload_moves_a_route_under_traffic_without_loss() {
     })
     .unwrap();
     assert_eq!(r.ping("198.51.100.1", 2, "0.05"), 0);
+}
+
+/// `GET path` on vfsrd's metrics endpoint in the router's namespace: status line and body.
+fn http_get(r: &Router, request: &'static str) -> (String, String) {
+    r.lab
+        .in_ns("rt", move || {
+            let mut s = std::net::TcpStream::connect("127.0.0.1:9108").unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.write_all(request.as_bytes()).unwrap();
+            let mut text = String::new();
+            s.read_to_string(&mut text).unwrap();
+            let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+            (
+                head.lines().next().unwrap_or("").to_string(),
+                body.to_string(),
+            )
+        })
+        .unwrap()
+}
+
+/// Every `expr` string in a Grafana dashboard.
+fn collect_exprs(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                match (k.as_str(), x) {
+                    ("expr", Value::String(e)) => out.push(e.clone()),
+                    _ => collect_exprs(x, out),
+                }
+            }
+        }
+        Value::Array(a) => a.iter().for_each(|x| collect_exprs(x, out)),
+        _ => {}
+    }
+}
+
+/// The value of the sample `name{labels}` (labels exactly as exposed).
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+#[test]
+fn metrics_are_scraped_and_pass_promtool() {
+    let _g = serial();
+    let Some(vfsrd) = skipped() else { return };
+    let r = Router::start(&vfsrd, "prom", CONFIG);
+    assert_eq!(r.ping("198.51.100.1", 20, "0.01"), 20);
+    // A packet to an address with no route: one drop counted on r1 under its reason.
+    let _ = r.ping("203.0.113.7", 1, "0.05");
+    std::thread::sleep(Duration::from_millis(300));
+
+    // Prometheus asks for OpenMetrics; curl and promtool get the older text format.
+    let (status, om) = http_get(
+        &r,
+        "GET /metrics HTTP/1.1\r\nAccept: application/openmetrics-text;version=1.0.0\r\n\r\n",
+    );
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    let (status, text) = http_get(&r, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+    assert!(status.starts_with("HTTP/1.1 200"), "{status}");
+    assert!(!text.contains("# EOF"), "{text}");
+    let v = |series: &str| {
+        sample(&text, series).unwrap_or_else(|| panic!("no sample {series}:\n{text}"))
+    };
+    assert_eq!(
+        v(r#"vfsr_build_info{version="0.1.0",fib4="poptrie",fib6="poptrie"}"#),
+        1.0
+    );
+    assert!(v(r#"vfsr_port_rx_packets_total{port="r1"}"#) >= 21.0);
+    assert!(v(r#"vfsr_port_tx_packets_total{port="r2"}"#) >= 19.0);
+    assert!(v(r#"vfsr_port_rx_bytes_total{port="r1"}"#) > 0.0);
+    assert_eq!(v(r#"vfsr_port_up{port="r3"}"#), 1.0);
+    assert!(v(r#"vfsr_drops_total{reason="no_route",port="r1"}"#) >= 1.0);
+    assert_eq!(v(r#"vfsr_drops_total{reason="no_route",port="r2"}"#), 0.0);
+    assert!(v(r#"vfsr_packets_total{outcome="forwarded",worker="0"}"#) >= 38.0);
+    assert_eq!(v(r#"vfsr_rib_routes{source="static",family="ipv4"}"#), 1.0);
+    assert_eq!(
+        v(r#"vfsr_rib_routes{source="connected",family="ipv4"}"#),
+        3.0
+    );
+    assert_eq!(v(r#"vfsr_fib_prefixes{family="ipv4"}"#), 4.0);
+    // No FPM source configured: served as off, not left out.
+    assert_eq!(v(r#"vfsr_source_up{source="fpm"}"#), 0.0);
+    assert_eq!(v(r#"vfsr_source_state{source="fpm",state="off"}"#), 1.0);
+    assert!(v(r#"vfsr_neighbors{port="r2",family="arp",state="reachable"}"#) >= 1.0);
+    assert!(v(r#"vfsr_worker_busy_ratio{worker="0",core="1"}"#) <= 1.0);
+    assert!(v(r#"vfsr_flow_lookups_total{worker="0",result="hit"}"#) >= 1.0);
+    assert!(v(r#"vfsr_control_events_total{event="arp_answered"}"#) >= 1.0);
+
+    // Debian's promtool: the exposition parses and passes its lint.
+    if let Some(why) = skip_reason(&["promtool"]) {
+        println!("promtool check skipped: {why}");
+    } else {
+        let mut child = Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let o = child.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "promtool check metrics: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+
+    // Every metric the shipped Grafana dashboard queries is one vfsrd serves.
+    let dash = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/grafana/vfsr.json");
+    let dash: Value = serde_json::from_str(&std::fs::read_to_string(&dash).unwrap()).unwrap();
+    let mut exprs = Vec::new();
+    collect_exprs(&dash, &mut exprs);
+    assert!(
+        exprs.len() >= 20,
+        "{} queries in the dashboard",
+        exprs.len()
+    );
+    const SPARSE: &[&str] = &[
+        "vfsr_source_skipped_total",
+        "vfsr_fast_path_forwarded_total",
+    ];
+    let metrics_doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../vfsrd/src/metrics.rs"),
+    )
+    .unwrap()
+    .replace("{", "")
+    .replace("}", "");
+    for e in &exprs {
+        let mut rest = e.as_str();
+        while let Some(i) = rest.find("vfsr_") {
+            let name: String = rest[i..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            // A family whose labels name what happened (a skipped message's reason) or a
+            // part that is off here (the XDP fast path) has no sample; it must at least be
+            // one vfsrd documents.
+            let sparse = SPARSE.contains(&name.as_str()) && metrics_doc.contains(&name);
+            assert!(
+                sparse || text.contains(&format!("# TYPE {name} ")),
+                "the dashboard queries {name}, which vfsrd does not serve: {e}"
+            );
+            rest = &rest[i + name.len()..];
+        }
+    }
+
+    // Counters grow between scrapes; the HTTP side refuses what it does not serve.
+    assert_eq!(r.ping("198.51.100.1", 10, "0.01"), 10);
+    std::thread::sleep(Duration::from_millis(300));
+    let (_, again) = http_get(&r, "GET /metrics HTTP/1.0\r\n\r\n");
+    assert!(
+        sample(&again, r#"vfsr_port_rx_packets_total{port="r1"}"#).unwrap()
+            >= v(r#"vfsr_port_rx_packets_total{port="r1"}"#) + 10.0
+    );
+    assert!(http_get(&r, "GET /nope HTTP/1.1\r\n\r\n")
+        .0
+        .contains(" 404 "));
+    assert!(http_get(&r, "POST /metrics HTTP/1.1\r\n\r\n")
+        .0
+        .contains(" 405 "));
+    assert!(http_get(&r, "garbage\r\n\r\n").0.contains(" 400 "));
+    let (status, body) = http_get(&r, "HEAD /metrics HTTP/1.1\r\n\r\n");
+    assert!(
+        status.contains(" 200 ") && body.is_empty(),
+        "{status} {body}"
+    );
+    // The router forwards on.
+    assert_eq!(r.ping("198.51.100.1", 3, "0.05"), 3);
+}
+
+/// CPU seconds thread `tid` of process `pid` has used (user + system).
+fn thread_cpu_s(pid: u32, tid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).unwrap();
+    // The fields after the command name (which may hold spaces) start at its closing ')'.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split(' ').collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+#[test]
+fn a_tap_deleted_under_the_router_is_let_go() {
+    let _g = serial();
+    let Some(vfsrd) = skipped() else { return };
+    let r = Router::start(&vfsrd, "tapgone", CONFIG);
+    assert_eq!(r.ping("198.51.100.1", 5, "0.01"), 5);
+    let pid = r.child.as_ref().unwrap().id();
+    // The TAP of r3, deleted by someone else: its file then polls as an error for ever.
+    r.lab.ip("rt", &["link", "del", "vr3"]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = thread_cpu_s(pid, pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let used = thread_cpu_s(pid, pid) - before;
+    assert!(
+        used < 0.5,
+        "the control thread used {used:.2} s of CPU in 2 s after its TAP went away"
+    );
+    let (_, text) = http_get(&r, "GET /metrics HTTP/1.0\r\n\r\n");
+    assert_eq!(
+        sample(&text, r#"vfsr_control_events_total{event="taps_lost"}"#),
+        Some(1.0),
+        "{text}"
+    );
+    // The other ports forward and the control plane still answers.
+    assert_eq!(r.ping("198.51.100.1", 5, "0.01"), 5);
+    r.ok(&["show", "interfaces"]);
 }

@@ -41,6 +41,7 @@ use crate::control::{Control, ControlCounters};
 use crate::dataplane::WorkerStats;
 use crate::dump::describe;
 use crate::fastpath::InstallCounters;
+use crate::metrics::kernel_stat;
 
 /// Most rows an answer lists.
 pub const MAX_ROWS: usize = 100_000;
@@ -90,6 +91,7 @@ pub struct ApiServer {
     conns: Vec<Conn>,
     base_workers: Vec<Counters>,
     base_control: ControlCounters,
+    base_port_drops: Vec<[u64; DropReason::COUNT]>,
 }
 
 fn group_id(name: &str) -> Result<u32, String> {
@@ -136,6 +138,7 @@ impl ApiServer {
             conns: Vec::new(),
             base_workers: Vec::new(),
             base_control: ControlCounters::default(),
+            base_port_drops: Vec::new(),
         })
     }
 
@@ -274,6 +277,7 @@ impl ApiServer {
             Request::ClearCounters => {
                 self.base_workers = v.shared.iter().map(|s| s.read()).collect();
                 self.base_control = v.control.counters;
+                self.base_port_drops = port_drops(v.wstats);
                 Ok(json!({"cleared": true}))
             }
             Request::RouteAdd {
@@ -312,29 +316,36 @@ impl ApiServer {
         &self,
         v: &View<'_, E4, E6>,
     ) -> Value {
-        let rows: Vec<Value> = self
-            .worker_counters(v)
+        let counters = self.worker_counters(v);
+        let rows: Vec<Value> = v
+            .wstats
             .iter()
             .enumerate()
-            .map(|(w, c)| {
-                let hits = c.get(Event::FlowHit);
-                let misses = c.get(Event::FlowMiss);
-                let stale = c.get(Event::FlowStale);
-                let looked = hits + misses + stale;
+            .map(|(w, st)| {
+                let c = counters.get(w).cloned().unwrap_or_default();
+                let table = st.flow.lock().ok().and_then(|g| *g);
+                let (f, entries) = table.unwrap_or_default();
+                let looked = f.hits + f.misses + f.stale_refreshes;
                 json!({
                     "worker": w,
-                    "enabled": v.plan.flow_entries > 0,
+                    "enabled": table.is_some(),
                     "capacity": v.plan.flow_entries,
-                    "hits": hits,
-                    "misses": misses,
-                    "stale": stale,
-                    "evicted": c.get(Event::FlowEvicted),
+                    "entries": entries,
+                    "occupancy": if v.plan.flow_entries == 0 { 0.0 }
+                        else { entries as f64 / v.plan.flow_entries as f64 },
+                    "hits": f.hits,
+                    "misses": f.misses,
+                    "stale": f.stale_refreshes,
+                    "inserts": f.inserts,
+                    "evictions": f.evictions,
+                    "expirations": f.expirations,
+                    "invalidations": f.invalidations,
                     "ecmp_kept": c.get(Event::EcmpKept),
-                    "hit_rate": if looked == 0 { 0.0 } else { hits as f64 / looked as f64 },
+                    "hit_rate": if looked == 0 { 0.0 } else { f.hits as f64 / looked as f64 },
                 })
             })
             .collect();
-        json!({"workers": rows})
+        json!({"workers": rows, "idle_timeout_ms": v.plan.flow_idle_ms})
     }
 
     fn workers<E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone>(
@@ -417,7 +428,34 @@ impl ApiServer {
                 }
             }
         }
-        json!({"workers": workers, "control": Value::Object(cm)})
+        let by_port = port_drops(v.wstats);
+        let ports: Vec<Value> = v
+            .plan
+            .interfaces
+            .iter()
+            .enumerate()
+            .map(|(i, itf)| {
+                let mut m = Map::new();
+                let drops = by_port.get(i).copied().unwrap_or([0; DropReason::COUNT]);
+                let base = self
+                    .base_port_drops
+                    .get(i)
+                    .copied()
+                    .unwrap_or([0; DropReason::COUNT]);
+                for r in DropReason::ALL {
+                    let n = drops
+                        .get(r.index())
+                        .copied()
+                        .unwrap_or(0)
+                        .wrapping_sub(base.get(r.index()).copied().unwrap_or(0));
+                    if !(nonzero && n == 0) {
+                        m.insert(format!("drop.{}", r.name()), json!(n));
+                    }
+                }
+                json!({"port": itf.name, "counters": Value::Object(m)})
+            })
+            .collect();
+        json!({"workers": workers, "ports": ports, "control": Value::Object(cm)})
     }
 }
 
@@ -425,6 +463,24 @@ impl Drop for ApiServer {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.path);
     }
+}
+
+/// Drops by ingress port (pipeline index - 1) and reason, over every worker.
+pub fn port_drops(wstats: &[Arc<WorkerStats>]) -> Vec<[u64; DropReason::COUNT]> {
+    let mut by_port: Vec<[u64; DropReason::COUNT]> = Vec::new();
+    for st in wstats {
+        if let Ok(g) = st.port_drops.lock() {
+            if by_port.len() < g.len() {
+                by_port.resize(g.len(), [0; DropReason::COUNT]);
+            }
+            for (acc, d) in by_port.iter_mut().zip(g.iter()) {
+                for (a, x) in acc.iter_mut().zip(d) {
+                    *a += x;
+                }
+            }
+        }
+    }
+    by_port
 }
 
 /// `now - base`, counter by counter.
@@ -466,15 +522,8 @@ fn control_since(now: &ControlCounters, base: &ControlCounters) -> ControlCounte
         tx_failed: d(now.tx_failed, base.tx_failed),
         malformed: d(now.malformed, base.malformed),
         publish_errors: d(now.publish_errors, base.publish_errors),
+        taps_lost: d(now.taps_lost, base.taps_lost),
     }
-}
-
-/// A kernel statistic of an interface (`/sys/class/net/IF/statistics/NAME`), 0 when absent.
-fn kernel_stat(ifname: &str, name: &str) -> u64 {
-    std::fs::read_to_string(format!("/sys/class/net/{ifname}/statistics/{name}"))
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
 }
 
 fn port_name<E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone>(

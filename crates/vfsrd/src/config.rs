@@ -55,7 +55,7 @@
 //! [api]                    # the control API (vfsrctl): a Unix socket, mode 0660
 //! socket = "/run/vfsrd.sock"
 //! group = "vfsr"           # the socket's group (default: root's)
-//! metrics = "127.0.0.1:9108"  # Prometheus endpoint (address:port; absent: none)
+//! metrics = "127.0.0.1:9108"  # Prometheus endpoint at /metrics ("off": none)
 //!
 //! [punt]                   # packets per second punted to the control plane, per class
 //! arp_nd = 2000
@@ -141,8 +141,8 @@ pub struct ApiSection {
     pub socket: String,
     /// The socket's group (members may use `vfsrctl`); absent: root's.
     pub group: Option<String>,
-    /// `address:port` of the Prometheus endpoint; absent: none.
-    pub metrics: Option<String>,
+    /// `address:port` of the Prometheus endpoint (`"off"`: none).
+    pub metrics: String,
 }
 
 impl Default for ApiSection {
@@ -151,7 +151,7 @@ impl Default for ApiSection {
             enabled: true,
             socket: vfsr_api::DEFAULT_SOCKET.into(),
             group: None,
-            metrics: None,
+            metrics: DEFAULT_METRICS.into(),
         }
     }
 }
@@ -558,6 +558,9 @@ pub struct Plan {
     /// The control API, if on.
     pub api: Option<ApiPlan>,
 }
+
+/// Where the Prometheus endpoint listens unless `[api] metrics` says otherwise.
+pub const DEFAULT_METRICS: &str = "127.0.0.1:9108";
 
 /// A checked `[api]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1055,14 +1058,14 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
                 ));
             }
         }
-        let metrics = match &file.api.metrics {
-            None => None,
-            Some(m) => match m.parse::<std::net::SocketAddr>() {
+        let metrics = match file.api.metrics.as_str() {
+            "off" => None,
+            m => match m.parse::<std::net::SocketAddr>() {
                 Ok(a) => Some(a),
                 Err(_) => {
                     errs.push(ConfigError::new(
                         "api.metrics",
-                        format!("{m:?} is not address:port"),
+                        format!("{m:?} is not address:port (or \"off\")"),
                     ));
                     None
                 }
@@ -1450,7 +1453,9 @@ rcvbuf = 100
         let p = parse(GOOD, Some(2)).unwrap();
         let api = p.api.unwrap();
         assert_eq!(api.socket, std::path::Path::new(vfsr_api::DEFAULT_SOCKET));
-        assert_eq!(api.metrics, None);
+        assert_eq!(api.metrics, Some(DEFAULT_METRICS.parse().unwrap()));
+        let p = parse(&format!("{GOOD}\n[api]\nmetrics = \"off\"\n"), Some(2)).unwrap();
+        assert_eq!(p.api.unwrap().metrics, None);
         let p = parse(&format!("{GOOD}\n[api]\nenabled = false\n"), Some(2)).unwrap();
         assert!(p.api.is_none());
         let p = parse(

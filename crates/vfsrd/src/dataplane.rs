@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use vfsr_fwd::ratelimit::TokenBucket;
-use vfsr_fwd::{Batch, Packet, PuntClass, Verdict, Worker};
+use vfsr_fwd::{Batch, DropReason, Outcome, Packet, PuntClass, Verdict, Worker};
 use vfsr_io::{Backend, IoStats};
 use vfsr_lpm::LpmUpdate;
 
@@ -43,6 +43,57 @@ pub struct WorkerStats {
     pub sleeps: AtomicU64,
     /// What the worker's XDP fast-path installers did, over every port.
     pub fast: Mutex<InstallCounters>,
+    /// Drops by ingress port (pipeline index - 1) and reason ([`DropReason::index`]).
+    pub port_drops: Mutex<Vec<[u64; DropReason::COUNT]>>,
+    /// The flow table's counters and entries stored, when the worker has one.
+    pub flow: Mutex<Option<(vfsr_flow::FlowCounters, usize)>>,
+}
+
+/// The per-class punt rates every worker limits by, changed by a reload: each worker reads
+/// the generation once per round and rebuilds its buckets when it moved.
+#[derive(Default)]
+pub struct PuntRates {
+    generation: AtomicU64,
+    rates: [AtomicU64; PuntClass::COUNT],
+}
+
+impl PuntRates {
+    /// Rates from a `[punt]` section.
+    pub fn new(punt: &PuntSection) -> Arc<PuntRates> {
+        let r = Arc::new(PuntRates::default());
+        r.set(punt);
+        r
+    }
+
+    /// New rates; workers take them at their next round.
+    pub fn set(&self, punt: &PuntSection) {
+        for (k, slot) in self.rates.iter().enumerate() {
+            slot.store(u64::from(rate_of(punt, k)), Ordering::Relaxed);
+        }
+        self.generation.fetch_add(1, Ordering::Release);
+    }
+
+    fn buckets(&self) -> [TokenBucket; PuntClass::COUNT] {
+        std::array::from_fn(|k| {
+            let rate = self
+                .rates
+                .get(k)
+                .map_or(0, |r| r.load(Ordering::Relaxed))
+                .min(u64::from(u32::MAX)) as u32;
+            TokenBucket::new(rate, (rate / 10).max(16))
+        })
+    }
+}
+
+/// The `[punt]` rate of class `k` ([`PuntClass::index`]).
+pub fn rate_of(punt: &PuntSection, k: usize) -> u32 {
+    match PuntClass::ALL.get(k) {
+        Some(PuntClass::ArpNd) => punt.arp_nd,
+        Some(PuntClass::Routing) => punt.routing,
+        Some(PuntClass::Icmp) => punt.icmp,
+        Some(PuntClass::Local) => punt.local,
+        Some(PuntClass::SlowPath) | None => punt.slow_path,
+    }
 }
 
 /// One worker and its queues.
@@ -63,6 +114,12 @@ pub struct WorkerLoop<E4, E6> {
     /// Published counters.
     pub stats: Arc<WorkerStats>,
     limits: [TokenBucket; PuntClass::COUNT],
+    rates: Arc<PuntRates>,
+    rates_seen: u64,
+    /// Drops by ingress port, and the worker's drop counters when last attributed.
+    port_drops: Vec<[u64; DropReason::COUNT]>,
+    drops_seen: [u64; DropReason::COUNT],
+    dropped_seen: u64,
     pool: Vec<Packet>,
     start: Instant,
     tx_unrouted: u64,
@@ -82,21 +139,14 @@ where
         queues: Vec<Option<Box<dyn Backend>>>,
         to_control: SyncSender<ToControl>,
         wake: Arc<Wake>,
-        punt: &PuntSection,
+        rates: Arc<PuntRates>,
         busy_poll: Duration,
         batch: usize,
         stats: Arc<WorkerStats>,
     ) -> Self {
-        let limits = std::array::from_fn(|k| {
-            let rate = match PuntClass::ALL.get(k) {
-                Some(PuntClass::ArpNd) => punt.arp_nd,
-                Some(PuntClass::Routing) => punt.routing,
-                Some(PuntClass::Icmp) => punt.icmp,
-                Some(PuntClass::Local) => punt.local,
-                Some(PuntClass::SlowPath) | None => punt.slow_path,
-            };
-            TokenBucket::new(rate, (rate / 10).max(16))
-        });
+        let rates_seen = rates.generation.load(Ordering::Acquire);
+        let limits = rates.buckets();
+        let ports = queues.len();
         WorkerLoop {
             worker,
             queues,
@@ -106,6 +156,11 @@ where
             batch: batch.max(1),
             stats,
             limits,
+            rates,
+            rates_seen,
+            port_drops: vec![[0; DropReason::COUNT]; ports],
+            drops_seen: [0; DropReason::COUNT],
+            dropped_seen: 0,
             pool: Vec::with_capacity(POOL),
             start: Instant::now(),
             tx_unrouted: 0,
@@ -150,6 +205,11 @@ where
 
     /// Receives and forwards one batch from each queue; returns the frames received.
     pub fn round(&mut self, batch: &mut Batch) -> usize {
+        let gen = self.rates.generation.load(Ordering::Acquire);
+        if gen != self.rates_seen {
+            self.rates_seen = gen;
+            self.limits = self.rates.buckets();
+        }
         let mut total = 0;
         for q in 0..self.queues.len() {
             batch.packets.clear();
@@ -179,6 +239,7 @@ where
                 .map(FastInstaller::generation);
             let now = self.start.elapsed().as_nanos() as u64;
             self.worker.process(batch, now);
+            self.attribute_drops(q);
             if let (Some(f), Some(gen)) = (self.fast.get_mut(q).and_then(|f| f.as_mut()), gen) {
                 if !batch.offload.is_empty() {
                     f.install(batch, gen, now);
@@ -297,6 +358,24 @@ where
         }
     }
 
+    /// Charges the drops of the batch just processed to its ingress port. Drops are rare:
+    /// the common case is one comparison.
+    fn attribute_drops(&mut self, q: usize) {
+        let c = self.worker.counters();
+        let dropped = c.outcome(Outcome::Dropped);
+        if dropped == self.dropped_seen {
+            return;
+        }
+        self.dropped_seen = dropped;
+        let Some(port) = self.port_drops.get_mut(q) else {
+            return;
+        };
+        for ((p, seen), now) in port.iter_mut().zip(self.drops_seen.iter_mut()).zip(c.drops) {
+            *p += now.wrapping_sub(*seen);
+            *seen = now;
+        }
+    }
+
     fn publish(&self) {
         let io: Vec<(String, IoStats)> = self
             .queues
@@ -313,6 +392,15 @@ where
         }
         if let Ok(mut g) = self.stats.fast.lock() {
             *g = fast;
+        }
+        if let Ok(mut g) = self.stats.port_drops.lock() {
+            g.clone_from(&self.port_drops);
+        }
+        if let Ok(mut g) = self.stats.flow.lock() {
+            *g = self
+                .worker
+                .flow_counters()
+                .map(|c| (c, self.worker.flow_len()));
         }
     }
 

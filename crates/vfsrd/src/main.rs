@@ -40,6 +40,9 @@ struct Cli {
     /// On SIGUSR1, write the FIB as text to FILE (one line per prefix).
     #[arg(long, value_name = "FILE")]
     fib_dump: Option<PathBuf>,
+    /// Log level: error, warn, info, debug or trace (`VFSR_LOG`, a tracing filter, wins).
+    #[arg(long, value_name = "LEVEL", default_value = "info")]
+    log_level: String,
 }
 
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -174,6 +177,10 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Err(e) = vfsrd::logging::init(&cli.log_level) {
+        eprintln!("vfsrd: {e}");
+        return ExitCode::from(2);
+    }
     install_signals();
     let ports = match vfsrd::sys::open_ports(&plan) {
         Ok(p) => p,

@@ -12,7 +12,10 @@ pub fn available() -> Result<(), String> {
     if unsafe { libc::geteuid() } != 0 {
         return Err("not root".into());
     }
-    let probe = format!("vfsr-probe-{}", std::process::id());
+    // Unique per call: tests of one process probe at the same time.
+    static PROBES: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let probe = format!("vfsr-probe-{}-{n}", std::process::id());
     let ok = Command::new("ip")
         .args(["netns", "add", &probe])
         .stderr(Stdio::null())
@@ -113,6 +116,7 @@ impl NetLab {
     pub fn command(&self, ns: &str, program: &str) -> Command {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &self.name(ns), program]);
+        die_with_parent(&mut c);
         c
     }
 
@@ -157,5 +161,19 @@ fn run(c: &mut Command) -> Result<String, String> {
             "{c:?} failed: {}",
             String::from_utf8_lossy(&o.stderr).trim()
         ))
+    }
+}
+
+/// Makes `cmd`'s process get SIGTERM when the thread that starts it exits, so that a test
+/// killed half-way leaves no router or daemon running behind it (`ip netns exec` keeps the
+/// setting across its exec; a daemon that changes its user loses it, and is stopped on drop).
+pub fn die_with_parent(cmd: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: prctl is async-signal-safe and touches only the child being started.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
     }
 }

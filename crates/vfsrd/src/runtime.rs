@@ -23,10 +23,12 @@ use vfsr_wire::MacAddr;
 use crate::api::{ApiServer, View};
 use crate::config::Plan;
 use crate::control::{Control, ControlCounters, CtlPort};
-use crate::dataplane::{WorkerLoop, WorkerStats};
+use crate::dataplane::{PuntRates, WorkerLoop, WorkerStats};
 use crate::fastpath::{FastInstaller, InstallCounters};
 use crate::link::{Link, ToControl, Wake};
+use crate::metrics::MetricsServer;
 use crate::router::{self, Installed};
+use crate::service::Service;
 use crate::sources::{KernelIds, Sources};
 use crate::spread;
 
@@ -171,7 +173,7 @@ where
     // its control thread is pinned to one.
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if let Err(e) = pin(plan.control_core) {
-        eprintln!("vfsrd: control plane: {e}");
+        tracing::warn!(error = %e, "control plane: pinning");
     }
     let macs: Vec<MacAddr> = ports.iter().map(|p| p.mac).collect();
     let (lab, installed) = router::build::<E4, E6>(plan, &macs)?;
@@ -232,9 +234,10 @@ where
             for (w, q) in p.queues.into_iter().enumerate() {
                 match per_worker.get_mut(w).and_then(|v| v.get_mut(i)) {
                     Some(slot) => *slot = Some(q),
-                    None => eprintln!(
-                        "vfsrd: {}: queue {w} has no worker (only {nworkers} configured)",
-                        q.name()
+                    None => tracing::warn!(
+                        queue = %q.name(),
+                        workers = nworkers,
+                        "the queue has no worker; it is not read"
                     ),
                 }
             }
@@ -269,6 +272,7 @@ where
     let mut wstats: Vec<Arc<WorkerStats>> = Vec::new();
     let tids: Arc<Vec<AtomicI32>> = Arc::new((0..nworkers).map(|_| AtomicI32::new(0)).collect());
     let mut handles = Vec::new();
+    let punt_rates = PuntRates::new(&plan.punt);
     for (w, queues) in per_worker.into_iter().enumerate() {
         let mut cfg = wconfig;
         if let Some(f) = cfg.flow.as_mut() {
@@ -283,7 +287,7 @@ where
             queues,
             tx.clone(),
             Arc::clone(&wake),
-            &plan.punt,
+            Arc::clone(&punt_rates),
             Duration::from_micros(plan.busy_poll_us),
             plan.batch,
             st,
@@ -311,10 +315,10 @@ where
                     t.store(gettid(), Ordering::Relaxed);
                 }
                 if let Err(e) = pin(core) {
-                    eprintln!("vfsrd: worker {w}: {e}");
+                    tracing::warn!(worker = w, error = %e, "pinning");
                 }
                 if let Err(e) = realtime(priority) {
-                    eprintln!("vfsrd: worker {w}: {e}; it runs with ordinary priority");
+                    tracing::warn!(worker = w, error = %e, "it runs with ordinary priority");
                 }
                 lp.run(&stop);
             })
@@ -325,6 +329,7 @@ where
 
     let mut control = Control::new(lab, ctl_ports, rx, Arc::clone(&wake), &plan.punt);
     control.sources = Sources::open(plan, &kernel_ids, &mut control.router)?;
+    control.set_worker_rates(punt_rates);
     let mut ctl_fast = Vec::new();
     for f in fast.iter().flatten() {
         ctl_fast.push(
@@ -336,13 +341,23 @@ where
     // The control plane's thread takes its priority only now, after every worker started
     // (threads inherit the policy of the one that spawns them).
     if let Err(e) = realtime(plan.control_priority) {
-        eprintln!("vfsrd: control plane: {e}; it runs with ordinary priority");
+        tracing::warn!(error = %e, "control plane: it runs with ordinary priority");
     }
     let mut api = match &plan.api {
         Some(a) => match ApiServer::bind(&a.socket, a.group.as_deref()) {
             Ok(s) => Some(s),
             Err(e) => {
-                eprintln!("vfsrd: control API off: {e}");
+                tracing::error!(error = %e, "control API off");
+                None
+            }
+        },
+        None => None,
+    };
+    let mut metrics = match plan.api.as_ref().and_then(|a| a.metrics) {
+        Some(addr) => match MetricsServer::bind(addr) {
+            Ok(m) => Some(m),
+            Err(e) => {
+                tracing::error!(error = %e, "metrics off");
                 None
             }
         },
@@ -355,21 +370,41 @@ where
         None => Err("vfsrd was started without a configuration file to read again".into()),
     };
     ready(&installed);
+    let mut service = Service::new();
+    let status = format!(
+        "forwarding on {} port(s) with {} worker(s); {} IPv4 and {} IPv6 prefixes at start",
+        plan.interfaces.len(),
+        plan.workers.len(),
+        installed.routes4,
+        installed.routes6
+    );
+    service.ready(&status);
+    if let Some(w) = service.watchdog() {
+        tracing::info!(interval_ms = w.as_millis() as u64, "systemd watchdog on");
+    }
     let control_tid = gettid();
     let started = Instant::now();
     let mut next_stats = Instant::now();
     while !stop.load(Ordering::Relaxed) {
-        if let Some(a) = &api {
-            control.set_extra_fds(a.fds());
-        }
+        let mut extra = api.as_ref().map(ApiServer::fds).unwrap_or_default();
+        extra.extend(metrics.as_ref().map(MetricsServer::fds).unwrap_or_default());
+        control.set_extra_fds(extra);
         control.step(50);
+        service.tick();
         if opts.reload.swap(false, Ordering::Relaxed) {
-            match do_reload(&mut control, &mut live_plan) {
-                Ok(v) => println!("vfsrd: reloaded: {v}"),
-                Err(e) => eprintln!("vfsrd: reload refused: {e}"),
+            service.reloading();
+            let outcome = do_reload(&mut control, &mut live_plan);
+            service.ready(&status);
+            match outcome {
+                Ok(v) => tracing::info!(
+                    applied = %words(&v["applied"]),
+                    restart_needed = %words(&v["restart_needed"]),
+                    "reloaded"
+                ),
+                Err(e) => tracing::error!(error = %e, "reload refused"),
             }
         }
-        if let Some(a) = api.as_mut() {
+        if api.is_some() || metrics.is_some() {
             let mut view = View {
                 control: &mut control,
                 plan: &mut live_plan,
@@ -381,7 +416,12 @@ where
                 uptime: started.elapsed(),
                 reload: &mut do_reload,
             };
-            a.work(&mut view);
+            if let Some(a) = api.as_mut() {
+                a.work(&mut view);
+            }
+            if let Some(m) = metrics.as_mut() {
+                m.work(&view, api.as_ref().map_or(0, ApiServer::clients));
+            }
         }
         if opts.dump.swap(false, Ordering::Relaxed) {
             match &opts.fib_dump {
@@ -389,7 +429,7 @@ where
                     write_text_atomically(path, &crate::dump::fib_text(&mut control.router))
                 }
                 None => {
-                    eprintln!("vfsrd: a FIB dump was asked for, but no --fib-dump FILE was given")
+                    tracing::warn!("a FIB dump was asked for, but no --fib-dump FILE was given")
                 }
             }
         }
@@ -412,6 +452,7 @@ where
             }
         }
     }
+    service.stopping();
     for h in handles {
         let _ = h.join();
     }
@@ -449,6 +490,19 @@ where
     })
 }
 
+/// A JSON list of strings as `a; b` (`-` when empty).
+fn words(v: &Value) -> String {
+    let w: Vec<&str> = v
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if w.is_empty() {
+        "-".into()
+    } else {
+        w.join("; ")
+    }
+}
+
 fn seed() -> u64 {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -461,7 +515,7 @@ fn write_text_atomically(path: &std::path::Path, text: &str) {
     let tmp = path.with_extension("tmp");
     let ok = std::fs::write(&tmp, text).and_then(|_| std::fs::rename(&tmp, path));
     if let Err(e) = ok {
-        eprintln!("vfsrd: FIB dump {}: {e}", path.display());
+        tracing::error!(file = %path.display(), error = %e, "writing the FIB dump");
     }
 }
 
@@ -471,7 +525,7 @@ fn write_atomically(path: &std::path::Path, v: &Value) {
         .and_then(|mut f| f.write_all(v.to_string().as_bytes()))
         .and_then(|_| std::fs::rename(&tmp, path));
     if let Err(e) = ok {
-        eprintln!("vfsrd: stats file {}: {e}", path.display());
+        tracing::error!(file = %path.display(), error = %e, "writing the stats file");
     }
 }
 

@@ -242,9 +242,10 @@ pub fn open_ports(plan: &Plan) -> Result<Vec<PortIo>, String> {
             BackendChoice::Auto => match open_xdp(itf, mac, plan.batch) {
                 Ok(io) => io,
                 Err(e) => {
-                    eprintln!(
-                        "vfsrd: {}: AF_XDP unavailable ({e}); falling back to AF_PACKET",
-                        itf.name
+                    tracing::warn!(
+                        port = %itf.name,
+                        error = %e,
+                        "AF_XDP unavailable; falling back to AF_PACKET"
                     );
                     open_packet(itf, mac, fanout)?
                 }
@@ -287,10 +288,10 @@ fn enable_fast_paths(ports: &mut [PortIo]) -> Result<(), String> {
         {
             Some(x) => {
                 if vfsr_io::xdp::driver_name(x.name()).as_deref() == Some("veth") {
-                    eprintln!(
-                        "vfsrd: {}: fast path on a veth: frames it sends out of this port \
-                         reach the peer only if the peer has GRO on or an XDP program",
-                        x.name()
+                    tracing::warn!(
+                        port = %x.name(),
+                        "fast path on a veth: frames it sends out of this port reach the peer \
+                         only if the peer has GRO on or an XDP program"
                     );
                 }
                 Some(

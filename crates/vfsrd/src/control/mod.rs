@@ -140,6 +140,10 @@ pub struct ControlCounters {
     pub malformed: u64,
     /// Route publications that failed (the RIB kept the changes; the next one retries).
     pub publish_errors: u64,
+    /// TAPs that went away under vfsrd (deleted, or their namespace removed): their port
+    /// keeps forwarding, its frames for the host are dropped and counted in
+    /// `to_host_dropped`.
+    pub taps_lost: u64,
 }
 
 /// The control plane.
@@ -164,6 +168,8 @@ pub struct Control<E4: LpmUpdate<u32>, E6: LpmUpdate<u128>> {
     fast_seen: u64,
     /// More descriptors a step waits on (the control API's).
     extra_fds: Vec<i32>,
+    /// The workers' punt rates.
+    worker_rates: Option<Arc<crate::dataplane::PuntRates>>,
 }
 
 impl<E4, E6> Control<E4, E6>
@@ -196,12 +202,22 @@ where
             fast: Vec::new(),
             fast_seen: 0,
             extra_fds: Vec::new(),
+            worker_rates: None,
         }
     }
 
-    /// New per-class punt limits (a reload).
+    /// New per-class punt limits (a reload): the control plane's and, through the shared
+    /// rates, the workers'.
     pub fn set_punt(&mut self, punt: &PuntSection) {
         self.limits = punt_limits(punt);
+        if let Some(r) = &self.worker_rates {
+            r.set(punt);
+        }
+    }
+
+    /// The rates the workers limit punts by, changed by [`Control::set_punt`].
+    pub fn set_worker_rates(&mut self, rates: Arc<crate::dataplane::PuntRates>) {
+        self.worker_rates = Some(rates);
     }
 
     /// More descriptors for [`Control::step`] to wait on.
@@ -289,11 +305,32 @@ where
             wait = wait.min(i32::try_from(ms).unwrap_or(i32::MAX));
         }
         // SAFETY: `fds` is a live, correctly sized array of pollfd.
-        unsafe {
-            libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait);
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
+        if ready > 0 {
+            self.drop_dead_taps(&fds);
         }
         self.wake.drain();
         self.work();
+    }
+
+    /// A TAP whose device is gone polls as an error for ever (the kernel keeps the file
+    /// open but detached): such a TAP is closed, or every later step would return at once
+    /// and the control plane would spin.
+    fn drop_dead_taps(&mut self, fds: &[libc::pollfd]) {
+        const DEAD: libc::c_short = libc::POLLERR | libc::POLLHUP | libc::POLLNVAL;
+        for p in &mut self.ports {
+            let Some(fd) = p.tap.as_ref().and_then(|t| t.fd()) else {
+                continue;
+            };
+            if fds.iter().any(|f| f.fd == fd && f.revents & DEAD != 0) {
+                tracing::error!(
+                    port = %p.name,
+                    "the port's TAP went away; frames for the host on it are dropped from now on"
+                );
+                p.tap = None;
+                self.counters.taps_lost += 1;
+            }
+        }
     }
 
     /// Handles everything waiting, without blocking.
@@ -333,7 +370,7 @@ where
         self.sources.work(at, &mut self.router);
         if let Err(e) = self.router.poll(at) {
             self.counters.publish_errors += 1;
-            eprintln!("vfsrd: publishing route changes: {e}");
+            tracing::error!(error = %e, "publishing route changes (the RIB keeps them; retried)");
         }
         let now = self.now_ms();
         if now >= self.last_timer_ms + TIMER_MS {
@@ -652,15 +689,9 @@ where
 }
 
 fn punt_limits(punt: &PuntSection) -> [TokenBucket; PuntClass::COUNT] {
-    let bucket = |rate: u32| TokenBucket::new(rate, (rate / 10).max(16));
     std::array::from_fn(|k| {
-        bucket(match PuntClass::ALL.get(k) {
-            Some(PuntClass::ArpNd) => punt.arp_nd,
-            Some(PuntClass::Routing) => punt.routing,
-            Some(PuntClass::Icmp) => punt.icmp,
-            Some(PuntClass::Local) => punt.local,
-            Some(PuntClass::SlowPath) | None => punt.slow_path,
-        })
+        let rate = crate::dataplane::rate_of(punt, k);
+        TokenBucket::new(rate, (rate / 10).max(16))
     })
 }
 

@@ -87,12 +87,12 @@ impl FpmServer {
     fn close(&mut self, now: Instant, reason: &'static str, detail: &str, rib: &mut Rib) {
         if let Some((_, stream)) = self.conn.take() {
             add_stats(&mut self.decoded, stream.stats());
-            eprintln!(
-                "vfsrd: fpm: connection closed ({reason}{}{detail}); {} route(s) kept, stale \
-                 until zebra replays them",
-                if detail.is_empty() { "" } else { ": " },
-                rib.v4().routes_by_source()[Source::Fpm.index()]
-                    + rib.v6().routes_by_source()[Source::Fpm.index()]
+            tracing::warn!(
+                reason = %reason,
+                detail = %detail,
+                routes_kept = rib.v4().routes_by_source()[Source::Fpm.index()]
+                    + rib.v6().routes_by_source()[Source::Fpm.index()],
+                "fpm: connection closed; its routes are kept, stale until zebra replays them"
             );
         }
         self.session.disconnected(now, reason, rib);
@@ -113,17 +113,17 @@ impl FpmServer {
                         self.close(now, "replaced", "", router.rib_mut());
                     }
                     if let Err(e) = prepare(&s) {
-                        eprintln!("vfsrd: fpm: {peer}: {e}");
+                        tracing::error!(%peer, error = %e, "fpm: preparing the connection");
                         continue;
                     }
-                    eprintln!("vfsrd: fpm: zebra connected from {peer}");
+                    tracing::info!(%peer, "fpm: zebra connected");
                     self.conn = Some((s, FpmStream::with_capacity(1 << 20)));
                     self.session.connected(now, router.rib_mut());
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    eprintln!("vfsrd: fpm: accept: {e}");
+                    tracing::error!(error = %e, "fpm: accept");
                     break;
                 }
             }
@@ -164,7 +164,7 @@ impl FpmServer {
                 FpmState::Disconnected { .. } => "zebra did not come back",
                 _ => "not replayed",
             };
-            eprintln!("vfsrd: fpm: {swept} stale route(s) removed ({why})");
+            tracing::info!(routes = swept, why = %why, "fpm: stale routes removed");
         }
     }
 

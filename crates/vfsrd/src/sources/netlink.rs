@@ -178,7 +178,7 @@ impl NetlinkSource {
                 {
                     Ok(s) => s,
                     Err(e) => {
-                        eprintln!("vfsrd: rtnetlink: {e}");
+                        tracing::error!(error = %e, "rtnetlink: receive");
                         break;
                     }
                 };
@@ -199,8 +199,8 @@ impl NetlinkSource {
                     } else {
                         self.malformed += 1;
                     }
-                    eprintln!(
-                        "vfsrd: rtnetlink: {} ({} so far): dumping again",
+                    tracing::warn!(
+                        "rtnetlink: {} ({} so far): dumping again",
                         if matches!(status, RecvStatus::Overrun) {
                             "overrun, messages lost"
                         } else {
@@ -209,7 +209,7 @@ impl NetlinkSource {
                         self.overruns + self.malformed
                     );
                     if let Err(e) = self.redump(router.rib_mut()) {
-                        eprintln!("vfsrd: rtnetlink: dump: {e}");
+                        tracing::error!(error = %e, "rtnetlink: dump");
                     }
                     break;
                 }
@@ -251,11 +251,11 @@ impl NetlinkSource {
                             && self.stats.dump_interrupted > self.intr_at_dump
                         {
                             self.interrupted += 1;
-                            eprintln!(
-                                "vfsrd: kernel: the table changed during the dump: dumping again"
+                            tracing::info!(
+                                "kernel: the table changed during the dump: dumping again"
                             );
                             if let Err(e) = self.redump(router.rib_mut()) {
-                                eprintln!("vfsrd: rtnetlink: dump: {e}");
+                                tracing::error!(error = %e, "rtnetlink: dump");
                             }
                             return;
                         }
@@ -263,9 +263,9 @@ impl NetlinkSource {
                             if let Some(mirror) = self.mirror.as_mut() {
                                 let n = mirror.dump_complete(router.rib_mut());
                                 if n > 0 {
-                                    eprintln!(
-                                        "vfsrd: kernel: {n} route(s) gone from the kernel's \
-                                         table removed"
+                                    tracing::info!(
+                                        routes = n,
+                                        "kernel: routes gone from the kernel's table removed"
                                     );
                                 }
                             }
@@ -302,11 +302,12 @@ impl NetlinkSource {
             if up != before {
                 self.link_changes += 1;
                 let r = router.set_port_up(p.ids.port, up);
-                eprintln!(
-                    "vfsrd: port {} {}: {} next hop(s) {}",
-                    p.ids.port,
+                tracing::warn!(
+                    port = p.ids.port,
+                    up,
+                    nexthops = if up { r.activated } else { r.deactivated },
+                    "port {}: next hops through it {}",
                     if up { "up" } else { "down" },
-                    if up { r.activated } else { r.deactivated },
                     if up { "usable again" } else { "unusable" }
                 );
             }
