@@ -296,8 +296,9 @@ fn every_command_against_a_live_router() {
     let (r1, r2) = (&j["interfaces"][0], &j["interfaces"][1]);
     assert_eq!(r2["name"], "r2");
     assert!(r1["rx_packets"].as_u64().unwrap() >= 20, "{r1}");
-    // The first echo request leaves through the control plane (it waited for ARP).
-    assert!(r2["tx_packets"].as_u64().unwrap() >= 19, "{r2}");
+    // The first echo requests leave through the control plane (they waited for ARP, one
+    // or a few depending on how long resolving took).
+    assert!(r2["tx_packets"].as_u64().unwrap() >= 15, "{r2}");
 
     let t = r.ok(&["show", "route"]);
     assert!(
@@ -519,6 +520,36 @@ fn every_command_against_a_live_router() {
     assert!(line.contains("longer than"), "{line}");
     let mut rest = Vec::new();
     assert_eq!(rd.read_to_end(&mut rest).unwrap(), 0, "connection closed");
+    // Several clients at once: eight connections open together, each asks in turn (one
+    // holding a half-written request meanwhile), every one gets its own answers.
+    let mut conns: Vec<(UnixStream, BufReader<UnixStream>)> = (0..8)
+        .map(|_| {
+            let s = UnixStream::connect(&r.socket).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let rd = BufReader::new(s.try_clone().unwrap());
+            (s, rd)
+        })
+        .collect();
+    conns[7].0.write_all(b"{\"cmd\":\"show-").unwrap();
+    for round in 0..3 {
+        for (s, _) in conns.iter_mut().take(7) {
+            s.write_all(b"{\"cmd\":\"route-get\",\"addr\":\"198.51.100.1\"}\n")
+                .unwrap();
+        }
+        for (i, (_, rd)) in conns.iter_mut().take(7).enumerate() {
+            line.clear();
+            rd.read_line(&mut line).unwrap();
+            assert!(
+                line.contains("\"ok\":true") && line.contains("198.51.100.0/24"),
+                "client {i}, round {round}: {line}"
+            );
+        }
+    }
+    conns[7].0.write_all(b"nexthops\"}\n").unwrap();
+    line.clear();
+    conns[7].1.read_line(&mut line).unwrap();
+    assert!(line.contains("\"ok\":true"), "{line}");
+    drop(conns);
     // The router still answers.
     assert_eq!(r.ping("198.51.100.1", 3, "0.05"), 3);
 }
