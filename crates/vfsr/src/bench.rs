@@ -177,18 +177,21 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         lctrie_sweep(&table.v4, &uniform4, &p)?
     };
 
-    println!("\nvfsr lpm bench: {} ; {} lookups per pattern, median of {} runs, batches of {}, core {core}\n",
-        table.source, n, p.runs, p.batch);
+    let machine = crate::machine::facts();
+    println!("\nvfsr lpm bench: {} ; {} lookups per pattern, median of {} runs, batches of {}, core {core}; {}\n",
+        table.source, n, p.runs, p.batch, crate::machine::summary(&machine));
     print!("{}", lpm::render_table(&rows));
     for s in &skipped {
         println!("skipped {} ({}): {}", s.backend, s.family, s.reason);
     }
     if !sweep.is_empty() {
-        println!("\nLC-trie fill-factor sweep (IPv4, uniform4 traffic, as in the seed):\n");
+        println!("\nLC-trie fill-factor sweep (IPv4, uniform4 traffic, as in Asama's Linux LC-trie talk):\n");
         print!("{}", lpm::render_sweep(&sweep));
     }
     if let Some(path) = &a.json {
         let doc = json!({
+            "machine": machine,
+            "cpu": machine["cpu"],
             "table": {"source": table.source, "v4_routes": table.v4.len(), "v6_routes": table.v6.len()},
             "params": {"lookups": n, "runs": p.runs, "batch": p.batch, "max_pass_s": p.max_pass_s, "core": core, "seed": a.seed},
             "results": rows,
@@ -202,7 +205,8 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// The seed's experiment: LC-trie lookup rate, node count and memory for each inflate
+/// The fill-factor experiment of the Linux LC-trie talk (Asama, "Linux NAPI & MultiQueue +
+/// routing table"): LC-trie lookup rate, node count and memory for each inflate
 /// threshold, from "always compress" (0) to "never" (a Patricia trie).
 fn lctrie_sweep<K: Key>(
     routes: &[Route<K>],

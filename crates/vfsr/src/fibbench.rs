@@ -507,8 +507,10 @@ pub fn run(a: &FibBenchArgs) -> Result<(), String> {
     run_trace(&table.v6, a.seed, a.updates / 4, delay, &mut traces)?;
 
     println!(
-        "\nvfsr fib bench: {} ; poptrie, delay bound {} µs, writer core 0, reader core {core}\n",
-        table.source, a.max_delay_us
+        "\nvfsr fib bench: {} ; poptrie, delay bound {} µs, writer core 0, reader core {core}; {}\n",
+        table.source,
+        a.max_delay_us,
+        crate::machine::summary(&crate::machine::facts())
     );
     println!("load (route list to published FIB)");
     for l in &loads {
@@ -560,7 +562,10 @@ pub fn run(a: &FibBenchArgs) -> Result<(), String> {
         );
     }
     if let Some(path) = &a.json {
+        let machine = crate::machine::facts();
         let doc = json!({
+            "machine": machine,
+            "cpu": machine["cpu"],
             "table": {"source": table.source, "v4_routes": table.v4.len(), "v6_routes": table.v6.len()},
             "params": {"updates": a.updates, "phase_s": a.phase_s, "max_delay_us": a.max_delay_us,
                 "reader_core": core, "writer_core": 0, "seed": a.seed, "backend": "poptrie"},

@@ -1,5 +1,5 @@
 //! `vfsr fwd bench`: the forwarding pipeline on frames in memory, three designs side by side
-//! (the FreeBSD seed's Figures 7 and 9).
+//! (Figures 7 and 9 of Qing Li's "Optimizing the BSD Routing System for Parallel Processing").
 //!
 //! 1. **legacy**: the unified design (`vfsr_fwd::legacy`): per packet, a radix lookup under
 //!    the shared head lock, the matched route entry locked and referenced before the head is
@@ -537,6 +537,8 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
     );
 
     let mut results: Vec<Value> = Vec::new();
+    let machine = crate::machine::facts();
+    let tsc_ghz = machine["tsc_ghz"].as_f64();
     for fam in &a.families {
         for &flows in &a.flows {
             let templates: Vec<Template> = if fam == "v4" {
@@ -577,6 +579,9 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
                         "workers": workers,
                         "mpps_per_worker": mpps,
                         "ns_per_packet": if mpps > 0.0 { 1e3 / mpps } else { 0.0 },
+                        "cycles_per_packet": tsc_ghz
+                            .filter(|_| mpps > 0.0)
+                            .map(|g| g * 1e3 / mpps),
                         "total_mpps": total,
                         "per_worker_mpps": per,
                         "packets": packets,
@@ -589,7 +594,7 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
         }
     }
 
-    print_table(&table.source, a, &results);
+    print_table(&table.source, &machine, a, &results);
     let checks = targets(&results);
     for c in &checks {
         println!(
@@ -606,6 +611,8 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
     }
     if let Some(path) = &a.json {
         let doc = json!({
+            "machine": machine,
+            "cpu": machine["cpu"],
             "table": {"source": table.source, "v4_routes": table.v4.len(), "v6_routes": table.v6.len()},
             "params": {"seconds": a.seconds, "batch": a.batch, "seed": a.seed,
                 "gateways_per_family": GATEWAYS, "egress_ports": 4,
@@ -635,12 +642,16 @@ fn find<'a>(
     })
 }
 
-fn print_table(source: &str, a: &FwdBenchArgs, results: &[Value]) {
+fn print_table(source: &str, machine: &Value, a: &FwdBenchArgs, results: &[Value]) {
     println!(
-        "\nvfsr fwd bench: {source}; batches of {}, {} s per run\n",
-        a.batch, a.seconds
+        "\nvfsr fwd bench: {source}; batches of {}, {} s per run; {}\n",
+        a.batch,
+        a.seconds,
+        crate::machine::summary(machine)
     );
-    println!("  design      fam     flows  workers  Mpps/worker  ns/packet  total Mpps  vs legacy");
+    println!(
+        "  design      fam     flows  workers  Mpps/worker  ns/packet  cycles/packet  total Mpps  vs legacy"
+    );
     for r in results {
         let legacy = find(
             results,
@@ -654,14 +665,18 @@ fn print_table(source: &str, a: &FwdBenchArgs, results: &[Value]) {
             (Some(l), Some(t)) if l > 0.0 => format!("{:.1}x", t / l),
             _ => "-".into(),
         };
+        let cycles = r["cycles_per_packet"]
+            .as_f64()
+            .map_or("-".to_string(), |c| format!("{c:.0}"));
         println!(
-            "  {:<11} {:<3} {:>9} {:>8} {:>12.2} {:>10.1} {:>11.2} {:>10}",
+            "  {:<11} {:<3} {:>9} {:>8} {:>12.2} {:>10.1} {:>14} {:>11.2} {:>10}",
             r["design"].as_str().unwrap_or(""),
             r["family"].as_str().unwrap_or(""),
             r["flows"].as_u64().unwrap_or(0),
             r["workers"].as_u64().unwrap_or(0),
             r["mpps_per_worker"].as_f64().unwrap_or(0.0),
             r["ns_per_packet"].as_f64().unwrap_or(0.0),
+            cycles,
             r["total_mpps"].as_f64().unwrap_or(0.0),
             ratio
         );

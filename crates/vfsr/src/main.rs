@@ -20,6 +20,7 @@ mod fpmbench;
 mod fwdbench;
 mod livedemo;
 mod lookup;
+mod machine;
 mod pin;
 mod replay;
 mod tables;
