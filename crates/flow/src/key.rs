@@ -6,7 +6,7 @@
 //! - [`KeyMode::FiveTuple`]: source and destination address, protocol, source and destination
 //!   port. One entry per connection; this is what stateful ECMP needs, because two connections
 //!   to the same destination may be on different group members.
-//! - [`KeyMode::Destination`]: the destination address only (the seed's "hashing just the
+//! - [`KeyMode::Destination`]: the destination address only (Li & Macy's "hashing just the
 //!   destination address" mode, used by `ip_output` to skip the L3 and L2 lookups for recently
 //!   seen destinations). One entry per destination; far fewer entries, no per-flow state.
 //!
@@ -148,7 +148,7 @@ impl FlowKey {
         }
     }
 
-    /// A destination-only IPv4 key (the seed's second mode).
+    /// A destination-only IPv4 key (Li & Macy's second mode).
     #[inline]
     pub fn dst_v4(dst: Ipv4Addr) -> Self {
         let mut k = Self::v4(Ipv4Addr::UNSPECIFIED, dst, 0, 0, 0);

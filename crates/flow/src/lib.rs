@@ -29,7 +29,7 @@
 //!
 //! **Everything here is per core.** A worker owns its [`FlowTable`] (entries, bitmap, cursor,
 //! counters) and the [`ResilientGroup`]s it has built from the published next-hop table;
-//! nothing is shared, atomic or locked, as in the seed's per-CPU tables. Each worker keeps
+//! nothing is shared, atomic or locked, as in Li & Macy's per-CPU tables. Each worker keeps
 //! its own hash seed. Statistics are plain `u64` counters on their own cache line
 //! ([`FlowCounters`]), added up across workers by whoever reports them.
 //!

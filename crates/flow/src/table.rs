@@ -4,7 +4,7 @@
 //! a hash of the connection (or of the destination) leads to an entry caching the route and
 //! the link-layer entry, kept until it has been idle for a timeout (30 s by default), one table
 //! per CPU so nothing is locked, and a bitmap of used buckets so garbage collection skips the
-//! empty ones. It differs from the seed where the seed lists its own limits (section 5): it is
+//! empty ones. It differs from Li & Macy's design where the paper lists its own limits (section 5): it is
 //! IPv4 and IPv6, it can be resized at run time, and it replaces the collision chains with
 //! fixed buckets so memory has a hard bound.
 //!
@@ -109,7 +109,7 @@ pub type Tick = u32;
 /// Ways (entries) per bucket: eight signatures and eight ticks fill one cache line.
 pub const WAYS: usize = 8;
 
-/// Default idle timeout: 30 s in millisecond ticks (the seed's default).
+/// Default idle timeout: 30 s in millisecond ticks (Li & Macy's default).
 pub const DEFAULT_IDLE_TIMEOUT: Tick = 30_000;
 
 /// Default capacity in entries.

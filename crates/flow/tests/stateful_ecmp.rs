@@ -1,4 +1,5 @@
-//! Stateful ECMP: the flow table and resilient hashing together (the seed's section 4.1).
+//! Stateful ECMP: the flow table and resilient hashing together (Li & Macy, "Optimizing the
+//! BSD Routing System for Parallel Processing", section 4.1).
 //!
 //! A worker caches, per flow, the group member it chose and the group generation it chose it
 //! under. When the group changes the entries become stale; the refresh keeps the old member if
@@ -153,7 +154,7 @@ fn established_flows_keep_their_member_new_flows_move_minimally() {
 
 #[test]
 fn stateless_selection_would_have_moved_established_flows() {
-    // The contrast the seed draws: without the flow table, adding a member moves every flow
+    // The contrast the paper draws: without the flow table, adding a member moves every flow
     // of the buckets it takes, established or not.
     let mut g = ResilientGroup::with_members(&[1, 2, 3, 4]).unwrap();
     let h = FlowHasher::new(0);

@@ -26,7 +26,8 @@
 //!                                                          no  → look up again
 //! ```
 //!
-//! **The seed's LLE.** FreeBSD 8 gives each interface an ARP and an ND6 table of link-layer
+//! **FreeBSD 8's LLE** (Li & Macy, "Optimizing the BSD Routing System for Parallel
+//! Processing"). FreeBSD 8 gives each interface an ARP and an ND6 table of link-layer
 //! entries (LLEs), each with its own reference count and lock, so that L3 can cache a
 //! reference and "any change to the LLE object can be detected without locking by L3 the
 //! next time the object is referenced" (section 2.1). Here the LLE is a

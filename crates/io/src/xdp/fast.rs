@@ -6,7 +6,7 @@
 //! current generation, and the program replays it for later frames to the same destination
 //! in the kernel's receive hook: it checks the frame as the pipeline's input stages would
 //! (anything unusual goes to the worker), writes the MACs, lowers the TTL or hop limit and
-//! redirects the frame to the egress port. This is the seed's FreeBSD flowtable in its
+//! redirects the frame to the egress port. This is FreeBSD's flowtable (Li & Macy) in its
 //! destination-hashing mode (section 4.2), placed where a frame costs least: with AF_XDP in
 //! copy mode (every veth, NICs without zero-copy) a frame that goes through user space costs
 //! the kernel a copy in and a socket buffer out, several times the pipeline's own work.
