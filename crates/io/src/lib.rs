@@ -16,7 +16,7 @@
 
 use std::os::fd::RawFd;
 
-use vfsr_fwd::Packet;
+use vfsr_packet::Packet;
 
 pub mod bpf;
 pub mod mem;

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use vfsr_fwd::Packet;
+use vfsr_packet::Packet;
 
 use crate::{Backend, IoError, IoStats, Kind};
 
@@ -100,7 +100,7 @@ impl Backend for MemPort {
             let Some(frame) = q.rx.pop_front() else { break };
             let mut p = pool
                 .pop()
-                .unwrap_or_else(|| Packet::with_capacity(vfsr_fwd::packet::DEFAULT_BUFFER));
+                .unwrap_or_else(|| Packet::with_capacity(vfsr_packet::DEFAULT_BUFFER));
             if frame.len() > p.capacity() {
                 self.stats.rx_invalid += 1;
                 pool.push(p);

@@ -61,7 +61,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use vfsr_fwd::Packet;
+use vfsr_packet::Packet;
 
 use crate::{Backend, IoError, IoStats, Kind};
 
@@ -665,7 +665,7 @@ impl Backend for PacketPort {
             }
             let mut p = pool
                 .pop()
-                .unwrap_or_else(|| Packet::with_capacity(vfsr_fwd::DEFAULT_BUFFER));
+                .unwrap_or_else(|| Packet::with_capacity(vfsr_packet::DEFAULT_BUFFER));
             if !f.truncated && self.copy_frame(&f, &mut p) {
                 p.iif = self.ifindex;
                 p.oif = 0;

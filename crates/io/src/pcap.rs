@@ -30,7 +30,7 @@ use std::os::fd::RawFd;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use vfsr_fwd::Packet;
+use vfsr_packet::Packet;
 
 use crate::{Backend, IoError, IoStats, Kind};
 
@@ -291,7 +291,7 @@ impl Backend for PcapReader {
             };
             let mut p = pool
                 .pop()
-                .unwrap_or_else(|| Packet::with_capacity(vfsr_fwd::DEFAULT_BUFFER));
+                .unwrap_or_else(|| Packet::with_capacity(vfsr_packet::DEFAULT_BUFFER));
             if r.data.len() > p.capacity() || r.data.len() < r.orig_len as usize {
                 // Too large for a buffer, or cut short by the capture's snapshot length:
                 // forwarding a partial frame would send something that was never sent.

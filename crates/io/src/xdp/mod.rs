@@ -90,7 +90,7 @@ pub use fast::{FastCounters, FastEntry, FastPath};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use vfsr_fwd::Packet;
+use vfsr_packet::Packet;
 
 use crate::bpf::{self, BpfObject, XdpAttachment, XdpMode};
 use crate::{Backend, IoError, IoStats, Kind};
@@ -1100,7 +1100,7 @@ impl Backend for XdpPort {
             }
             let mut p = pool
                 .pop()
-                .unwrap_or_else(|| Packet::with_capacity(vfsr_fwd::DEFAULT_BUFFER));
+                .unwrap_or_else(|| Packet::with_capacity(vfsr_packet::DEFAULT_BUFFER));
             if d.len as usize > p.capacity() {
                 self.stats.rx_invalid += 1;
                 pool.push(p);
