@@ -2,7 +2,8 @@
 
 use crate::key::Key;
 use core::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use core::str::FromStr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// Index of a next hop (or next-hop group) in the forwarding tables. `0` means "no route".
 pub type NextHop = u32;
@@ -17,13 +18,21 @@ pub struct Prefix<K: Key> {
     len: u8,
 }
 
-/// Why a prefix could not be made.
+/// Why a prefix could not be made, or read from text.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum PrefixError {
     /// The length is longer than the address.
     LengthTooLong { len: u8, max: u8 },
     /// Bits past the length are set (`10.0.0.1/8`).
     HostBitsSet,
+    /// The text has no `/length`.
+    NoLength,
+    /// The text before the `/` is not an IPv4 or IPv6 address.
+    BadAddress,
+    /// The text after the `/` is not one to three decimal digits.
+    BadLength,
+    /// An address of the other family than the one asked for.
+    WrongFamily,
 }
 
 impl fmt::Display for PrefixError {
@@ -33,6 +42,59 @@ impl fmt::Display for PrefixError {
                 write!(f, "prefix length /{len} is longer than /{max}")
             }
             PrefixError::HostBitsSet => write!(f, "host bits are set past the prefix length"),
+            PrefixError::NoLength => write!(f, "no /length"),
+            PrefixError::BadAddress => write!(f, "not an IPv4 or IPv6 address before the /"),
+            PrefixError::BadLength => write!(f, "not a prefix length after the /"),
+            PrefixError::WrongFamily => write!(f, "an address of the other family"),
+        }
+    }
+}
+
+/// Reads `address/length` of either family, the address's host bits allowed (an interface
+/// address is written so): the one reader of prefix text, under every `FromStr` of a prefix
+/// and every file, stream and configuration that holds one. The length is one to three
+/// decimal digits, at most the address's width; nothing around either part is skipped.
+///
+/// ```
+/// use vfsr_lpm::prefix::{parse_addr_len, PrefixError};
+/// assert_eq!(parse_addr_len("10.1.2.3/8"), Ok(("10.1.2.3".parse().unwrap(), 8)));
+/// assert_eq!(parse_addr_len("2001:db8::/129"), Err(PrefixError::LengthTooLong { len: 129, max: 128 }));
+/// assert_eq!(parse_addr_len("10.0.0.0"), Err(PrefixError::NoLength));
+/// ```
+pub fn parse_addr_len(s: &str) -> Result<(IpAddr, u8), PrefixError> {
+    let (addr, len) = s.split_once('/').ok_or(PrefixError::NoLength)?;
+    if len.is_empty() || len.len() > 3 || !len.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(PrefixError::BadLength);
+    }
+    let len: u8 = len.parse().map_err(|_| PrefixError::BadLength)?;
+    let addr: IpAddr = addr.parse().map_err(|_| PrefixError::BadAddress)?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    if len > max {
+        return Err(PrefixError::LengthTooLong { len, max });
+    }
+    Ok((addr, len))
+}
+
+impl FromStr for Prefix<u32> {
+    type Err = PrefixError;
+
+    /// An IPv4 `address/length` whose host bits are clear.
+    fn from_str(s: &str) -> Result<Self, PrefixError> {
+        match parse_addr_len(s)? {
+            (IpAddr::V4(a), len) => Prefix::new(u32::from(a), len),
+            (IpAddr::V6(_), _) => Err(PrefixError::WrongFamily),
+        }
+    }
+}
+
+impl FromStr for Prefix<u128> {
+    type Err = PrefixError;
+
+    /// An IPv6 `address/length` whose host bits are clear.
+    fn from_str(s: &str) -> Result<Self, PrefixError> {
+        match parse_addr_len(s)? {
+            (IpAddr::V6(a), len) => Prefix::new(u128::from(a), len),
+            (IpAddr::V4(_), _) => Err(PrefixError::WrongFamily),
         }
     }
 }
@@ -140,6 +202,44 @@ pub fn canonicalize<K: Key>(routes: &[Route<K>]) -> Vec<Route<K>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefixes_read_from_text() {
+        let p: Prefix<u32> = "10.128.0.0/9".parse().unwrap();
+        assert_eq!((p.addr(), p.len()), (0x0a80_0000, 9));
+        let p: Prefix<u128> = "2001:db8::/32".parse().unwrap();
+        assert_eq!(p.len(), 32);
+        assert_eq!("0.0.0.0/0".parse::<Prefix<u32>>().unwrap().len(), 0);
+        assert_eq!("::/128".parse::<Prefix<u128>>().unwrap().len(), 128);
+        for (text, err) in [
+            ("10.0.0.1/8", PrefixError::HostBitsSet),
+            (
+                "10.0.0.0/33",
+                PrefixError::LengthTooLong { len: 33, max: 32 },
+            ),
+            ("10.0.0.0/256", PrefixError::BadLength),
+            ("10.0.0.0/1000", PrefixError::BadLength),
+            ("10.0.0.0/", PrefixError::BadLength),
+            ("10.0.0.0/+8", PrefixError::BadLength),
+            ("10.0.0.0/ 8", PrefixError::BadLength),
+            ("10.0.0.0", PrefixError::NoLength),
+            ("10.0.0/8", PrefixError::BadAddress),
+            (" 10.0.0.0/8", PrefixError::BadAddress),
+            ("/8", PrefixError::BadAddress),
+            ("2001:db8::/32", PrefixError::WrongFamily),
+        ] {
+            assert_eq!(text.parse::<Prefix<u32>>(), Err(err), "{text:?}");
+        }
+        assert_eq!(
+            "10.0.0.0/8".parse::<Prefix<u128>>(),
+            Err(PrefixError::WrongFamily)
+        );
+        assert_eq!(
+            parse_addr_len("192.0.2.1/24"),
+            Ok((IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)), 24)),
+            "host bits are the caller's business"
+        );
+    }
 
     #[test]
     fn rejects_host_bits_and_long_lengths() {

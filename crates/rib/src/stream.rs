@@ -26,7 +26,8 @@ use std::io::{self, BufRead};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use vfsr_fib::nexthop::Forward;
-use vfsr_lpm::{Key, Prefix, PrefixError};
+use vfsr_lpm::prefix::parse_addr_len;
+use vfsr_lpm::{Prefix, PrefixError};
 
 use crate::rib::{RibError, RibFamily, RibRoute, Source};
 use crate::Rib;
@@ -303,23 +304,18 @@ impl fmt::Display for StreamReport {
 }
 
 fn parse_prefix(s: &str) -> Result<IpPrefix, StreamError> {
-    fn make<K: Key>(addr: K, len: u8) -> Result<Prefix<K>, StreamError> {
-        Prefix::new(addr, len).map_err(|e| match e {
-            PrefixError::LengthTooLong { .. } => StreamError::BadPrefix,
-            PrefixError::HostBitsSet => StreamError::HostBitsSet,
-        })
-    }
-    let (addr, len) = s.split_once('/').ok_or(StreamError::BadPrefix)?;
-    if len.is_empty() || len.len() > 3 || !len.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(StreamError::BadPrefix);
-    }
-    let len: u8 = len.parse().map_err(|_| StreamError::BadPrefix)?;
-    if addr.contains(':') {
-        let a: Ipv6Addr = addr.parse().map_err(|_| StreamError::BadPrefix)?;
-        make(u128::from(a), len).map(IpPrefix::V6)
-    } else {
-        let a: Ipv4Addr = addr.parse().map_err(|_| StreamError::BadPrefix)?;
-        make(u32::from(a), len).map(IpPrefix::V4)
+    let (addr, len) = parse_addr_len(s).map_err(|_| StreamError::BadPrefix)?;
+    let host_bits = |e| match e {
+        PrefixError::HostBitsSet => StreamError::HostBitsSet,
+        _ => StreamError::BadPrefix,
+    };
+    match addr {
+        IpAddr::V4(a) => Prefix::new(u32::from(a), len)
+            .map(IpPrefix::V4)
+            .map_err(host_bits),
+        IpAddr::V6(a) => Prefix::new(u128::from(a), len)
+            .map(IpPrefix::V6)
+            .map_err(host_bits),
     }
 }
 

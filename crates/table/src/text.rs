@@ -26,6 +26,7 @@ use std::io::{self, BufRead, BufWriter, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
+use vfsr_lpm::prefix::parse_addr_len;
 use vfsr_lpm::{Key, NextHop, Prefix, PrefixError, Route};
 
 use crate::error::{Error, WriteError};
@@ -142,18 +143,18 @@ impl fmt::Display for TextReport {
     }
 }
 
-/// Parses the decimal prefix length: one to three digits.
-fn parse_len(s: &str) -> Option<u8> {
-    if s.is_empty() || s.len() > 3 || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
+/// The line's prefix, read by the one reader of prefix text.
+fn read_prefix(text: &str) -> Result<(IpAddr, u8), LineError> {
+    parse_addr_len(text).map_err(|e| match e {
+        PrefixError::BadAddress => LineError::BadAddress,
+        _ => LineError::BadLength,
+    })
 }
 
 fn make_prefix<K: Key>(addr: K, len: u8) -> Result<Prefix<K>, LineError> {
     Prefix::new(addr, len).map_err(|e| match e {
-        PrefixError::LengthTooLong { .. } => LineError::BadLength,
         PrefixError::HostBitsSet => LineError::HostBitsSet,
+        _ => LineError::BadLength,
     })
 }
 
@@ -171,30 +172,30 @@ pub fn parse_line(line: &str) -> Result<Option<Line>, LineError> {
     if fields.next().is_some() {
         return Err(LineError::TrailingJunk);
     }
-    let (addr, len) = prefix.split_once('/').ok_or(LineError::BadLength)?;
-    let len = parse_len(len).ok_or(LineError::BadLength)?;
+    let (addr, len) = read_prefix(prefix)?;
     let gateway = match gateway {
         Some(g) => Some(g.parse::<IpAddr>().map_err(|_| LineError::BadGateway)?),
         None => None,
     };
-    if addr.contains(':') {
-        let a: Ipv6Addr = addr.parse().map_err(|_| LineError::BadAddress)?;
-        let prefix = make_prefix(u128::from(a), len)?;
-        let gateway = match gateway {
-            None => None,
-            Some(IpAddr::V6(g)) => Some(g),
-            Some(IpAddr::V4(_)) => return Err(LineError::WrongFamilyGateway),
-        };
-        Ok(Some(Line::V6 { prefix, gateway }))
-    } else {
-        let a: Ipv4Addr = addr.parse().map_err(|_| LineError::BadAddress)?;
-        let prefix = make_prefix(u32::from(a), len)?;
-        let gateway = match gateway {
-            None => None,
-            Some(IpAddr::V4(g)) => Some(g),
-            Some(IpAddr::V6(_)) => return Err(LineError::WrongFamilyGateway),
-        };
-        Ok(Some(Line::V4 { prefix, gateway }))
+    match addr {
+        IpAddr::V6(a) => {
+            let prefix = make_prefix(u128::from(a), len)?;
+            let gateway = match gateway {
+                None => None,
+                Some(IpAddr::V6(g)) => Some(g),
+                Some(IpAddr::V4(_)) => return Err(LineError::WrongFamilyGateway),
+            };
+            Ok(Some(Line::V6 { prefix, gateway }))
+        }
+        IpAddr::V4(a) => {
+            let prefix = make_prefix(u32::from(a), len)?;
+            let gateway = match gateway {
+                None => None,
+                Some(IpAddr::V4(g)) => Some(g),
+                Some(IpAddr::V6(_)) => return Err(LineError::WrongFamilyGateway),
+            };
+            Ok(Some(Line::V4 { prefix, gateway }))
+        }
     }
 }
 

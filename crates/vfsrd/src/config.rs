@@ -70,6 +70,8 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde::Deserialize;
+use vfsr_lpm::prefix::parse_addr_len;
+use vfsr_lpm::Prefix;
 
 /// A configuration error: the key and what is wrong.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -1129,42 +1131,17 @@ fn check_ifname(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Parses `addr/len`. With `prefix`, host bits beyond the length are an error; without,
-/// the address is an interface address (and may not be the network or multicast address).
+/// Parses `addr/len` (the one reader of prefix text, `vfsr_lpm::prefix::parse_addr_len`).
+/// With `prefix`, host bits beyond the length are an error; without, the address is an
+/// interface address (and may not be the network or multicast address).
 pub fn parse_cidr(s: &str, prefix: bool) -> Result<(IpAddr, u8), String> {
-    let (a, l) = s
-        .split_once('/')
-        .ok_or_else(|| format!("{s:?} has no /length"))?;
-    let addr: IpAddr = a
-        .trim()
-        .parse()
-        .map_err(|_| format!("{a:?} is not an IP address"))?;
-    let len: u8 = l
-        .trim()
-        .parse()
-        .map_err(|_| format!("{l:?} is not a prefix length"))?;
-    let max = if addr.is_ipv4() { 32 } else { 128 };
-    if len > max {
-        return Err(format!("prefix length {len} is more than {max}"));
-    }
+    let (addr, len) = parse_addr_len(s.trim()).map_err(|e| format!("{s:?}: {e}"))?;
     if prefix {
-        let host_bits = match addr {
-            IpAddr::V4(v) => {
-                if len == 32 {
-                    0
-                } else {
-                    u128::from(u32::from(v) & (u32::MAX >> len))
-                }
-            }
-            IpAddr::V6(v) => {
-                if len == 128 {
-                    0
-                } else {
-                    u128::from(v) & (u128::MAX >> len)
-                }
-            }
+        let clear = match addr {
+            IpAddr::V4(v) => Prefix::new(u32::from(v), len).is_ok(),
+            IpAddr::V6(v) => Prefix::new(u128::from(v), len).is_ok(),
         };
-        if host_bits != 0 {
+        if !clear {
             return Err(format!("{s:?} has bits set beyond /{len}"));
         }
     } else if addr.is_multicast() || addr.is_unspecified() {
@@ -1351,8 +1328,8 @@ rcvbuf = 100
             "router.fib6: unknown engine \"nope\"",
             "router.batch: 0 is outside",
             "interface[0].name: \"this-name-is-far-too-long\" is longer than 15 bytes",
-            "interface[0].addresses[0]: prefix length 33",
-            "interface[0].addresses[1]: \"x\" is not an IP address",
+            "interface[0].addresses[0]: \"10.0.0.1/33\": prefix length /33 is longer than /32",
+            "interface[0].addresses[1]: \"x/24\": not an IPv4 or IPv6 address before the /",
             "interface[0].mtu: 100 is outside",
             "interface[1].backend: unknown backend \"dpdk\"",
             "interface[1].queues: 2 queues but 1 worker(s)",
