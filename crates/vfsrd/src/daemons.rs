@@ -1,7 +1,7 @@
 //! Real routing daemons in the namespaces of a [`NetLab`], for the integration tests, the
-//! benchmarks and the demo: FRR (zebra,
-//! with or without its FPM module `dplane_fpm_nl`, bgpd, staticd), GoBGP as a route speaker,
-//! BIRD 2, and [`FpmCapture`], a server that records what zebra sends over FPM.
+//! benchmarks and the demo: FRR (zebra, with or without its FPM module `dplane_fpm_nl`,
+//! bgpd, staticd, bfdd), GoBGP as a route speaker, BIRD 2, and [`FpmCapture`], a server that
+//! records what zebra sends over FPM.
 //!
 //! Every daemon runs in the foreground as a child of this process, started through
 //! `ip netns exec` (which execs, so the child is the daemon itself), with a state directory of
@@ -27,6 +27,9 @@
 //!   accepts its routes, and an outbound one before bgpd sends it any.
 //! - bgpd holds an IPv6 session back about 5 s on a fresh veth, until the link-local address
 //!   is no longer tentative: [`add_ns_without_dad`].
+//! - bfdd's control socket defaults to `/var/run/frr/bfdd.sock`, one for the whole machine:
+//!   [`Frr::start_bfdd`] gives each instance its own (`--bfdctl`). bgpd's `neighbor X bfd`
+//!   reaches bfdd through zebra, also when bfdd starts after bgpd.
 //! - `gobgp mrt inject` exits as soon as it has queued its last update, and the updates
 //!   still queued in the client are lost (all of them for a small file); [`GoBgp::add_routes`]
 //!   therefore feeds it through a FIFO that stays open until gobgpd holds the routes.
@@ -57,6 +60,8 @@ use vfsr_table::mrt::{self, MrtPeer, MrtWriter, RibEntry};
 pub const ZEBRA: &str = "/usr/lib/frr/zebra";
 pub const BGPD: &str = "/usr/lib/frr/bgpd";
 pub const STATICD: &str = "/usr/lib/frr/staticd";
+/// FRR's BFD daemon: optional, started by [`Frr::start_bfdd`].
+pub const BFDD: &str = "/usr/lib/frr/bfdd";
 pub const VTYSH: &str = "vtysh";
 pub const FPM_MODULE: &str = "/usr/lib/x86_64-linux-gnu/frr/modules/dplane_fpm_nl.so";
 pub const GOBGPD: &str = "gobgpd";
@@ -338,7 +343,9 @@ impl Proc {
             .open(log)
             .map_err(|e| format!("{}: {e}", log.display()))?;
         let err = out.try_clone().map_err(|e| e.to_string())?;
-        let child = Command::new("ip")
+        let mut cmd = Command::new("ip");
+        crate::netlab::die_with_parent(&mut cmd);
+        let child = cmd
             .args(["netns", "exec", netns])
             .args(argv)
             .stdin(Stdio::null())
@@ -488,8 +495,9 @@ pub struct FrrConfig {
     pub fpm: Option<FpmTarget>,
 }
 
-/// One FRR instance in a namespace: zebra plus bgpd and staticd as configured, as user
-/// `frr`, with their own pid files, vty sockets and zserv socket in a state directory.
+/// One FRR instance in a namespace: zebra plus bgpd and staticd as configured (and bfdd once
+/// [`Frr::start_bfdd`] is called), as user `frr`, with their own pid files, vty sockets and
+/// zserv socket in a state directory.
 ///
 /// The daemons run as
 /// `ip netns exec NS /usr/lib/frr/zebra -u frr -g frr -f DIR/zebra.conf -i DIR/zebra.pid
@@ -503,6 +511,7 @@ pub struct Frr {
     zebra: Option<Proc>,
     staticd: Option<Proc>,
     bgpd: Option<Proc>,
+    bfdd: Option<Proc>,
     dir: StateDir,
 }
 
@@ -560,6 +569,7 @@ impl Frr {
             zebra: None,
             staticd: None,
             bgpd: None,
+            bfdd: None,
             dir,
         };
         frr.start_zebra()?;
@@ -671,12 +681,36 @@ impl Frr {
         self.start_clients()
     }
 
+    /// Starts bfdd with `config` as its config (`bfd` with `profile` blocks; bgpd's
+    /// `neighbor X bfd` makes the sessions) and its control socket (`--bfdctl`) in the state
+    /// directory, then waits until it answers vtysh. Clients reach bfdd through zebra, so
+    /// bgpd may already run.
+    pub fn start_bfdd(&mut self, config: &str) -> Result<Duration, String> {
+        if self.bfdd.as_mut().is_some_and(Proc::alive) {
+            return Err("bfdd is already running".into());
+        }
+        let conf = self.dir.join("bfdd.conf");
+        write_file(&conf, config)?;
+        chown(&conf, self.ids)?;
+        let mut argv = self.argv("bfdd", BFDD);
+        argv.push("--bfdctl".into());
+        argv.push(self.dir.join("bfdd.sock").display().to_string());
+        let out = self.dir.join("bfdd.out");
+        let mut proc = Proc::spawn("bfdd", &self.netns, &argv, &out)?;
+        let dir = self.dir.path().to_path_buf();
+        let took = wait_ready(&mut proc, &out, Duration::from_secs(20), || {
+            vtysh_at(&dir, Some("bfdd"), "show version").is_ok()
+        })?;
+        self.bfdd = Some(proc);
+        Ok(took)
+    }
+
     /// Runs vtysh commands (one per line, as one session) against this instance.
     pub fn vtysh(&self, commands: &str) -> Result<String, String> {
         vtysh_at(self.dir.path(), None, commands)
     }
 
-    /// Runs vtysh commands against one daemon (`zebra`, `bgpd`, `staticd`).
+    /// Runs vtysh commands against one daemon (`zebra`, `bgpd`, `staticd`, `bfdd`).
     pub fn vtysh_on(&self, daemon: &str, commands: &str) -> Result<String, String> {
         vtysh_at(self.dir.path(), Some(daemon), commands)
     }
@@ -752,11 +786,16 @@ impl Frr {
             .map(drop)
     }
 
-    /// Stops bgpd, staticd and zebra (SIGTERM, then SIGKILL after a grace).
+    /// Stops bgpd, bfdd, staticd and zebra (SIGTERM, then SIGKILL after a grace).
     pub fn stop(&mut self) {
-        for p in [self.bgpd.take(), self.staticd.take(), self.zebra.take()]
-            .into_iter()
-            .flatten()
+        for p in [
+            self.bgpd.take(),
+            self.bfdd.take(),
+            self.staticd.take(),
+            self.zebra.take(),
+        ]
+        .into_iter()
+        .flatten()
         {
             let mut p = p;
             let _ = p.stop(libc::SIGTERM, Duration::from_secs(10));
