@@ -83,15 +83,40 @@ fn gateway6(i: u32) -> IpAddr {
     ))
 }
 
-fn router() -> Result<R, String> {
-    let specs = (1..=PORTS)
-        .map(|p| {
-            PortSpec::new(p, MacAddr([2, 0, 0, 0, 0, p as u8]))
-                .v4(Ipv4Addr::new(10, p as u8, 0, 1), 24)
-                .v6(Ipv6Addr::new(0xfd00, p as u16, 0, 0, 0, 0, 0, 1), 64)
-        })
-        .collect();
-    R::new(specs, RouterConfig::default()).map_err(|e| e.to_string())
+/// The router a replay feeds: its ports, and the kernel interface indexes the stream names
+/// as each port (`(kernel index, port)`).
+#[derive(Clone, Debug)]
+pub struct IntakeSetup {
+    pub ports: Vec<PortSpec>,
+    pub interfaces: Vec<(u32, u32)>,
+}
+
+impl IntakeSetup {
+    /// The four ports `write_table_stream`'s gateways are spread over (10.P.0.1/24,
+    /// fd00:P::1/64, kernel index 100 + P).
+    fn four_ports() -> IntakeSetup {
+        let ports = (1..=PORTS)
+            .map(|p| {
+                PortSpec::new(p, MacAddr([2, 0, 0, 0, 0, p as u8]))
+                    .v4(Ipv4Addr::new(10, p as u8, 0, 1), 24)
+                    .v6(Ipv6Addr::new(0xfd00, p as u16, 0, 0, 0, 0, 0, 1), 64)
+            })
+            .collect();
+        IntakeSetup {
+            ports,
+            interfaces: (1..=PORTS).map(|p| (oif(p), p)).collect(),
+        }
+    }
+}
+
+/// When a replay is complete.
+#[derive(Clone, Copy, Debug)]
+pub enum Expect {
+    /// When the RIB holds this many active prefixes (timed passes).
+    Prefixes(usize),
+    /// When the whole stream was written and the prefix count has not moved for this long
+    /// (a first pass over a recorded stream, to learn how many prefixes it makes).
+    Quiet(Duration),
 }
 
 fn rss_bytes() -> u64 {
@@ -117,21 +142,36 @@ pub fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
-struct Pass {
-    routes: usize,
-    routes_per_s: f64,
-    tail_s: f64,
-    bytes_per_route: f64,
+/// One replay's outcome.
+#[derive(Clone, Debug)]
+pub struct Pass {
+    /// Prefixes in the published FIB at the end.
+    pub routes: usize,
+    /// `routes` / time from the connection to the last one published.
+    pub routes_per_s: f64,
+    /// Time from the writer's last byte to the last route published.
+    pub tail_s: f64,
+    /// The process's resident-set growth over the pass / `routes`.
+    pub bytes_per_route: f64,
 }
 
-fn pass(stream: &[u8], expected: usize, core: usize, eager: Option<usize>) -> Result<Pass, String> {
-    let mut r = router()?;
+/// Replays `stream` (FPM frames, as zebra sends them) into a fresh router through vfsrd's
+/// FPM listener on 127.0.0.1, written by a thread as fast as the socket takes it, while the
+/// calling thread, pinned to `core`, runs vfsrd's control-plane work until `expect` holds.
+pub fn replay(
+    stream: &[u8],
+    expect: Expect,
+    core: usize,
+    eager: Option<usize>,
+    setup: &IntakeSetup,
+) -> Result<Pass, String> {
+    let mut r = R::new(setup.ports.clone(), RouterConfig::default()).map_err(|e| e.to_string())?;
     if let Some(n) = eager {
         r.route_table_mut().set_eager_limit(n);
     }
     let mut ifmap = IfMap::new();
-    for p in 1..=PORTS {
-        ifmap.insert(oif(p), p);
+    for &(kernel, port) in &setup.interfaces {
+        ifmap.insert(kernel, port);
     }
     let plan = FpmPlan {
         listen: "127.0.0.1:0".parse().map_err(|_| "address")?,
@@ -168,11 +208,13 @@ fn pass(stream: &[u8], expected: usize, core: usize, eager: Option<usize>) -> Re
     let start = Instant::now();
     let limit = start + Duration::from_secs(120);
     let mut connected_at = None;
+    let mut written: Option<Instant> = None;
+    let mut last_change = (usize::MAX, start);
     let done = loop {
         let now = Instant::now();
         if now > limit {
             return Err(format!(
-                "timed out with {} of {expected} prefixes",
+                "timed out with {} prefixes ({expect:?})",
                 r.rib().v4().active_prefixes() + r.rib().v6().active_prefixes()
             ));
         }
@@ -181,10 +223,25 @@ fn pass(stream: &[u8], expected: usize, core: usize, eager: Option<usize>) -> Re
             connected_at = Some(now);
         }
         r.poll(Instant::now()).map_err(|e| e.to_string())?;
+        if written.is_none() {
+            if let Ok(w) = done_rx.try_recv() {
+                written = Some(w?);
+            }
+        }
         let have = r.rib().v4().active_prefixes() + r.rib().v6().active_prefixes();
-        if have >= expected {
+        if have != last_change.0 {
+            last_change = (have, Instant::now());
+        }
+        let complete = match expect {
+            Expect::Prefixes(n) => have >= n,
+            Expect::Quiet(q) => written.is_some() && last_change.1.elapsed() >= q,
+        };
+        if complete {
             r.publish().map_err(|e| e.to_string())?;
-            break Instant::now();
+            break match expect {
+                Expect::Prefixes(_) => Instant::now(),
+                Expect::Quiet(_) => last_change.1,
+            };
         }
         if server.session().connections() == 0 {
             std::thread::sleep(Duration::from_micros(100));
@@ -193,9 +250,12 @@ fn pass(stream: &[u8], expected: usize, core: usize, eager: Option<usize>) -> Re
     let growth = rss_bytes().saturating_sub(rss0);
     let published = r.route_table().v4().table().len() + r.route_table().v6().table().len();
     // Every byte was read, so the writer has finished writing.
-    let written = done_rx
-        .recv_timeout(Duration::from_secs(10))
-        .map_err(|_| "the writer did not finish".to_string())??;
+    let written = match written {
+        Some(w) => w,
+        None => done_rx
+            .recv_timeout(Duration::from_secs(10))
+            .map_err(|_| "the writer did not finish".to_string())??,
+    };
     let _ = stop_tx.send(());
     let _ = writer.join();
     let from = connected_at.unwrap_or(start);
@@ -308,9 +368,10 @@ pub fn run(a: &FpmBenchArgs) -> Result<(), String> {
             });
         }
     }
+    let setup = IntakeSetup::four_ports();
     for _ in 0..a.passes.max(1) {
         for v in &mut variants {
-            let p = pass(&v.stream, expected, core, v.eager)?;
+            let p = replay(&v.stream, Expect::Prefixes(expected), core, v.eager, &setup)?;
             v.passes.push(p);
         }
     }
