@@ -61,6 +61,9 @@ pub struct RouteTable<E4: LpmUpdate<u32>, E6: LpmUpdate<u128>> {
     mark: usize,
     /// When the oldest change not yet in the FIBs was made.
     since: Option<Instant>,
+    /// The RIB was lent out to change ([`RouteTable::rib_mut`]) since the last poll: whether
+    /// anything changed is found out by the next one.
+    touched: bool,
 }
 
 fn apply<K: Key, E: LpmUpdate<K>>(
@@ -93,6 +96,7 @@ where
             nexthops,
             mark: 0,
             since: None,
+            touched: false,
         })
     }
 
@@ -168,20 +172,37 @@ where
     /// The RIB, to change directly (call [`RouteTable::poll`] or [`RouteTable::publish`]
     /// afterwards).
     pub fn rib_mut(&mut self) -> &mut Rib {
-        if self.since.is_none() {
-            self.since = Some(Instant::now());
-        }
+        self.touched = true;
         &mut self.rib
     }
 
-    /// When the oldest unpublished change is due for publication, if there is one.
+    /// When the oldest unpublished change is due for publication, if there is one; now when
+    /// the RIB was lent out since the last poll (the next poll finds out whether it changed).
     pub fn deadline(&self) -> Option<Instant> {
+        if self.touched {
+            return Some(Instant::now());
+        }
         self.since.map(|t| t + self.v4.max_delay())
     }
 
-    /// Runs the publication cycle if the oldest change has waited the delay bound.
+    /// Whether anything awaits publication: FIB changes, or next hops that differ from the
+    /// published ones.
+    fn unpublished(&self) -> bool {
+        self.v4.pending() > 0
+            || self.v6.pending() > 0
+            || *self.nexthops.current() != self.rib.nexthop_snapshot()
+    }
+
+    /// Runs the publication cycle if the oldest change has waited the delay bound. A RIB
+    /// that was lent out but not changed starts no cycle: sources that look at the RIB on
+    /// every round cost the forwarding path nothing.
     pub fn poll(&mut self, now: Instant) -> Result<bool, FibError> {
-        self.feed()?;
+        let touched = std::mem::take(&mut self.touched);
+        let fed = self.feed();
+        if touched && self.since.is_none() && (fed.is_err() || self.unpublished()) {
+            self.since = Some(now);
+        }
+        fed?;
         match self.since {
             Some(t) if now >= t + self.v4.max_delay() => self.publish().map(|()| true),
             _ => Ok(false),
@@ -191,6 +212,7 @@ where
     /// Runs the publication cycle now.
     pub fn publish(&mut self) -> Result<(), FibError> {
         self.since = None;
+        self.touched = false;
         self.nexthops.publish(self.rib.nexthop_snapshot());
         self.feed()?;
         self.v4.publish()?;
@@ -310,6 +332,37 @@ mod tests {
         assert!(t.poll(now + std::time::Duration::from_millis(60)).unwrap());
         let (_, r6, _) = t.readers();
         assert_ne!(r6.load().engine.lookup(0x2001_0db8 << 96), 0);
+    }
+
+    #[test]
+    fn lending_the_rib_out_without_a_change_publishes_nothing() {
+        let mut t = table();
+        upd(&mut t, "a 10.0.0.0/8 192.0.2.1");
+        t.publish().unwrap();
+        let version = t.readers().0.load().version;
+        // A source that looks at the RIB on every round and changes nothing.
+        let _ = t.rib_mut();
+        assert!(t.deadline().is_some(), "the next poll must look");
+        let now = Instant::now();
+        assert!(!t.poll(now).unwrap());
+        assert_eq!(t.deadline(), None, "nothing to publish, nothing due");
+        assert!(!t.poll(now + std::time::Duration::from_secs(1)).unwrap());
+        assert_eq!(t.readers().0.load().version, version, "no publication");
+        // A change through the lent RIB is published within the bound.
+        t.rib_mut()
+            .add(
+                Prefix::<u32>::new(0x0b00_0000, 8).unwrap(),
+                &crate::RibRoute::new(Source::Api, Forward::Blackhole),
+            )
+            .unwrap();
+        assert!(!t.poll(now).unwrap(), "due only after the delay bound");
+        let due = t.deadline().expect("a publication due");
+        assert!(t.poll(due).unwrap());
+        assert_eq!(resolve(&t, [11, 1, 1, 1]).as_deref(), Some("blackhole"));
+        // Looked at again and left as it was: nothing due.
+        let _ = t.rib_mut();
+        assert!(!t.poll(due).unwrap());
+        assert_eq!(t.deadline(), None);
     }
 
     #[test]

@@ -303,6 +303,10 @@ pub struct FamilyRib<K: Key> {
     degraded: u64,
     /// Stored routes whose next hop is inactive.
     unresolved: usize,
+    /// Stored routes per source, kept as routes come and go (reports read it at any rate).
+    by_source: [usize; Source::COUNT],
+    /// Prefixes with a FIB value, kept as values change.
+    active: usize,
 }
 
 /// Whether a gateway address may serve a prefix of family `K`.
@@ -356,20 +360,12 @@ impl<K: Key> FamilyRib<K> {
 
     /// Routes of each source (indexed by [`Source::index`]).
     pub fn routes_by_source(&self) -> [usize; Source::COUNT] {
-        let mut n = [0usize; Source::COUNT];
-        for e in self.prefixes.values() {
-            for r in &e.routes {
-                if let Some(c) = n.get_mut(r.source.index()) {
-                    *c += 1;
-                }
-            }
-        }
-        n
+        self.by_source
     }
 
     /// Prefixes in the FIB (with a usable route).
     pub fn active_prefixes(&self) -> usize {
-        self.prefixes.values().filter(|e| !e.fib.is_none()).count()
+        self.active
     }
 
     /// Routes kept whose next hop does not resolve (no up link holds their gateway).
@@ -479,9 +475,31 @@ impl<K: Key> FamilyRib<K> {
             .collect()
     }
 
-    fn note_removed(unresolved: &mut usize, s: &Stored, nh: &NextHopTable) {
+    fn note_removed(
+        unresolved: &mut usize,
+        by_source: &mut [usize; Source::COUNT],
+        s: &Stored,
+        nh: &NextHopTable,
+    ) {
         if !nh.is_active(s.nh) {
             *unresolved = unresolved.saturating_sub(1);
+        }
+        if let Some(c) = by_source.get_mut(s.source.index()) {
+            *c = c.saturating_sub(1);
+        }
+    }
+
+    fn note_added(
+        unresolved: &mut usize,
+        by_source: &mut [usize; Source::COUNT],
+        s: &Stored,
+        nh: &NextHopTable,
+    ) {
+        if !nh.is_active(s.nh) {
+            *unresolved = unresolved.saturating_add(1);
+        }
+        if let Some(c) = by_source.get_mut(s.source.index()) {
+            *c = c.saturating_add(1);
         }
     }
 
@@ -507,20 +525,25 @@ impl<K: Key> FamilyRib<K> {
         let same = e.routes.iter().position(|r| {
             r.source == route.source && (r.nh == id || nh.named(r.nh) == Some(&route.nexthop))
         });
-        let mut unresolved = self.unresolved;
+        let (mut unresolved, mut by_source) = (self.unresolved, self.by_source);
         match same.and_then(|i| e.routes.get_mut(i)) {
             Some(r) => {
                 let old = std::mem::replace(r, stored);
-                Self::note_removed(&mut unresolved, &old, nh);
+                Self::note_removed(&mut unresolved, &mut by_source, &old, nh);
                 let _ = nh.release(old.nh);
             }
             None => e.routes.push(stored),
         }
-        if !nh.is_active(stored.nh) {
-            unresolved = unresolved.saturating_add(1);
-        }
-        self.unresolved = unresolved;
-        recompute(prefix, e, nh, &mut self.changes, &mut self.degraded);
+        Self::note_added(&mut unresolved, &mut by_source, &stored, nh);
+        (self.unresolved, self.by_source) = (unresolved, by_source);
+        recompute(
+            prefix,
+            e,
+            nh,
+            &mut self.changes,
+            &mut self.degraded,
+            &mut self.active,
+        );
         Ok(())
     }
 
@@ -581,10 +604,10 @@ impl<K: Key> FamilyRib<K> {
                 v.insert(Entry::default())
             }
         };
-        let mut unresolved = self.unresolved;
+        let (mut unresolved, mut by_source) = (self.unresolved, self.by_source);
         e.routes.retain(|r| {
             if r.source == source && old(r) {
-                Self::note_removed(&mut unresolved, r, nh);
+                Self::note_removed(&mut unresolved, &mut by_source, r, nh);
                 let _ = nh.release(r.nh);
                 false
             } else {
@@ -599,18 +622,23 @@ impl<K: Key> FamilyRib<K> {
             {
                 Some(r) => {
                     // The same next hop twice: the later route wins, one reference is enough.
-                    Self::note_removed(&mut unresolved, r, nh);
+                    Self::note_removed(&mut unresolved, &mut by_source, r, nh);
                     *r = *s;
                     let _ = nh.release(s.nh);
                 }
                 None => e.routes.push(*s),
             }
-            if !nh.is_active(s.nh) {
-                unresolved = unresolved.saturating_add(1);
-            }
+            Self::note_added(&mut unresolved, &mut by_source, s, nh);
         }
-        self.unresolved = unresolved;
-        recompute(prefix, e, nh, &mut self.changes, &mut self.degraded);
+        (self.unresolved, self.by_source) = (unresolved, by_source);
+        recompute(
+            prefix,
+            e,
+            nh,
+            &mut self.changes,
+            &mut self.degraded,
+            &mut self.active,
+        );
         if e.routes.is_empty() {
             self.prefixes.remove(&prefix);
         }
@@ -652,12 +680,19 @@ impl<K: Key> FamilyRib<K> {
             }
         });
         for s in gone {
-            Self::note_removed(&mut self.unresolved, &s, nh);
+            Self::note_removed(&mut self.unresolved, &mut self.by_source, &s, nh);
             let _ = nh.release(s.nh);
         }
         let n = before.saturating_sub(e.routes.len());
         if n > 0 {
-            recompute(prefix, e, nh, &mut self.changes, &mut self.degraded);
+            recompute(
+                prefix,
+                e,
+                nh,
+                &mut self.changes,
+                &mut self.degraded,
+                &mut self.active,
+            );
             if e.routes.is_empty() {
                 self.prefixes.remove(&prefix);
             }
@@ -676,13 +711,15 @@ impl<K: Key> FamilyRib<K> {
             changes,
             degraded,
             unresolved,
+            by_source,
+            active,
         } = self;
         let mut count = 0usize;
         prefixes.retain(|p, e| {
             let before = e.routes.len();
             e.routes.retain(|r| {
                 if pred(r) {
-                    Self::note_removed(unresolved, r, nh);
+                    Self::note_removed(unresolved, by_source, r, nh);
                     let _ = nh.release(r.nh);
                     false
                 } else {
@@ -692,7 +729,7 @@ impl<K: Key> FamilyRib<K> {
             let n = before.saturating_sub(e.routes.len());
             if n > 0 {
                 count = count.saturating_add(n);
-                recompute(*p, e, nh, changes, degraded);
+                recompute(*p, e, nh, changes, degraded, active);
             }
             !e.routes.is_empty()
         });
@@ -707,11 +744,13 @@ impl<K: Key> FamilyRib<K> {
             changes,
             degraded,
             unresolved,
+            active,
+            ..
         } = self;
         let mut count = 0usize;
         for (p, e) in prefixes.iter_mut() {
             if e.routes.iter().any(|r| ids.contains(&r.nh.index)) {
-                recompute(*p, e, nh, changes, degraded);
+                recompute(*p, e, nh, changes, degraded, active);
             }
             count += e.routes.iter().filter(|r| !nh.is_active(r.nh)).count();
         }
@@ -723,6 +762,7 @@ impl<K: Key> FamilyRib<K> {
             prefixes,
             changes,
             degraded,
+            active,
             ..
         } = self;
         let mut n = 0;
@@ -736,7 +776,7 @@ impl<K: Key> FamilyRib<K> {
                 }
             }
             if touched {
-                recompute(*p, e, nh, changes, degraded);
+                recompute(*p, e, nh, changes, degraded, active);
             }
         }
         n
@@ -794,6 +834,8 @@ impl<K: Key> FamilyRib<K> {
                     routes.push(stored);
                     v.insert(Entry { routes, fib: id });
                     self.changes.push((r.prefix, id.index));
+                    self.active = self.active.saturating_add(1);
+                    Self::note_added(&mut self.unresolved, &mut self.by_source, &stored, nh);
                 }
                 _ => self.replace_stored(nh, r.prefix, source, |_| true, &[stored]),
             }
@@ -819,6 +861,7 @@ fn recompute<K: Key>(
     nh: &mut NextHopTable,
     changes: &mut Vec<(Prefix<K>, NextHop)>,
     degraded: &mut u64,
+    active: &mut usize,
 ) {
     let new = match best_key(e, nh) {
         None => NhId::NONE,
@@ -859,6 +902,11 @@ fn recompute<K: Key>(
     }
     if !e.fib.is_none() {
         let _ = nh.release(e.fib);
+    }
+    match (e.fib.is_none(), new.is_none()) {
+        (true, false) => *active = active.saturating_add(1),
+        (false, true) => *active = active.saturating_sub(1),
+        _ => {}
     }
     e.fib = new;
     changes.push((prefix, new.index));
@@ -1016,6 +1064,9 @@ pub struct Rib {
     links: Option<Links>,
     /// The current epoch of each source (see [`Rib::begin_epoch`]).
     epochs: [u32; Source::COUNT],
+    /// Whether a source may have stale routes: set when its epoch begins, cleared when it is
+    /// swept or withdrawn whole (until then [`Rib::stale_routes`] has to count them).
+    maybe_stale: [bool; Source::COUNT],
     /// Distances that differ from the sources' defaults, for whole-table loads.
     distances: [Option<u8>; Source::COUNT],
 }
@@ -1187,6 +1238,9 @@ impl Rib {
         if let Some(e) = self.epochs.get_mut(source.index()) {
             *e = e.wrapping_add(1);
         }
+        if let Some(m) = self.maybe_stale.get_mut(source.index()) {
+            *m = true;
+        }
         self.epoch(source)
     }
 
@@ -1202,6 +1256,9 @@ impl Rib {
         let pred = |r: &Stored| r.source == source && r.stamp != epoch;
         let a = self.v4.withdraw_all_where(&mut self.nexthops, pred);
         let b = self.v6.withdraw_all_where(&mut self.nexthops, pred);
+        if let Some(m) = self.maybe_stale.get_mut(source.index()) {
+            *m = false;
+        }
         a.saturating_add(b)
     }
 
@@ -1230,6 +1287,9 @@ impl Rib {
 
     /// `source`'s routes not announced since its current epoch began, in both families.
     pub fn stale_routes(&self, source: Source) -> usize {
+        if self.maybe_stale.get(source.index()) == Some(&false) {
+            return 0;
+        }
         let epoch = self.epoch(source);
         self.v4
             .stale(source, epoch)
@@ -1511,6 +1571,36 @@ mod tests {
         }
     }
 
+    /// The tallies kept as routes come and go equal a count over the whole RIB, and so does
+    /// the stale count when it takes its shortcut.
+    fn assert_tallies(rib: &Rib) {
+        fn family<K: Key>(f: &FamilyRib<K>) -> ([usize; Source::COUNT], usize) {
+            let mut by = [0usize; Source::COUNT];
+            for e in f.prefixes.values() {
+                for r in &e.routes {
+                    by[r.source.index()] += 1;
+                }
+            }
+            (by, f.prefixes.values().filter(|e| !e.fib.is_none()).count())
+        }
+        for (f, (by, active)) in [("v4", family(&rib.v4)), ("v6", family(&rib.v6))] {
+            let kept = if f == "v4" {
+                (rib.v4.routes_by_source(), rib.v4.active_prefixes())
+            } else {
+                (rib.v6.routes_by_source(), rib.v6.active_prefixes())
+            };
+            assert_eq!(kept, (by, active), "{f}: kept against counted");
+        }
+        for s in Source::ALL {
+            let e = rib.epoch(s);
+            assert_eq!(
+                rib.stale_routes(s),
+                rib.v4.stale(s, e) + rib.v6.stale(s, e),
+                "{s:?}"
+            );
+        }
+    }
+
     fn fwd_of(rib: &Rib, index: NextHop) -> Forward {
         let id = rib.nexthops().id_of_index(index).unwrap();
         rib.nexthops().get(id).unwrap().forward.clone()
@@ -1579,6 +1669,7 @@ mod tests {
         // The same distance again changes nothing.
         assert_eq!(rib.set_source_distance(Source::Fpm, 5), 0);
         assert!(rib.drain_fib_changes_v4().is_empty());
+        assert_tallies(&rib);
     }
 
     #[test]
@@ -1721,6 +1812,7 @@ mod tests {
         let e = snap.get(id.index).unwrap();
         assert_eq!((e.gen, e.version, &e.forward), (0, 1, &link_down));
         assert_eq!(rib.routes(&p)[0].nexthop, link_down);
+        assert_tallies(&rib);
     }
 
     #[test]
@@ -1749,6 +1841,7 @@ mod tests {
         assert_eq!(rib.nexthops().quarantined(), 1);
         assert_eq!(rib.fib_routes_v4().len(), 2);
         assert_eq!(rib.fib_routes_v6().len(), 1);
+        assert_tallies(&rib);
 
         // A bad table changes nothing.
         let mut bad = t.clone();
@@ -1832,6 +1925,7 @@ mod tests {
         rib.remove_link(1);
         assert_eq!(rib.fib_value(&q), NO_ROUTE);
         assert_eq!(fwd_of(&rib, rib.fib_value(&p)), via2);
+        assert_tallies(&rib);
     }
 
     #[test]
@@ -1920,6 +2014,7 @@ mod tests {
             "an unchanged route changes no FIB entry (a's best is static)"
         );
         assert_eq!(rib.stale_routes(Source::Fpm), 1);
+        assert_tallies(&rib);
         assert!(rib.route_details(&c)[0].stale);
         assert!(!rib.route_details(&b)[0].stale);
         // Until the sweep, c still forwards.
@@ -1928,6 +2023,7 @@ mod tests {
         assert_eq!(rib.fib_value(&c), NO_ROUTE);
         assert_eq!(rib.drain_fib_changes_v4(), vec![(c, NO_ROUTE)]);
         assert_eq!(rib.routes(&a).len(), 2, "the static route is untouched");
+        assert_tallies(&rib);
     }
 
     #[test]
@@ -1959,6 +2055,7 @@ mod tests {
         assert!(rib.v4().nhid_users(Source::Kernel, &ids).is_empty());
         assert_eq!(rib.withdraw_source(Source::Kernel), 1);
         assert_eq!(rib.v4().routes_by_source()[Source::Fpm.index()], 1);
+        assert_tallies(&rib);
     }
 
     #[test]

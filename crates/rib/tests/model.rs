@@ -107,6 +107,16 @@ fn check<K: RibFamily>(
     let got: BTreeMap<Prefix<K>, NextHop> = routes.iter().map(|r| (r.prefix, r.nexthop)).collect();
     assert_eq!(&got, fib, "change log applied to a map equals the FIB");
     assert_eq!(routes.len(), got.len());
+    // The tallies kept as routes come and go equal a count.
+    let family = K::family(rib);
+    assert_eq!(family.active_prefixes(), fib.len(), "active prefixes");
+    let mut by_source = [0usize; Source::COUNT];
+    for routes in model.values() {
+        for (source, _) in routes.keys() {
+            by_source[source.index()] += 1;
+        }
+    }
+    assert_eq!(family.routes_by_source(), by_source, "routes by source");
     for p in prefixes {
         assert_eq!(
             resolve(rib, rib.fib_value(p)),
