@@ -84,7 +84,7 @@ use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime};
@@ -491,40 +491,12 @@ fn run_dir_path(pid: u32) -> PathBuf {
     PathBuf::from(format!("/tmp/vfsr-cpbench-{pid}"))
 }
 
-static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    let b = sig as u8;
-    // SAFETY: write(2) is async-signal-safe; the descriptor stays open for the process's
-    // life.
-    unsafe {
-        libc::write(
-            SIGNAL_PIPE.load(Ordering::Relaxed),
-            (&b as *const u8).cast(),
-            1,
-        );
-    }
-}
-
 /// On SIGINT or SIGTERM: stops every process in this run's namespaces (the daemons this
 /// program started: FRR, the speaker, vfsrd), deletes the namespaces, removes the daemons'
 /// state directories and this run's files, and exits. The handler writes the signal to a
 /// pipe that a watcher thread reads.
 fn clean_up_on_signal() {
-    let mut fds = [0i32; 2];
-    // SAFETY: `fds` has room for the two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return;
-    }
-    SIGNAL_PIPE.store(fds[1], Ordering::Relaxed);
-    let read_end = fds[0];
-    std::thread::spawn(move || {
-        let mut b = [0u8; 1];
-        // SAFETY: reads one byte into `b` from the pipe this thread owns.
-        if unsafe { libc::read(read_end, b.as_mut_ptr().cast(), 1) } != 1 {
-            return;
-        }
-        eprintln!("vfsr: signal {}: stopping the benchmark's daemons", b[0]);
+    crate::interrupt::on_interrupt("stopping the benchmark's daemons", || {
         let pid = std::process::id();
         let names = our_namespaces(pid);
         for sig in [libc::SIGTERM, libc::SIGKILL] {
@@ -543,18 +515,7 @@ fn clean_up_on_signal() {
                 .status();
         }
         remove_state_dirs(pid);
-        std::process::exit(128 + i32::from(b[0]));
     });
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction with a plain handler and an empty mask is valid; the
-        // handler only calls write(2).
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
 }
 
 fn ns_prefix(pid: u32) -> String {
@@ -2787,7 +2748,7 @@ pub fn run(a: &CpBenchArgs) -> Result<(), String> {
         );
     }
     let work = Workload::load(a)?;
-    let cpu = fpmbench::cpu_model();
+    let cpu = crate::machine::cpu_model();
     println!(
         "vfsr cp bench: {}: {} IPv4 + {} IPv6 prefixes; FRR and vfsrd's control plane on \
          core {CONTROL_CORE}, the speaker ({}), vfsrd's worker and the probes on core \

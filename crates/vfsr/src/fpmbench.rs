@@ -129,19 +129,6 @@ fn rss_bytes() -> u64 {
     pages * 4096
 }
 
-/// The CPU's model name, for the report.
-pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split_once(':'))
-                .map(|(_, v)| v.trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into())
-}
-
 /// One replay's outcome.
 #[derive(Clone, Debug)]
 pub struct Pass {
@@ -314,7 +301,7 @@ pub fn run(a: &FpmBenchArgs) -> Result<(), String> {
     let connected = 2 * PORTS as usize;
     let expected = v4.len() + v6.len() + connected;
     let core = a.core.unwrap_or_else(pin::default_bench_core);
-    let cpu = cpu_model();
+    let cpu = crate::machine::cpu_model();
     println!(
         "vfsr fpm bench: {what}: {} IPv4 + {} IPv6 prefixes over {} gateways; vfsrd's side on \
          core {core}; {cpu}",

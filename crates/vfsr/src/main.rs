@@ -18,6 +18,7 @@ mod engines;
 mod fibbench;
 mod fpmbench;
 mod fwdbench;
+mod interrupt;
 mod livedemo;
 mod lookup;
 mod machine;

@@ -34,7 +34,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -45,13 +45,13 @@ use vfsrd::netlab::{self, NetLab};
 
 use crate::fwdbench::FwdBenchArgs;
 
-const GEN_CORE: usize = 0;
-const ROUTER_CORE: usize = 1;
-const SINK: &str = "10.20.0.2";
+pub(crate) const GEN_CORE: usize = 0;
+pub(crate) const ROUTER_CORE: usize = 1;
+pub(crate) const SINK: &str = "10.20.0.2";
 /// `SCHED_FIFO` priority of the sink's receive thread: above the generator (ordinary
 /// scheduling), below vfsrd's control plane (20), which shares core 0 with both.
 const SINK_PRIORITY: i32 = 1;
-const ROUTER_A: &str = "10.10.0.1";
+pub(crate) const ROUTER_A: &str = "10.10.0.1";
 
 /// One router's figures.
 #[derive(Clone, Debug, Default)]
@@ -84,7 +84,7 @@ impl Outcome {
 }
 
 /// Core `c`'s busy and total jiffies from `/proc/stat`.
-fn core_jiffies(c: usize) -> (u64, u64) {
+pub(crate) fn core_jiffies(c: usize) -> (u64, u64) {
     let s = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let tag = format!("cpu{c} ");
     for l in s.lines() {
@@ -139,7 +139,7 @@ fn pin_napi(ifname: &str, core: usize, priority: i32) -> usize {
 
 /// Makes interface `ifname`'s receive work (its NAPI context, which exists on a veth once an
 /// XDP program is attached) a kernel thread and pins that thread to `core`.
-fn threaded_napi(lab: &NetLab, ns: &str, ifname: &str, core: usize, priority: i32) {
+pub(crate) fn threaded_napi(lab: &NetLab, ns: &str, ifname: &str, core: usize, priority: i32) {
     let set = lab.sh(
         ns,
         &[
@@ -168,8 +168,10 @@ fn percpu(map_fd: i32, slot: u32) -> u64 {
 
 /// The generator: a thread in the generator's namespace running the `gen` program in long
 /// test runs (each run of `BPF_PROG_RUN` costs milliseconds to set up, so runs are long and
-/// the program itself paces the frames).
-struct Generator {
+/// the program itself paces the frames). The thread ends when it is told to, or at the time
+/// limit given to [`Generator::start`], whichever comes first, so a run that loses track of
+/// it never leaves it flooding.
+pub(crate) struct Generator {
     stop: Arc<AtomicBool>,
     paused: Arc<AtomicBool>,
     conf: i32,
@@ -181,14 +183,16 @@ struct Generator {
 const RUNS_PER_CALL: u32 = 1 << 21;
 
 impl Generator {
-    fn start(
+    pub(crate) fn start(
         ns_path: String,
         prog_fd: i32,
         conf: i32,
         counts: i32,
         gen_ifindex: u32,
         frame: Vec<u8>,
+        limit: Duration,
     ) -> Generator {
+        let deadline = Instant::now() + limit;
         let stop = Arc::new(AtomicBool::new(false));
         let paused = Arc::new(AtomicBool::new(true));
         let (s, p) = (Arc::clone(&stop), Arc::clone(&paused));
@@ -201,6 +205,13 @@ impl Generator {
             pin_task(0, GEN_CORE);
             let ctx = bpf::xdp_md_ctx(gen_ifindex, 0, frame.len() as u32);
             while !s.load(Ordering::Relaxed) {
+                if Instant::now() >= deadline {
+                    eprintln!(
+                        "vfsr: the generator stopped at its time limit ({:.0} s)",
+                        limit.as_secs_f64()
+                    );
+                    break;
+                }
                 if p.load(Ordering::Relaxed) {
                     std::thread::sleep(Duration::from_millis(2));
                     continue;
@@ -226,23 +237,23 @@ impl Generator {
     }
 
     /// Offers `pps` frames per second (0: as fast as it can).
-    fn set_rate(&self, pps: u64) {
+    pub(crate) fn set_rate(&self, pps: u64) {
         // 0 frames per second means no pacing (interval 0).
         let interval: u64 = 1_000_000_000u64.checked_div(pps).map_or(0, |i| i.max(1));
         let _ = bpf::map_update(self.conf, &1u32.to_ne_bytes(), &interval.to_ne_bytes());
         self.paused.store(false, Ordering::Relaxed);
     }
 
-    fn pause(&self) {
+    pub(crate) fn pause(&self) {
         self.paused.store(true, Ordering::Relaxed);
     }
 
     /// Frames sent so far.
-    fn sent(&self) -> u64 {
+    pub(crate) fn sent(&self) -> u64 {
         percpu(self.counts, 0)
     }
 
-    fn finish(mut self) -> Result<(), String> {
+    pub(crate) fn finish(mut self) -> Result<(), String> {
         self.stop.store(true, Ordering::Relaxed);
         match self.thread.take() {
             Some(t) => t.join().map_err(|_| "generator panicked".to_string())?,
@@ -261,7 +272,7 @@ impl Drop for Generator {
 }
 
 /// The 64-byte UDP template (destination rewritten by the program).
-fn template(dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<u8> {
+pub(crate) fn template(dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<u8> {
     let mut f = Vec::with_capacity(64);
     f.extend_from_slice(&dst_mac);
     f.extend_from_slice(&src_mac);
@@ -276,7 +287,7 @@ fn template(dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<u8> {
     f
 }
 
-fn mac_in(lab: &NetLab, ns: &str, ifname: &str) -> Result<[u8; 6], String> {
+pub(crate) fn mac_in(lab: &NetLab, ns: &str, ifname: &str) -> Result<[u8; 6], String> {
     let out = lab.sh(ns, &["cat", &format!("/sys/class/net/{ifname}/address")])?;
     let mut m = [0u8; 6];
     let parts: Vec<&str> = out.trim().split(':').collect();
@@ -289,7 +300,7 @@ fn mac_in(lab: &NetLab, ns: &str, ifname: &str) -> Result<[u8; 6], String> {
     Ok(m)
 }
 
-fn ifindex_in(lab: &NetLab, ns: &str, ifname: &str) -> Result<u32, String> {
+pub(crate) fn ifindex_in(lab: &NetLab, ns: &str, ifname: &str) -> Result<u32, String> {
     lab.sh(ns, &["cat", &format!("/sys/class/net/{ifname}/ifindex")])?
         .trim()
         .parse()
@@ -297,7 +308,7 @@ fn ifindex_in(lab: &NetLab, ns: &str, ifname: &str) -> Result<u32, String> {
 }
 
 /// Random destinations inside the table's IPv4 routes (not in the lab's 10.10/16, 10.20/16).
-fn destinations(routes: &[Route<u32>], n: usize, seed: u64) -> Vec<u32> {
+pub(crate) fn destinations(routes: &[Route<u32>], n: usize, seed: u64) -> Vec<u32> {
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     let mut next = || {
         x ^= x << 13;
@@ -458,10 +469,10 @@ fn tcp_rr_us(lab: &NetLab, n: usize) -> (f64, u32) {
     }
 }
 
-struct Lab3 {
-    lab: NetLab,
-    a: String,
-    b: String,
+pub(crate) struct Lab3 {
+    pub(crate) lab: NetLab,
+    pub(crate) a: String,
+    pub(crate) b: String,
     s: String,
     sink_counts: i32,
     keep: Vec<(String, XdpAttachment)>,
@@ -493,7 +504,7 @@ impl Lab3 {
         self.keep = rest;
     }
 
-    fn forwarded(&self) -> u64 {
+    pub(crate) fn forwarded(&self) -> u64 {
         percpu(self.sink_counts, 0)
     }
 }
@@ -506,7 +517,7 @@ impl Drop for Lab3 {
     }
 }
 
-fn build_lab() -> Result<Lab3, String> {
+pub(crate) fn build_lab() -> Result<Lab3, String> {
     let tag = std::process::id() % 10_000;
     let (a, b, s) = (
         format!("vb{tag}a"),
@@ -743,68 +754,14 @@ fn latency_probe(l: &Lab3) -> (f64, f64, f64, u32) {
     (p, loss, rr, timeouts)
 }
 
-/// The write end of the pipe the signal handler writes to (-1: none yet).
-static SIGNAL_PIPE: AtomicI32 = AtomicI32::new(-1);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    let b = sig as u8;
-    // SAFETY: write(2) is async-signal-safe; the descriptor stays open for the process's
-    // life.
-    unsafe {
-        libc::write(
-            SIGNAL_PIPE.load(Ordering::Relaxed),
-            (&b as *const u8).cast(),
-            1,
-        );
-    }
-}
-
 /// On SIGINT or SIGTERM, deletes this run's namespaces (their veths, routes and XDP
 /// programs go with them) and exits; vfsrd, started with a parent-death signal, stops by
 /// itself. A handler (reset to the default in every program the benchmark starts) writes
 /// the signal to a pipe that a watcher thread reads.
 fn clean_up_on_signal() {
-    let mut fds = [0i32; 2];
-    // SAFETY: `fds` has room for the two descriptors.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return;
-    }
-    SIGNAL_PIPE.store(fds[1], Ordering::Relaxed);
-    let read_end = fds[0];
-    std::thread::spawn(move || {
-        let mut b = [0u8; 1];
-        // SAFETY: reads one byte into `b` from the pipe we own.
-        if unsafe { libc::read(read_end, b.as_mut_ptr().cast(), 1) } != 1 {
-            return;
-        }
-        eprintln!("vfsr: signal {}: removing the benchmark's namespaces", b[0]);
-        let prefix = format!("fb{}-", std::process::id());
-        if let Ok(o) = std::process::Command::new("ip")
-            .args(["netns", "list"])
-            .output()
-        {
-            for name in String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter_map(|l| l.split_whitespace().next())
-                .filter(|n| n.starts_with(&prefix))
-            {
-                let _ = std::process::Command::new("ip")
-                    .args(["netns", "del", name])
-                    .status();
-            }
-        }
-        std::process::exit(128 + i32::from(b[0]));
+    crate::interrupt::on_interrupt("removing the benchmark's namespaces", || {
+        crate::interrupt::delete_namespaces(&format!("fb{}-", std::process::id()));
     });
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction with a plain handler and an empty mask is valid;
-        // the handler only calls write(2).
-        unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as usize;
-            libc::sigemptyset(&mut sa.sa_mask);
-            libc::sigaction(sig, &sa, std::ptr::null_mut());
-        }
-    }
 }
 
 /// `vfsr fwd bench --veth`.
@@ -881,6 +838,9 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
         gen_counts,
         gen_if,
         frame,
+        // Far beyond any run of the routers' passes; only a run that lost track of the
+        // generator reaches it.
+        Duration::from_secs(4 * 3600),
     );
     let rate = (a.rate * 1e6) as u64;
 
@@ -1011,7 +971,7 @@ fn vfsrd_cpu(d: &Vfsrd) -> f64 {
 
 /// Interface `i`'s counter `what` (`/sys/class/net/<i>/statistics`) in namespace `ns`; 0
 /// when unreadable.
-fn if_stat(l: &Lab3, ns: &str, i: &str, what: &str) -> u64 {
+pub(crate) fn if_stat(l: &Lab3, ns: &str, i: &str, what: &str) -> u64 {
     l.lab
         .sh(
             ns,
