@@ -14,6 +14,8 @@ ensure_packages frr bird2 gobgpd || echo "vfsr: the routing daemons could not be
 # promtool (Debian's prometheus) checks the metrics; tmux is the terminal vfsrctl top is
 # tested in; systemd-analyze checks the unit file.
 ensure_packages prometheus tmux systemd || echo "vfsr: promtool, tmux or systemd-analyze could not be installed; their checks will skip" >&2
+# headless Chromium renders vfsr report's page in its test.
+ensure_packages chromium || echo "vfsr: chromium could not be installed; the report's rendering test will skip" >&2
 ensure_rust
 
 echo "== format"

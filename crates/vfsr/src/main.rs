@@ -24,6 +24,7 @@ mod lookup;
 mod machine;
 mod pin;
 mod replay;
+mod report;
 mod tables;
 mod vethbench;
 
@@ -67,6 +68,9 @@ enum Command {
     Cp(CpCommand),
     /// Forward a pcap capture offline through the pipeline; write what it sends to a pcap.
     Replay(replay::ReplayArgs),
+    /// One self-contained HTML page with the seeds' figures drawn from the benchmarks' JSON
+    /// (the newest of each kind in --from; --run runs the benchmarks first, for minutes).
+    Report(report::ReportArgs),
 }
 
 #[derive(Subcommand)]
@@ -138,6 +142,7 @@ fn main() -> ExitCode {
         Command::Fpm(FpmCommand::Bench(a)) => fpmbench::run(&a),
         Command::Cp(CpCommand::Bench(a)) => cpbench::run(&a),
         Command::Cp(CpCommand::Flood(a)) => cpflood::run(&a),
+        Command::Report(a) => report::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
