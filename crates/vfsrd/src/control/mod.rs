@@ -43,6 +43,9 @@ use crate::sources::Sources;
 
 /// How often neighbor timers run.
 pub const TIMER_MS: u64 = 50;
+/// The longest a round after one with route messages waits before reading the sources
+/// again (see [`Control::step`]): within the FIB's own publication bound.
+pub const COALESCE_MS: i32 = 1;
 /// Most frames read from one source per step (the rest wait for the next step).
 const READ_BUDGET: usize = 256;
 
@@ -168,6 +171,9 @@ pub struct Control<E4: LpmUpdate<u32>, E6: LpmUpdate<u128>> {
     fast_seen: u64,
     /// More descriptors a step waits on (the control API's).
     extra_fds: Vec<i32>,
+    /// A route source had something to read in the last step: the next one waits up to
+    /// [`COALESCE_MS`] without watching the sources (see [`Control::step`]).
+    coalesce: bool,
     /// The workers' punt rates.
     worker_rates: Option<Arc<crate::dataplane::PuntRates>>,
 }
@@ -202,6 +208,7 @@ where
             fast: Vec::new(),
             fast_seen: 0,
             extra_fds: Vec::new(),
+            coalesce: false,
             worker_rates: None,
         }
     }
@@ -284,10 +291,20 @@ where
 
     /// One round: waits up to `timeout_ms` for something to do, then handles what the
     /// workers sent, what the ports and TAPs received, and due timers.
+    ///
+    /// A routing daemon streams routes a few at a time (zebra writes each one as it installs
+    /// it, the kernel notifies each): woken by every message, the loop would spend its time
+    /// in the round's system calls rather than on the routes. So after a round in which a
+    /// route source was readable, the next one leaves the sources out of its wait and
+    /// waits at most [`COALESCE_MS`] (the ports, TAPs and workers still wake it at once);
+    /// the messages gathered meanwhile are read together.
     pub fn step(&mut self, timeout_ms: i32) {
+        let sources = self.sources.fds();
+        let skip_sources = std::mem::take(&mut self.coalesce);
         let mut fds: Vec<libc::pollfd> = self
             .poll_fds()
             .into_iter()
+            .filter(|fd| !(skip_sources && sources.contains(fd)))
             .map(|fd| libc::pollfd {
                 fd,
                 events: libc::POLLIN,
@@ -295,6 +312,9 @@ where
             })
             .collect();
         let mut wait = timeout_ms.min((TIMER_MS as i32).max(1));
+        if skip_sources {
+            wait = wait.min(COALESCE_MS);
+        }
         // Route changes wait at most the publication bound; a source's timer its turn.
         let now = Instant::now();
         for d in [self.router.deadline(), self.sources.deadline()]
@@ -308,6 +328,9 @@ where
         let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
         if ready > 0 {
             self.drop_dead_taps(&fds);
+            self.coalesce = fds
+                .iter()
+                .any(|f| f.revents & libc::POLLIN != 0 && sources.contains(&f.fd));
         }
         self.wake.drain();
         self.work();
