@@ -68,7 +68,7 @@ enum Command {
     Cp(CpCommand),
     /// Forward a pcap capture offline through the pipeline; write what it sends to a pcap.
     Replay(replay::ReplayArgs),
-    /// One self-contained HTML page with the seeds' figures drawn from the benchmarks' JSON
+    /// One self-contained HTML page with the papers' figures drawn from the benchmarks' JSON
     /// (the newest of each kind in --from; --run runs the benchmarks first, for minutes).
     Report(report::ReportArgs),
 }

@@ -1,4 +1,4 @@
-//! `vfsr report`: one self-contained HTML page with the seeds' figures as vfsr reproduces
+//! `vfsr report`: one self-contained HTML page with the papers' figures as vfsr reproduces
 //! them, drawn from the benchmarks' JSON.
 //!
 //! ```text
@@ -8,7 +8,7 @@
 //!        ▼
 //!   figures::SECTIONS: per figure, fields → svg::Canvas (an error names file and field)
 //!        ▼
-//!   report.html: sections in the seeds' order, one <figure> per plot, inline SVG, a
+//!   report.html: sections in the papers' order, one <figure> per plot, inline SVG, a
 //!   caption naming the run (file), the machine (the JSON's cpu field, else a `CPU:` line
 //!   in the run's KIND-DATE.txt, else "not recorded in the run") and the date; a missing
 //!   kind gets a box saying which command makes it
@@ -472,7 +472,7 @@ fn page(from: &str, inputs: &BTreeMap<Kind, Input>, other: &[String]) -> (String
     let mut o = String::new();
     let _ = write!(
         o,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>vfsr: the seeds' figures</title><style>{STYLE}</style></head><body>\n<header><h1>vfsr: the seeds' figures as vfsr reproduces them</h1><p class=\"lead\">Each figure is drawn from the newest benchmark JSON of its kind in <code>{}</code>; its caption names that run, the machine and the date. Hover over a bar or a point for its exact value. Generated {} by <code>vfsr report</code>.</p>\n",
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>vfsr: the papers' figures</title><style>{STYLE}</style></head><body>\n<header><h1>vfsr: the papers' figures as vfsr reproduces them</h1><p class=\"lead\">Each figure is drawn from the newest benchmark JSON of its kind in <code>{}</code>; its caption names that run, the machine and the date. Hover over a bar or a point for its exact value. Generated {} by <code>vfsr report</code>.</p>\n",
         esc(from),
         stamp_of(SystemTime::now())
     );
@@ -522,7 +522,7 @@ fn page(from: &str, inputs: &BTreeMap<Kind, Input>, other: &[String]) -> (String
     for sec in SECTIONS {
         let _ = writeln!(
             o,
-            "<section id=\"{}\"><h2>{}</h2><p class=\"seed\">Seed: {}</p>",
+            "<section id=\"{}\"><h2>{}</h2><p class=\"seed\">After: {}</p>",
             sec.id,
             esc(sec.title),
             esc(sec.seed)

@@ -137,7 +137,7 @@ pub struct FigureSpec {
     pub build: Build,
 }
 
-/// A group of figures reproducing one seed's experiment.
+/// A group of figures reproducing one paper's experiment.
 pub struct Section {
     pub id: &'static str,
     pub title: &'static str,
@@ -197,7 +197,7 @@ pub const SECTIONS: &[Section] = &[
     Section {
         id: "veth",
         title: "Packets per second per core over veth",
-        seed: "The Linux seed's measurement: about 1 Mpps per core for the kernel's forwarding with a real router tester.",
+        seed: "Asama's Linux measurement (Internet Week 2014): about 1 Mpps per core for the kernel's forwarding with a real router tester.",
         figures: &[FigureSpec {
             id: "veth-pps",
             kind: Kind::Veth,
