@@ -232,8 +232,10 @@ impl Pane {
             cmd.push(' ');
             cmd.push_str(&sq(a));
         }
+        // The status goes into the file too: tmux does not always have it when it first
+        // reports the pane dead.
         let script = format!(
-            "{cmd}; s=$?; stty -a > {}; exit $s",
+            "{cmd}; s=$?; {{ stty -a; echo \"top-status=$s\"; }} > {}; exit $s",
             sq(&stty.display().to_string())
         );
         let p = Pane {
@@ -291,25 +293,21 @@ impl Pane {
         assert!(st.success());
     }
 
-    /// `Some(exit status)` once the pane's process has ended.
+    /// `Some(exit status)` once the pane's process has ended: tmux says the pane is dead and
+    /// the shell wrote top's status after it.
     fn dead(&self) -> Option<i32> {
         let o = self
             .tmux()
-            .args([
-                "list-panes",
-                "-t",
-                "top",
-                "-F",
-                "#{pane_dead} #{pane_dead_status}",
-            ])
+            .args(["list-panes", "-t", "top", "-F", "#{pane_dead}"])
             .output()
             .ok()?;
-        let t = String::from_utf8_lossy(&o.stdout);
-        let mut w = t.split_whitespace();
-        match (w.next(), w.next()) {
-            (Some("1"), Some(s)) => s.parse().ok(),
-            _ => None,
+        if String::from_utf8_lossy(&o.stdout).trim() != "1" {
+            return None;
         }
+        let text = std::fs::read_to_string(&self.stty).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("top-status="))
+            .and_then(|v| v.trim().parse().ok())
     }
 
     /// Waits for the pane to show something that `probe` accepts; the pane's text with it.
