@@ -120,6 +120,18 @@ pub fn pin(core: usize) -> Result<(), String> {
     Ok(())
 }
 
+/// Puts the calling thread back under ordinary scheduling. Done before the clean-up after the
+/// loop: undoing the port's settings can meet a kernel lock another process holds (a sysctl
+/// write under the rtnl lock restarts until it gets it), and a real-time thread retrying on
+/// a core would keep the holder, and the kernel's RCU threads, from running there.
+pub fn ordinary() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: plain system call on the calling thread with a valid parameter.
+    unsafe {
+        libc::sched_setscheduler(0, libc::SCHED_OTHER, &param);
+    }
+}
+
 /// Gives the calling thread `SCHED_FIFO` priority `priority` (0: leaves it as it is).
 ///
 /// Why a worker wants it: on a port whose receive work runs in the kernel's NAPI context on
@@ -453,6 +465,7 @@ where
         }
     }
     service.stopping();
+    ordinary();
     for h in handles {
         let _ = h.join();
     }
