@@ -475,18 +475,30 @@ impl<K: Key> FamilyRib<K> {
             .collect()
     }
 
+    /// Counts a stored route in (`sign` 1) or out (`sign` -1) of the unresolved and
+    /// per-source tallies.
+    fn tally(
+        unresolved: &mut usize,
+        by_source: &mut [usize; Source::COUNT],
+        s: &Stored,
+        nh: &NextHopTable,
+        sign: isize,
+    ) {
+        if !nh.is_active(s.nh) {
+            *unresolved = unresolved.saturating_add_signed(sign);
+        }
+        if let Some(c) = by_source.get_mut(s.source.index()) {
+            *c = c.saturating_add_signed(sign);
+        }
+    }
+
     fn note_removed(
         unresolved: &mut usize,
         by_source: &mut [usize; Source::COUNT],
         s: &Stored,
         nh: &NextHopTable,
     ) {
-        if !nh.is_active(s.nh) {
-            *unresolved = unresolved.saturating_sub(1);
-        }
-        if let Some(c) = by_source.get_mut(s.source.index()) {
-            *c = c.saturating_sub(1);
-        }
+        Self::tally(unresolved, by_source, s, nh, -1);
     }
 
     fn note_added(
@@ -495,12 +507,7 @@ impl<K: Key> FamilyRib<K> {
         s: &Stored,
         nh: &NextHopTable,
     ) {
-        if !nh.is_active(s.nh) {
-            *unresolved = unresolved.saturating_add(1);
-        }
-        if let Some(c) = by_source.get_mut(s.source.index()) {
-            *c = c.saturating_add(1);
-        }
+        Self::tally(unresolved, by_source, s, nh, 1);
     }
 
     fn add(

@@ -81,7 +81,6 @@ use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -1456,15 +1455,8 @@ impl Vfsrd {
             .append(true)
             .open(&log)
             .map_err(|e| format!("{}: {e}", log.display()))?;
+        // NetLab::command gives vfsrd SIGTERM if the benchmark dies.
         let mut cmd = lab.command(ns, &exe.display().to_string());
-        // SAFETY: the closure runs in the child between fork and exec and makes one
-        // async-signal-safe system call: vfsrd gets SIGTERM if the benchmark dies.
-        unsafe {
-            cmd.pre_exec(|| {
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-                Ok(())
-            });
-        }
         let mut child = cmd
             .arg("--config")
             .arg(&cfg)
@@ -1551,17 +1543,7 @@ impl Vfsrd {
 
     fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            // SAFETY: kill(2) on our own, not yet reaped child.
-            unsafe { libc::kill(self.pid, libc::SIGTERM) };
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(10) {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+            let _ = daemons::stop_child(&mut c, libc::SIGTERM, Duration::from_secs(10));
         }
     }
 }

@@ -504,8 +504,8 @@ impl Vfsrd {
         // may use, and pins its control plane and workers itself).
         let cores = online_cores();
         // SAFETY: the closure runs in the child between fork and exec and makes only
-        // async-signal-safe system calls on a local cpu_set_t: vfsrd may run on every core,
-        // and gets SIGTERM if this process dies.
+        // async-signal-safe system calls on a local cpu_set_t: vfsrd may run on every core
+        // (NetLab::command already gives it SIGTERM if this process dies).
         unsafe {
             cmd.pre_exec(move || {
                 let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -513,7 +513,6 @@ impl Vfsrd {
                     libc::CPU_SET(c, &mut set);
                 }
                 libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
                 Ok(())
             });
         }
@@ -613,17 +612,7 @@ impl Vfsrd {
 impl Drop for Vfsrd {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
-            // SAFETY: signals our own child.
-            unsafe { libc::kill(self.pid, libc::SIGTERM) };
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(10) {
-                if let Ok(Some(_)) = c.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+            let _ = vfsrd::daemons::stop_child(&mut c, libc::SIGTERM, Duration::from_secs(10));
         }
         for p in [&self.cfg, &self.stats, &self.dump] {
             let _ = std::fs::remove_file(p);

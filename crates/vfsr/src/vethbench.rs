@@ -31,7 +31,6 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -617,15 +616,8 @@ fn start_vfsrd(l: &Lab3, table: &TableSpec, fast: bool) -> Result<Vfsrd, String>
         ),
     )
     .map_err(|e| format!("{}: {e}", cfg.display()))?;
+    // NetLab::command gives vfsrd SIGTERM if the benchmark dies.
     let mut cmd = l.lab.command("rtr", &exe.display().to_string());
-    // SAFETY: the closure runs in the child between fork and exec and only makes one
-    // async-signal-safe system call: vfsrd gets SIGTERM if the benchmark dies.
-    unsafe {
-        cmd.pre_exec(|| {
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-            Ok(())
-        });
-    }
     let mut child = cmd
         .arg("--config")
         .arg(&cfg)

@@ -363,29 +363,31 @@ impl Proc {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    fn pid(&self) -> i32 {
-        self.child.id() as i32
-    }
-
     /// Sends `signal`, waits up to `grace` for the exit, then kills. The pid cannot have been
     /// reused: the child is not reaped before `try_wait` sees it gone.
     fn stop(&mut self, signal: i32, grace: Duration) -> Result<ExitStatus, String> {
-        if let Ok(Some(st)) = self.child.try_wait() {
+        stop_child(&mut self.child, signal, grace)
+    }
+}
+
+/// Sends `signal` to `child`, waits up to `grace` for it to exit, then kills it; its exit
+/// status. The pid cannot have been reused: the child is not reaped before `try_wait` sees
+/// it gone.
+pub fn stop_child(child: &mut Child, signal: i32, grace: Duration) -> Result<ExitStatus, String> {
+    if let Ok(Some(st)) = child.try_wait() {
+        return Ok(st);
+    }
+    // SAFETY: kill(2) on our own unreaped child.
+    unsafe { libc::kill(child.id() as i32, signal) };
+    let t0 = Instant::now();
+    while t0.elapsed() < grace {
+        if let Ok(Some(st)) = child.try_wait() {
             return Ok(st);
         }
-        // SAFETY: kill(2) on our own unreaped child.
-        unsafe { libc::kill(self.pid(), signal) };
-        let child = &mut self.child;
-        match wait_for(&format!("{} to exit", self.name), grace, || {
-            child.try_wait().ok().flatten()
-        }) {
-            Ok(st) => Ok(st),
-            Err(_) => {
-                let _ = self.child.kill();
-                self.child.wait().map_err(|e| e.to_string())
-            }
-        }
+        std::thread::sleep(Duration::from_millis(20));
     }
+    let _ = child.kill();
+    child.wait().map_err(|e| e.to_string())
 }
 
 impl Drop for Proc {
