@@ -26,12 +26,13 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::{mpsc, Mutex, MutexGuard};
+use std::process::{Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::Value;
 use vfsrd::daemons::{add_ns_without_dad, skip_reason, wait_until};
+use vfsrd::harness::Vfsrd;
 use vfsrd::netlab::NetLab;
 
 const VFSRCTL: &str = env!("CARGO_BIN_EXE_vfsrctl");
@@ -62,12 +63,10 @@ fn skipped() -> Option<PathBuf> {
     }
 }
 
+/// h1 — rt (vfsrd) — s1, s2; vfsrd is stopped before the namespaces go.
 struct Router {
+    vfsrd: Vfsrd,
     lab: NetLab,
-    child: Option<Child>,
-    config: PathBuf,
-    socket: PathBuf,
-    log: mpsc::Receiver<String>,
 }
 
 impl Router {
@@ -93,60 +92,19 @@ impl Router {
                 lab.ip(s, &["addr", "add", a, "dev", "lo"]).unwrap();
             }
         }
-        let dir = std::env::temp_dir();
-        let pid = std::process::id();
-        let socket = dir.join(format!("vfsrctl-{tag}-{pid}.sock"));
-        let cfg = dir.join(format!("vfsrctl-{tag}-{pid}.toml"));
-        std::fs::write(
-            &cfg,
-            config.replace("@SOCKET@", &socket.display().to_string()),
-        )
-        .unwrap();
-        let mut child = lab
-            .command("rt", &vfsrd.display().to_string())
-            .arg("--config")
-            .arg(&cfg)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, rx) = mpsc::channel();
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let out = child.stdout.take().unwrap();
-        let tx2 = tx.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                println!("[vfsrd] {line}");
-                if line.contains("ready") {
-                    let _ = ready_tx.send(());
-                }
-                let _ = tx2.send(line);
-            }
-        });
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                println!("[vfsrd!] {line}");
-                let _ = tx.send(line);
-            }
-        });
-        ready_rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("vfsrd says ready within 30 s");
-        Router {
-            lab,
-            child: Some(child),
-            config: cfg,
-            socket,
-            log: rx,
-        }
+        let vfsrd = Vfsrd::start(&lab, "rt", vfsrd, tag, config).unwrap();
+        Router { vfsrd, lab }
+    }
+
+    fn socket(&self) -> &Path {
+        self.vfsrd.socket()
     }
 
     /// vfsrctl with `args` (as root, on this router's socket).
     fn ctl(&self, args: &[&str]) -> Output {
         Command::new(VFSRCTL)
             .arg("--socket")
-            .arg(&self.socket)
+            .arg(self.socket())
             .args(args)
             .output()
             .unwrap()
@@ -207,34 +165,13 @@ impl Router {
 
     /// Waits for a log line containing `what`.
     fn logged(&self, what: &str) -> String {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
-            match self.log.recv_timeout(left) {
-                Ok(l) if l.contains(what) => return l,
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-        panic!("vfsrd never logged {what:?}");
+        self.vfsrd
+            .logged(what, Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("vfsrd never logged {what:?}"))
     }
 
     fn signal(&self, sig: i32) {
-        if let Some(c) = &self.child {
-            // SAFETY: kill(2) on a child we started (ip netns exec execs vfsrd).
-            unsafe {
-                libc::kill(c.id() as i32, sig);
-            }
-        }
-    }
-}
-
-impl Drop for Router {
-    fn drop(&mut self) {
-        self.signal(libc::SIGTERM);
-        if let Some(mut c) = self.child.take() {
-            let _ = c.wait();
-        }
-        let _ = std::fs::remove_file(&self.config);
+        self.vfsrd.signal(sig);
     }
 }
 
@@ -488,7 +425,7 @@ fn every_command_against_a_live_router() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("vfsrd is not running there"));
     let o = Command::new(VFSRCTL)
         .arg("--socket")
-        .arg(&r.socket)
+        .arg(r.socket())
         .args(["show", "route"])
         .uid(65534)
         .gid(65534)
@@ -503,7 +440,7 @@ fn every_command_against_a_live_router() {
 
     // The protocol itself: a bad line is answered and the connection stays; an oversized
     // one is answered and closed.
-    let mut s = UnixStream::connect(&r.socket).unwrap();
+    let mut s = UnixStream::connect(r.socket()).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let mut rd = BufReader::new(s.try_clone().unwrap());
     let mut line = String::new();
@@ -524,7 +461,7 @@ fn every_command_against_a_live_router() {
     // holding a half-written request meanwhile), every one gets its own answers.
     let mut conns: Vec<(UnixStream, BufReader<UnixStream>)> = (0..8)
         .map(|_| {
-            let s = UnixStream::connect(&r.socket).unwrap();
+            let s = UnixStream::connect(r.socket()).unwrap();
             s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
             let rd = BufReader::new(s.try_clone().unwrap());
             (s, rd)
@@ -582,9 +519,9 @@ fn reload_moves_a_route_under_traffic_without_loss() {
     };
     std::thread::sleep(Duration::from_millis(1500));
     let moved = CONFIG
-        .replace("@SOCKET@", &r.socket.display().to_string())
+        .replace("@SOCKET@", &r.socket().display().to_string())
         .replace("via = \"10.9.0.2\"", "via = \"10.8.0.2\"");
-    std::fs::write(&r.config, &moved).unwrap();
+    std::fs::write(r.vfsrd.config_path(), &moved).unwrap();
     let t = r.ok(&["reload"]);
     assert!(t.contains("route: 0 added, 1 changed, 0 withdrawn"), "{t}");
     assert!(!t.contains("restart"), "{t}");
@@ -602,7 +539,7 @@ fn reload_moves_a_route_under_traffic_without_loss() {
 
     // A file that does not check is refused whole.
     std::fs::write(
-        &r.config,
+        r.vfsrd.config_path(),
         moved.replace("via = \"10.8.0.2\"", "via = \"10.8.0.2.7\""),
     )
     .unwrap();
@@ -615,9 +552,9 @@ fn reload_moves_a_route_under_traffic_without_loss() {
 
     // A change only a restart applies is named; the live part of the same file applies.
     std::fs::write(
-        &r.config,
+        r.vfsrd.config_path(),
         CONFIG
-            .replace("@SOCKET@", &r.socket.display().to_string())
+            .replace("@SOCKET@", &r.socket().display().to_string())
             .replace("busy_poll_us = 50", "busy_poll_us = 50\nbatch = 16"),
     )
     .unwrap();
@@ -629,9 +566,9 @@ fn reload_moves_a_route_under_traffic_without_loss() {
 
     // SIGHUP reloads too: the route goes.
     std::fs::write(
-        &r.config,
+        r.vfsrd.config_path(),
         CONFIG
-            .replace("@SOCKET@", &r.socket.display().to_string())
+            .replace("@SOCKET@", &r.socket().display().to_string())
             .replace(
                 "[[route]]\nprefix = \"198.51.100.0/24\"\nvia = \"10.9.0.2\"\n",
                 "",
@@ -842,7 +779,7 @@ fn a_tap_deleted_under_the_router_is_let_go() {
     let Some(vfsrd) = skipped() else { return };
     let r = Router::start(&vfsrd, "tapgone", CONFIG);
     assert_eq!(r.ping("198.51.100.1", 5, "0.01"), 5);
-    let pid = r.child.as_ref().unwrap().id();
+    let pid = r.vfsrd.pid().unwrap();
     // The TAP of r3, deleted by someone else: its file then polls as an error for ever.
     r.lab.ip("rt", &["link", "del", "vr3"]).unwrap();
     std::thread::sleep(Duration::from_millis(200));

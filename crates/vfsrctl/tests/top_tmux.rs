@@ -22,13 +22,13 @@
 //! reason otherwise; needs the vfsrd binary beside vfsrctl's (`cargo test --workspace`
 //! builds both).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{mpsc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use vfsrd::daemons::{add_ns_without_dad, skip_reason, wait_for, wait_until};
+use vfsrd::harness::Vfsrd;
 use vfsrd::netlab::NetLab;
 
 const VFSRCTL: &str = env!("CARGO_BIN_EXE_vfsrctl");
@@ -74,12 +74,10 @@ fn skipped() -> Option<PathBuf> {
     }
 }
 
-/// h1 — rt (vfsrd) — s1, stopped and taken down on drop.
+/// h1 — rt (vfsrd) — s1; vfsrd is stopped before the namespaces go.
 struct Router {
+    vfsrd: Vfsrd,
     lab: NetLab,
-    child: Option<Child>,
-    config: PathBuf,
-    socket: PathBuf,
 }
 
 impl Router {
@@ -99,49 +97,8 @@ impl Router {
         }
         lab.ip("s1", &["addr", "add", "198.51.100.1/32", "dev", "lo"])
             .unwrap();
-        let dir = std::env::temp_dir();
-        let pid = std::process::id();
-        let socket = dir.join(format!("vfsrctl-{tag}-{pid}.sock"));
-        let config = dir.join(format!("vfsrctl-{tag}-{pid}.toml"));
-        std::fs::write(
-            &config,
-            CONFIG.replace("@SOCKET@", &socket.display().to_string()),
-        )
-        .unwrap();
-        let mut child = lab
-            .command("rt", &vfsrd.display().to_string())
-            .arg("--config")
-            .arg(&config)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (ready_tx, ready_rx) = mpsc::channel();
-        let out = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                println!("[vfsrd] {line}");
-                if line.contains("ready") {
-                    let _ = ready_tx.send(());
-                }
-            }
-        });
-        let err = child.stderr.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                println!("[vfsrd!] {line}");
-            }
-        });
-        let r = Router {
-            lab,
-            child: Some(child),
-            config,
-            socket,
-        };
-        ready_rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("vfsrd says ready within 30 s");
-        r
+        let vfsrd = Vfsrd::start(&lab, "rt", vfsrd, tag, CONFIG).unwrap();
+        Router { vfsrd, lab }
     }
 
     /// Echo replies of `n` pings from h1 to s1's 198.51.100.1.
@@ -184,21 +141,7 @@ impl Router {
 
     /// Stops vfsrd (SIGTERM) and waits for it.
     fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SAFETY: kill(2) on a child we started (ip netns exec execs vfsrd).
-            unsafe {
-                libc::kill(c.id() as i32, libc::SIGTERM);
-            }
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Router {
-    fn drop(&mut self) {
-        self.stop();
-        let _ = std::fs::remove_file(&self.config);
-        let _ = std::fs::remove_file(&self.socket);
+        self.vfsrd.stop();
     }
 }
 
@@ -393,7 +336,7 @@ fn top_shows_live_rates_and_quits_on_q() {
     assert!(r.ping(2), "h1 reaches s1 through vfsrd");
 
     let mut flood = r.flood(4000);
-    let pane = Pane::start(&r.socket, "q", &[]);
+    let pane = Pane::start(r.vfsrd.socket(), "q", &[]);
     let (screen, rx) = pane.wait_screen("a non-zero rx rate on r1", Duration::from_secs(10), |s| {
         cell(s, "r1", "rx pps").filter(|&x| x > 0.0)
     });
@@ -436,7 +379,11 @@ fn top_shows_live_rates_and_quits_on_q() {
 
     // A long interval: q (and Esc, Ctrl-C) does not wait for the first redraw.
     for (n, key) in ["q", "Escape", "C-c"].into_iter().enumerate() {
-        let pane = Pane::start(&r.socket, &format!("slow{n}"), &["--interval", "5000"]);
+        let pane = Pane::start(
+            r.vfsrd.socket(),
+            &format!("slow{n}"),
+            &["--interval", "5000"],
+        );
         let (screen, ()) = pane.wait_screen("top's first screen", Duration::from_secs(5), |s| {
             s.contains("q: quit").then_some(())
         });
@@ -461,7 +408,11 @@ fn top_shows_live_rates_and_quits_on_q() {
 
     // --count on a terminal: top ends by itself and leaves its last screen on the normal
     // screen.
-    let pane = Pane::start(&r.socket, "count", &["--interval", "300", "--count", "2"]);
+    let pane = Pane::start(
+        r.vfsrd.socket(),
+        "count",
+        &["--interval", "300", "--count", "2"],
+    );
     let (_, status) =
         pane.wait_screen("top to end after 2 screens", Duration::from_secs(5), |_| {
             pane.dead()
@@ -481,7 +432,7 @@ fn top_restores_the_terminal_when_vfsrd_goes_away() {
     let _g = serial();
     let Some(vfsrd) = skipped() else { return };
     let mut r = Router::start(&vfsrd, "ttx");
-    let pane = Pane::start(&r.socket, "gone", &["--interval", "300"]);
+    let pane = Pane::start(r.vfsrd.socket(), "gone", &["--interval", "300"]);
     pane.wait_screen("the tables", Duration::from_secs(5), |s| {
         (s.contains("worker") && s.contains("drops/s")).then_some(())
     });

@@ -8,6 +8,7 @@ pub mod daemons;
 pub mod dataplane;
 pub mod dump;
 pub mod fastpath;
+pub mod harness;
 pub mod link;
 pub mod logging;
 pub mod metrics;

@@ -26,11 +26,9 @@
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
 use std::net::IpAddr;
-use std::path::PathBuf;
-use std::process::{Child, Stdio};
-use std::sync::{mpsc, Mutex, MutexGuard};
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use common::daemons::{
@@ -38,6 +36,7 @@ use common::daemons::{
     FpmTarget, Frr, FrrConfig, GoBgp, GoBgpConfig, GoBgpNeighbor, Net, BIRD_PROGRAMS, FRR_PROGRAMS,
     GOBGP_PROGRAMS,
 };
+use vfsrd::harness::Vfsrd;
 use vfsrd::netlab::NetLab;
 
 const VFSRD: &str = env!("CARGO_BIN_EXE_vfsrd");
@@ -60,95 +59,30 @@ fn skipped(programs: &[&[&str]]) -> bool {
 }
 
 /// vfsrd running in namespace `rt`, with its FIB readable on demand.
-struct Vfsrd {
-    child: Option<Child>,
-    config: PathBuf,
-    dump: PathBuf,
-    stats: PathBuf,
-}
+struct Router(Vfsrd);
 
-impl Vfsrd {
-    fn start(lab: &NetLab, tag: &str, config: &str) -> Vfsrd {
-        let dir = std::env::temp_dir();
-        let cfg = dir.join(format!("vfsrd-{tag}-{}.toml", std::process::id()));
-        let dump = dir.join(format!("vfsrd-{tag}-{}.fib", std::process::id()));
-        let stats = dir.join(format!("vfsrd-{tag}-{}.json", std::process::id()));
-        std::fs::write(&cfg, config).unwrap();
-        let mut v = Vfsrd {
-            child: None,
-            config: cfg,
-            dump,
-            stats,
-        };
-        v.spawn(lab);
-        v
+impl Router {
+    fn start(lab: &NetLab, tag: &str, config: &str) -> Router {
+        Router(Vfsrd::start(lab, "rt", Path::new(VFSRD), tag, config).unwrap())
     }
 
     fn spawn(&mut self, lab: &NetLab) {
-        let _ = std::fs::remove_file(&self.dump);
-        let mut child = lab
-            .command("rt", VFSRD)
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--fib-dump")
-            .arg(&self.dump)
-            .arg("--stats")
-            .arg(&self.stats)
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                println!("[vfsrd] {line}");
-                if line.contains("ready") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        rx.recv_timeout(Duration::from_secs(30))
-            .expect("vfsrd says ready within 30 s");
-        self.child = Some(child);
+        self.0.spawn(lab).unwrap();
     }
 
     fn kill9(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SAFETY: kill(2) on a child we started.
-            unsafe {
-                libc::kill(c.id() as i32, libc::SIGKILL);
-            }
-            let _ = c.wait();
-        }
+        self.0.kill9();
     }
 
     /// vfsr's FIB: prefix → how it forwards (`via 10.9.0.2 dev r2`, `group ...`).
     fn fib(&self) -> BTreeMap<String, String> {
-        let Some(c) = self.child.as_ref() else {
-            return BTreeMap::new();
-        };
-        let _ = std::fs::remove_file(&self.dump);
-        // The daemon runs under `ip netns exec`, which execs it: the child is vfsrd.
-        // SAFETY: kill(2) on a child we started.
-        unsafe {
-            libc::kill(c.id() as i32, libc::SIGUSR1);
-        }
-        let text = wait_for("the FIB dump", Duration::from_secs(20), || {
-            std::fs::read_to_string(&self.dump).ok()
-        })
-        .unwrap();
-        text.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| l.split_once(' '))
-            .map(|(p, f)| (p.to_string(), f.to_string()))
-            .collect()
+        self.0.fib(Duration::from_secs(20))
     }
 
-    /// The stats file (rewritten every second).
+    /// The stats file, a little over a second from now (it is rewritten every second).
     fn stats(&self) -> serde_json::Value {
         std::thread::sleep(Duration::from_millis(1200));
-        let s = std::fs::read_to_string(&self.stats).unwrap_or_default();
-        serde_json::from_str(&s).unwrap_or(serde_json::Value::Null)
+        self.0.stats()
     }
 
     /// The FIB without the ports' connected subnets.
@@ -156,21 +90,6 @@ impl Vfsrd {
         let mut f = self.fib();
         f.retain(|_, v| !v.starts_with("connected"));
         f
-    }
-}
-
-impl Drop for Vfsrd {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SAFETY: kill(2) on a child we started.
-            unsafe {
-                libc::kill(c.id() as i32, libc::SIGTERM);
-            }
-            let _ = c.wait();
-        }
-        let _ = std::fs::remove_file(&self.config);
-        let _ = std::fs::remove_file(&self.dump);
-        let _ = std::fs::remove_file(&self.stats);
     }
 }
 
@@ -378,7 +297,7 @@ fn gateways(line: &str) -> BTreeSet<IpAddr> {
 
 /// Waits until vfsr's learned routes are exactly zebra's selected BGP routes with zebra's
 /// next hops, and returns them.
-fn converge(v: &Vfsrd, f: &Frr, want: usize, what: &str) -> BTreeMap<String, String> {
+fn converge(v: &Router, f: &Frr, want: usize, what: &str) -> BTreeMap<String, String> {
     let mut last = (0, 0);
     let result = wait_for(what, Duration::from_secs(90), || {
         let z = zebra_bgp(f);
@@ -407,7 +326,7 @@ fn bgp_over_fpm(tag: &str, nhg: bool) {
     }
     let _one = serial();
     let lab = topology(tag);
-    let v = Vfsrd::start(&lab, tag, &vfsrd_config("[fpm]\n"));
+    let v = Router::start(&lab, tag, &vfsrd_config("[fpm]\n"));
     let f = frr(&lab, nhg);
     let s1 = speaker(&lab, "s1", 65101, "10.9.0.2", "10.9.0.1", "fd00:9::1");
     let s2 = speaker(&lab, "s2", 65102, "10.8.0.2", "10.8.0.1", "fd00:8::1");
@@ -505,7 +424,7 @@ fn faults_zebra_and_vfsrd_restarts() {
     let _one = serial();
     let tag = "rf3";
     let lab = topology(tag);
-    let mut v = Vfsrd::start(
+    let mut v = Router::start(
         &lab,
         tag,
         &vfsrd_config("[fpm]\nstale_time_s = 120\nresync_quiet_ms = 1500\n"),
@@ -671,7 +590,7 @@ fn fib_terms(fib: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         .collect()
 }
 
-fn mirrored(v: &Vfsrd, lab: &NetLab, what: &str) -> BTreeMap<String, String> {
+fn mirrored(v: &Router, lab: &NetLab, what: &str) -> BTreeMap<String, String> {
     let mut last = (BTreeMap::new(), BTreeMap::new());
     let r = wait_for(what, Duration::from_secs(30), || {
         let k = kernel_routes(lab);
@@ -694,7 +613,7 @@ fn kernel_source_mirrors_bird_and_ip_route() {
     let _one = serial();
     let tag = "rk1";
     let lab = topology(tag);
-    let v = Vfsrd::start(&lab, tag, &vfsrd_config("[kernel]\n"));
+    let v = Router::start(&lab, tag, &vfsrd_config("[kernel]\n"));
     let ip = |args: &[&str]| lab.ip("rt", args).unwrap();
 
     // BIRD's kernel protocol: a route, a multipath route, a blackhole, an unreachable.
@@ -801,7 +720,7 @@ fn kernel_source_recovers_from_a_netlink_overrun() {
     let _one = serial();
     let tag = "rk2";
     let lab = topology(tag);
-    let v = Vfsrd::start(&lab, tag, &vfsrd_config("[kernel]\nrcvbuf = 65536\n"));
+    let v = Router::start(&lab, tag, &vfsrd_config("[kernel]\nrcvbuf = 65536\n"));
     // 100,000 routes in one burst, far more than the receive buffer holds: /24s from
     // 20.0.0.0 on.
     let mut batch = String::new();

@@ -63,20 +63,19 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use common::daemons::{
-    ifindex, program_exists, skip_reason, wait_for, wait_until, Family, FpmTarget, Frr, FrrConfig,
-    BFDD, FPM_RECONNECT, FRR_PROGRAMS,
+    ifindex, program_exists, skip_reason, wait_until, Family, FpmTarget, Frr, FrrConfig, BFDD,
+    FPM_RECONNECT, FRR_PROGRAMS,
 };
+use vfsrd::harness::Vfsrd;
 use vfsrd::netlab::NetLab;
 
 const VFSRD: &str = env!("CARGO_BIN_EXE_vfsrd");
@@ -120,130 +119,15 @@ fn with_bfd() -> bool {
 // vfsrd
 // ---------------------------------------------------------------------------------------
 
-/// vfsrd in one router namespace: started, stopped with SIGTERM, started again.
-struct Vfsrd {
-    ns: &'static str,
-    child: Option<Child>,
-    config: PathBuf,
-    dump: PathBuf,
-    stats: PathBuf,
-    socket: PathBuf,
+/// vfsrd in router namespace `ns` with ports `up0` and `dn0` holding addresses `up` and `dn`,
+/// FPM on, and its control API on a socket of its own.
+fn start_vfsrd(lab: &NetLab, ns: &str, up: &str, dn: &str) -> Vfsrd {
+    Vfsrd::start(lab, ns, Path::new(VFSRD), "scaleout", &vfsrd_config(up, dn)).unwrap()
 }
 
-impl Vfsrd {
-    /// vfsrd with ports `up0` and `dn0` holding addresses `up` and `dn`, FPM on, and its
-    /// control API on a socket of its own.
-    fn start(lab: &NetLab, ns: &'static str, up: &str, dn: &str) -> Vfsrd {
-        let path = |ext: &str| {
-            std::env::temp_dir().join(format!("vfsrd-scaleout-{ns}-{}.{ext}", std::process::id()))
-        };
-        let mut v = Vfsrd {
-            ns,
-            child: None,
-            config: path("toml"),
-            dump: path("fib"),
-            stats: path("json"),
-            socket: path("sock"),
-        };
-        std::fs::write(&v.config, vfsrd_config(up, dn, &v.socket)).unwrap();
-        v.spawn(lab);
-        v
-    }
-
-    fn spawn(&mut self, lab: &NetLab) {
-        let mut child = lab
-            .command(self.ns, VFSRD)
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--fib-dump")
-            .arg(&self.dump)
-            .arg("--stats")
-            .arg(&self.stats)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let (tx, rx) = mpsc::channel();
-        let out = child.stdout.take().unwrap();
-        let err = child.stderr.take().unwrap();
-        let ns = self.ns;
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                println!("[vfsrd {ns}] {line}");
-                if line.contains("ready") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        std::thread::spawn(move || {
-            for line in BufReader::new(err).lines().map_while(Result::ok) {
-                println!("[vfsrd {ns}] {line}");
-            }
-        });
-        self.child = Some(child);
-        rx.recv_timeout(Duration::from_secs(30))
-            .expect("vfsrd says ready within 30 s");
-    }
-
-    fn signal(&self, sig: i32) {
-        if let Some(c) = &self.child {
-            // SAFETY: kill(2) on a child we started and have not reaped (`ip netns exec`
-            // execs, so the child is vfsrd itself).
-            unsafe {
-                libc::kill(c.id() as i32, sig);
-            }
-        }
-    }
-
-    /// SIGTERM, and waits (at most 10 s, then SIGKILL) for the exit.
-    fn stop(&mut self) {
-        self.signal(libc::SIGTERM);
-        if let Some(mut c) = self.child.take() {
-            let exited = wait_for("vfsrd to exit", Duration::from_secs(10), || {
-                c.try_wait().ok().flatten()
-            });
-            if exited.is_err() {
-                let _ = c.kill();
-                let _ = c.wait();
-            }
-        }
-    }
-
-    /// vfsr's FIB: prefix → how it forwards, from a dump written on SIGUSR1.
-    fn fib(&self) -> BTreeMap<String, String> {
-        let _ = std::fs::remove_file(&self.dump);
-        self.signal(libc::SIGUSR1);
-        let text = wait_for("the FIB dump", Duration::from_secs(10), || {
-            std::fs::read_to_string(&self.dump).ok()
-        })
-        .unwrap_or_default();
-        text.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| l.split_once(' '))
-            .map(|(p, f)| (p.to_string(), f.to_string()))
-            .collect()
-    }
-
-    /// The stats file (rewritten every second).
-    fn stats(&self) -> serde_json::Value {
-        let text = std::fs::read_to_string(&self.stats).unwrap_or_default();
-        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
-    }
-}
-
-impl Drop for Vfsrd {
-    fn drop(&mut self) {
-        self.stop();
-        for p in [&self.config, &self.dump, &self.stats, &self.socket] {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-}
-
-/// Both routers' vfsrd config: one worker, FPM from zebra, the control API on `socket` (not
-/// the machine's default, which a vfsrd of the host or of another test may hold).
-fn vfsrd_config(up: &str, dn: &str, socket: &Path) -> String {
-    let socket = socket.display();
+/// Both routers' vfsrd config: one worker, FPM from zebra, the control API on a socket of its
+/// own (not the machine's default, which a vfsrd of the host or of another test may hold).
+fn vfsrd_config(up: &str, dn: &str) -> String {
     format!(
         r#"
 [router]
@@ -252,7 +136,7 @@ workers = [1]
 busy_poll_us = 50
 
 [api]
-socket = "{socket}"
+socket = "@SOCKET@"
 metrics = "off"
 
 [[interface]]
@@ -872,10 +756,10 @@ fn up_has_both(up: &Frr, timeout: Duration) {
 fn vfsr_has_prefixes(v: &Vfsrd, timeout: Duration) {
     let mut last = BTreeMap::new();
     let r = wait_until(
-        &format!("the downstream prefixes in {}'s FIB", v.ns),
+        &format!("the downstream prefixes in {}'s FIB", v.ns()),
         timeout,
         || {
-            last = v.fib();
+            last = v.fib(Duration::from_secs(10));
             PREFIXES
                 .iter()
                 .all(|p| last.get(*p).is_some_and(|l| l.contains("dev dn0")))
@@ -915,11 +799,11 @@ fn state(lab: &NetLab, up: &Frr, router: &Frr, v: &Vfsrd) -> String {
         show(up, "show bfd peers brief"),
         ip("up", &["route", "show", PREFIXES[0]]),
         ip("up", &["neigh"]),
-        v.ns,
+        v.ns(),
         show(router, "show bgp summary"),
         show(router, "show bfd peers brief"),
-        ip(v.ns, &["link"]),
-        v.fib(),
+        ip(v.ns(), &["link"]),
+        v.fib(Duration::from_secs(10)),
         v.stats()["control"],
     )
 }
@@ -970,8 +854,8 @@ fn two_routers_share_the_flows_and_take_over_from_each_other() {
     );
     let started = Instant::now();
     let lab = topology("so");
-    let mut ra = Vfsrd::start(&lab, "ra", "10.1.1.2/24", "10.2.1.1/24");
-    let rb = Vfsrd::start(&lab, "rb", "10.1.2.2/24", "10.2.2.1/24");
+    let mut ra = start_vfsrd(&lab, "ra", "10.1.1.2/24", "10.2.1.1/24");
+    let rb = start_vfsrd(&lab, "rb", "10.1.2.2/24", "10.2.2.1/24");
     let routers = [("10.1.1.2", 65001), ("10.1.2.2", 65001)];
     let up = frr(
         &lab,
@@ -1047,7 +931,7 @@ fn two_routers_share_the_flows_and_take_over_from_each_other() {
     outage(&t, 0, bound);
     let t1 = t.now_ns();
     let before = t.frames_into(0);
-    ra.spawn(&lab);
+    ra.spawn(&lab).unwrap();
     traffic_into(&t, 0, before, 100, Duration::from_secs(40), || {
         state(&lab, &up, &fa, &ra)
     });
@@ -1080,7 +964,7 @@ fn two_routers_share_the_flows_and_take_over_from_each_other() {
         .unwrap();
     outage(&t, 0, bound);
     ra.stop();
-    ra.spawn(&lab);
+    ra.spawn(&lab).unwrap();
     sessions_up(&fa, "ra", &["10.2.1.2"], bfd, settle);
     vfsr_has_prefixes(&ra, settle);
     wait_until("ra's FPM source in sync", settle, || {

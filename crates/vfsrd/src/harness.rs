@@ -1,0 +1,232 @@
+//! vfsrd itself, started by the integration tests in a namespace of a [`NetLab`].
+//!
+//! One handle for what every test of a running router needs: write its config, start it, wait
+//! until it says `ready`, send it signals, read its FIB dump, its stats file and its log, stop
+//! it (SIGTERM, SIGKILL after a grace) and start it again. The files it uses (config, FIB dump,
+//! stats, control socket) live in the temporary directory under names made of the tag and
+//! this process's id, and are removed on drop.
+//!
+//! ```text
+//!   test ──Vfsrd::start(lab, ns, binary, tag, config)──▶ ip netns exec <ns> vfsrd
+//!          --config <tag>.toml --fib-dump <tag>.fib --stats <tag>.json
+//!            │ stdout/stderr: printed as "[vfsrd <ns>] …" and kept for `logged`
+//!            ▼ "ready" on stdout (30 s at most)
+//!   fib()     SIGUSR1, then reads the dump         stats()  reads the stats file
+//!   signal()  any signal                           stop()   SIGTERM, 10 s, SIGKILL
+//! ```
+//!
+//! The config text may name the control socket as `@SOCKET@`; it is replaced by the socket
+//! path of this instance ([`Vfsrd::socket`]).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::daemons::{stop_child, wait_for};
+use crate::netlab::NetLab;
+
+/// How long vfsrd may take to say `ready`.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long `stop` waits after SIGTERM before it kills.
+pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// A vfsrd process in one namespace (or none between [`Vfsrd::stop`] and [`Vfsrd::spawn`]).
+pub struct Vfsrd {
+    ns: String,
+    binary: PathBuf,
+    child: Option<Child>,
+    config: PathBuf,
+    dump: PathBuf,
+    stats: PathBuf,
+    socket: PathBuf,
+    log: mpsc::Receiver<String>,
+    log_tx: mpsc::Sender<String>,
+}
+
+impl Vfsrd {
+    /// Writes `config` (with `@SOCKET@` replaced) and starts `binary` in namespace `ns` of
+    /// `lab`; returns once it has said `ready`.
+    pub fn start(
+        lab: &NetLab,
+        ns: &str,
+        binary: &Path,
+        tag: &str,
+        config: &str,
+    ) -> Result<Vfsrd, String> {
+        let path = |ext: &str| {
+            std::env::temp_dir().join(format!("vfsrd-{tag}-{ns}-{}.{ext}", std::process::id()))
+        };
+        let (log_tx, log) = mpsc::channel();
+        let mut v = Vfsrd {
+            ns: ns.to_string(),
+            binary: binary.to_path_buf(),
+            child: None,
+            config: path("toml"),
+            dump: path("fib"),
+            stats: path("json"),
+            socket: path("sock"),
+            log,
+            log_tx,
+        };
+        let text = config.replace("@SOCKET@", &v.socket.display().to_string());
+        std::fs::write(&v.config, text).map_err(|e| format!("{}: {e}", v.config.display()))?;
+        v.spawn(lab)?;
+        Ok(v)
+    }
+
+    /// Starts vfsrd again (after [`Vfsrd::stop`] or a kill) with the same files; returns once
+    /// it has said `ready`. Does nothing while it runs.
+    pub fn spawn(&mut self, lab: &NetLab) -> Result<(), String> {
+        if self.running() {
+            return Ok(());
+        }
+        let _ = std::fs::remove_file(&self.dump);
+        let mut child = lab
+            .command(&self.ns, &self.binary.display().to_string())
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--fib-dump")
+            .arg(&self.dump)
+            .arg("--stats")
+            .arg(&self.stats)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.binary.display()))?;
+        let (ready_tx, ready_rx) = mpsc::channel();
+        if let Some(out) = child.stdout.take() {
+            let (tx, ns) = (self.log_tx.clone(), self.ns.clone());
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines().map_while(Result::ok) {
+                    println!("[vfsrd {ns}] {line}");
+                    if line.contains("ready") {
+                        let _ = ready_tx.send(());
+                    }
+                    let _ = tx.send(line);
+                }
+            });
+        }
+        if let Some(err) = child.stderr.take() {
+            let (tx, ns) = (self.log_tx.clone(), self.ns.clone());
+            std::thread::spawn(move || {
+                for line in BufReader::new(err).lines().map_while(Result::ok) {
+                    println!("[vfsrd {ns}!] {line}");
+                    let _ = tx.send(line);
+                }
+            });
+        }
+        self.child = Some(child);
+        if ready_rx.recv_timeout(READY_TIMEOUT).is_err() {
+            let status = self.stop();
+            return Err(format!(
+                "vfsrd in {} did not say ready within {READY_TIMEOUT:?} ({status:?})",
+                self.ns
+            ));
+        }
+        Ok(())
+    }
+
+    /// Whether the process is still running.
+    pub fn running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// The process id (`ip netns exec` execs, so it is vfsrd's own).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// The namespace it runs in.
+    pub fn ns(&self) -> &str {
+        &self.ns
+    }
+
+    /// The control socket's path (what `@SOCKET@` in the config became).
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The config file's path.
+    pub fn config_path(&self) -> &Path {
+        &self.config
+    }
+
+    /// Sends `sig` to vfsrd if it runs.
+    pub fn signal(&self, sig: i32) {
+        if let Some(c) = &self.child {
+            // SAFETY: kill(2) on a child we started and have not reaped, so the pid is still
+            // vfsrd's.
+            unsafe {
+                libc::kill(c.id() as i32, sig);
+            }
+        }
+    }
+
+    /// SIGTERM, then SIGKILL after [`STOP_GRACE`]; the exit status (`None` if it was not
+    /// running).
+    pub fn stop(&mut self) -> Option<ExitStatus> {
+        let mut c = self.child.take()?;
+        stop_child(&mut c, libc::SIGTERM, STOP_GRACE).ok()
+    }
+
+    /// SIGKILL, as a crash would end it.
+    pub fn kill9(&mut self) -> Option<ExitStatus> {
+        let mut c = self.child.take()?;
+        stop_child(&mut c, libc::SIGKILL, STOP_GRACE).ok()
+    }
+
+    /// vfsr's FIB, prefix → how it forwards (`via 10.9.0.2 dev r2`, `connected dev r1`,
+    /// `group …`), from the dump vfsrd writes on SIGUSR1; empty when it does not run or does not
+    /// answer within `timeout`.
+    pub fn fib(&self, timeout: Duration) -> BTreeMap<String, String> {
+        if self.child.is_none() {
+            return BTreeMap::new();
+        }
+        let _ = std::fs::remove_file(&self.dump);
+        self.signal(libc::SIGUSR1);
+        let text = wait_for("the FIB dump", timeout, || {
+            std::fs::read_to_string(&self.dump).ok()
+        })
+        .unwrap_or_default();
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| l.split_once(' '))
+            .map(|(p, f)| (p.to_string(), f.to_string()))
+            .collect()
+    }
+
+    /// The stats file as it is now (vfsrd rewrites it every second); `Null` before the first.
+    pub fn stats(&self) -> serde_json::Value {
+        let text = std::fs::read_to_string(&self.stats).unwrap_or_default();
+        serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Waits up to `timeout` for a log line (standard output or error) containing `what` that
+    /// was not read by an earlier call.
+    pub fn logged(&self, what: &str, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+            match self.log.recv_timeout(left) {
+                Ok(l) if l.contains(what) => return Some(l),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        None
+    }
+}
+
+impl Drop for Vfsrd {
+    fn drop(&mut self) {
+        self.stop();
+        for p in [&self.config, &self.dump, &self.stats, &self.socket] {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
