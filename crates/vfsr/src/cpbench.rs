@@ -377,26 +377,7 @@ fn key_text(k: &rtnl::Key) -> String {
 
 /// Sets the calling thread's CPU affinity to `cores`. Processes it starts inherit it.
 fn set_affinity(cores: &[usize]) -> Result<(), String> {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it (every core is below
-    // CPU_SETSIZE, checked), and sched_setaffinity reads size_of::<cpu_set_t>() bytes.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        for &c in cores {
-            if c >= libc::CPU_SETSIZE as usize {
-                return Err(format!("core {c} is out of range"));
-            }
-            libc::CPU_SET(c, &mut set);
-        }
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(format!(
-            "cannot set the CPU affinity to {cores:?}: {}",
-            std::io::Error::last_os_error()
-        ))
-    }
+    vfsr_cpu::pin_task(0, cores).map_err(String::from)
 }
 
 /// Runs `f` (which starts daemons) with the calling thread on `cores`, then puts it back on

@@ -647,38 +647,15 @@ fn vfsrd_exe(given: Option<&PathBuf>) -> Result<PathBuf, String> {
 /// Sets thread `tid`'s core and policy: `SCHED_FIFO` `priority`, or ordinary scheduling
 /// for 0.
 fn set_control(tid: i32, core: usize, priority: u8) -> Result<(), String> {
-    let err = |what: &str| {
-        format!(
-            "{what} of vfsrd's control plane: {}",
-            std::io::Error::last_os_error()
-        )
-    };
-    let ordinary = libc::sched_param { sched_priority: 0 };
-    let fifo = libc::sched_param {
-        sched_priority: i32::from(priority),
-    };
+    let err = |e: vfsr_cpu::CpuError| format!("vfsrd's control plane: {e}");
     // Leave real-time scheduling before moving onto the worker's core, and come back to
     // core 0 before taking it again.
     if priority == 0 {
-        // SAFETY: plain system call with a valid parameter.
-        if unsafe { libc::sched_setscheduler(tid, libc::SCHED_OTHER, &ordinary) } != 0 {
-            return Err(err("the policy"));
-        }
+        vfsr_cpu::ordinary(tid).map_err(err)?;
     }
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it.
-    let r = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
-        libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
-    };
-    if r != 0 {
-        return Err(err("the core"));
-    }
+    vfsr_cpu::pin_task(tid, &[core]).map_err(err)?;
     if priority > 0 {
-        // SAFETY: plain system call with a valid parameter.
-        if unsafe { libc::sched_setscheduler(tid, libc::SCHED_FIFO, &fifo) } != 0 {
-            return Err(err("the policy"));
-        }
+        vfsr_cpu::fifo(tid, i32::from(priority)).map_err(err)?;
     }
     Ok(())
 }
@@ -1444,9 +1421,7 @@ fn experiment(a: &CpFloodArgs, s: &Setup) -> Result<(), String> {
     let limit = generator_limit(a.seconds, s.modes.len() * a.rounds);
     // The generator's thread inherits SCHED_IDLE from the thread that starts it.
     let gen = std::thread::spawn(move || {
-        let p = libc::sched_param { sched_priority: 0 };
-        // SAFETY: plain system call on the calling thread with a valid parameter.
-        unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
+        let _ = vfsr_cpu::idle(0);
         Generator::start(ns_path, prog, cmap, counts, gen_if, frame, limit)
     })
     .join()

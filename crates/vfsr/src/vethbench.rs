@@ -100,15 +100,6 @@ pub(crate) fn core_jiffies(c: usize) -> (u64, u64) {
     (0, 0)
 }
 
-fn pin_task(tid: i32, core: usize) {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
-        libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
-}
-
 /// Pins the NAPI threads of interface `ifname` to `core`, with `SCHED_FIFO` priority
 /// `priority` when it is not 0; returns how many.
 fn pin_napi(ifname: &str, core: usize, priority: i32) -> usize {
@@ -121,13 +112,9 @@ fn pin_napi(ifname: &str, core: usize, priority: i32) -> usize {
             };
             let comm = std::fs::read_to_string(e.path().join("comm")).unwrap_or_default();
             if comm.trim_end().starts_with(&prefix) {
-                pin_task(pid, core);
+                let _ = vfsr_cpu::pin_task(pid, &[core]);
                 if priority > 0 {
-                    let p = libc::sched_param {
-                        sched_priority: priority,
-                    };
-                    // SAFETY: plain system call with a valid parameter.
-                    unsafe { libc::sched_setscheduler(pid, libc::SCHED_FIFO, &p) };
+                    let _ = vfsr_cpu::fifo(pid, priority);
                 }
                 n += 1;
             }
@@ -201,7 +188,7 @@ impl Generator {
             if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
                 return Err(format!("setns: {}", std::io::Error::last_os_error()));
             }
-            pin_task(0, GEN_CORE);
+            let _ = vfsr_cpu::pin(GEN_CORE);
             let ctx = bpf::xdp_md_ctx(gen_ifindex, 0, frame.len() as u32);
             while !s.load(Ordering::Relaxed) {
                 if Instant::now() >= deadline {

@@ -106,18 +106,7 @@ pub fn thread_cpu_seconds(tid: i32) -> f64 {
 
 /// Pins the calling thread to `core`; a failure is reported, not fatal.
 pub fn pin(core: usize) -> Result<(), String> {
-    // SAFETY: a zeroed cpu_set_t is valid; CPU_SET writes inside it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(format!(
-                "cannot pin to core {core}: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-    }
-    Ok(())
+    vfsr_cpu::pin(core).map_err(String::from)
 }
 
 /// Puts the calling thread back under ordinary scheduling. Done before the clean-up after the
@@ -125,11 +114,7 @@ pub fn pin(core: usize) -> Result<(), String> {
 /// write under the rtnl lock restarts until it gets it), and a real-time thread retrying on
 /// a core would keep the holder, and the kernel's RCU threads, from running there.
 pub fn ordinary() {
-    let param = libc::sched_param { sched_priority: 0 };
-    // SAFETY: plain system call on the calling thread with a valid parameter.
-    unsafe {
-        libc::sched_setscheduler(0, libc::SCHED_OTHER, &param);
-    }
+    let _ = vfsr_cpu::ordinary(0);
 }
 
 /// Gives the calling thread `SCHED_FIFO` priority `priority` (0: leaves it as it is).
@@ -148,16 +133,8 @@ pub fn realtime(priority: u8) -> Result<(), String> {
     if priority == 0 {
         return Ok(());
     }
-    let param = libc::sched_param {
-        sched_priority: i32::from(priority),
-    };
-    // SAFETY: plain system call on the calling thread with a valid parameter.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        return Err(format!(
-            "cannot take SCHED_FIFO priority {priority}: {} (needs CAP_SYS_NICE)",
-            std::io::Error::last_os_error()
-        ));
-    }
+    vfsr_cpu::fifo(0, i32::from(priority))
+        .map_err(|e| format!("{e} (priority {priority}; needs CAP_SYS_NICE)"))?;
     Ok(())
 }
 

@@ -1,0 +1,183 @@
+//! # vfsr-cpu: where a thread runs, at what priority, and what it asks the cache for
+//!
+//! One home for the few CPU controls vfsr uses, so that the daemon, the benchmarks and the
+//! forwarding path do each of them one way:
+//!
+//! ```text
+//!   pin(core) / pin_task(tid, cores)   sched_setaffinity: a worker or a benchmark keeps to
+//!                                      its core, the control plane to core 0
+//!   fifo(tid, prio) / ordinary(tid)    SCHED_FIFO for the control plane and the workers,
+//!                                      back to SCHED_OTHER before clean-up
+//!   idle(tid)                          SCHED_IDLE for a load generator
+//!   prefetch(p)                        a cache-line hint before a dependent read
+//!   default_bench_core()               the last core: away from core 0's system work
+//! ```
+//!
+//! A data-path crate may depend on it: it knows nothing of vfsr's other parts.
+
+use std::fmt;
+
+/// Why the kernel refused a CPU setting.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CpuError {
+    /// A core number at or beyond `CPU_SETSIZE`.
+    CoreOutOfRange(usize),
+    /// No core was named.
+    NoCore,
+    /// `sched_setaffinity` failed (for example a core outside the allowed set).
+    Affinity { cores: Vec<usize>, error: String },
+    /// `sched_setscheduler` failed (for example no `CAP_SYS_NICE`).
+    Policy { policy: &'static str, error: String },
+}
+
+impl fmt::Display for CpuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CpuError::CoreOutOfRange(c) => write!(f, "core {c} is out of range"),
+            CpuError::NoCore => write!(f, "no core given"),
+            CpuError::Affinity { cores, error } => match cores.as_slice() {
+                [c] => write!(f, "cannot pin to core {c}: {error}"),
+                _ => write!(f, "cannot set the CPU affinity to {cores:?}: {error}"),
+            },
+            CpuError::Policy { policy, error } => {
+                write!(f, "cannot set the scheduling policy {policy}: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for CpuError {}
+
+impl From<CpuError> for String {
+    fn from(e: CpuError) -> String {
+        e.to_string()
+    }
+}
+
+/// Restricts thread `tid` (0: the calling thread) to `cores`. Processes and threads it starts
+/// afterwards inherit the set.
+pub fn pin_task(tid: i32, cores: &[usize]) -> Result<(), CpuError> {
+    if cores.is_empty() {
+        return Err(CpuError::NoCore);
+    }
+    if let Some(&c) = cores.iter().find(|&&c| c >= libc::CPU_SETSIZE as usize) {
+        return Err(CpuError::CoreOutOfRange(c));
+    }
+    // SAFETY: cpu_set_t is plain data and a zeroed one is empty; CPU_SET writes inside it
+    // (every core is below CPU_SETSIZE, checked above); sched_setaffinity reads
+    // size_of::<cpu_set_t>() bytes of it.
+    let rc = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cores {
+            libc::CPU_SET(c, &mut set);
+        }
+        libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(CpuError::Affinity {
+            cores: cores.to_vec(),
+            error: std::io::Error::last_os_error().to_string(),
+        })
+    }
+}
+
+/// Pins the calling thread to `core`.
+pub fn pin(core: usize) -> Result<(), CpuError> {
+    pin_task(0, &[core])
+}
+
+/// Gives thread `tid` (0: the calling thread) `SCHED_FIFO` at `priority` (1..=99).
+pub fn fifo(tid: i32, priority: i32) -> Result<(), CpuError> {
+    set_policy(tid, libc::SCHED_FIFO, priority, "SCHED_FIFO")
+}
+
+/// Puts thread `tid` (0: the calling thread) back under ordinary scheduling.
+pub fn ordinary(tid: i32) -> Result<(), CpuError> {
+    set_policy(tid, libc::SCHED_OTHER, 0, "SCHED_OTHER")
+}
+
+/// Gives thread `tid` (0: the calling thread) `SCHED_IDLE`: it runs only on an otherwise idle
+/// core (a load generator that must not take the measured thread's time).
+pub fn idle(tid: i32) -> Result<(), CpuError> {
+    set_policy(tid, libc::SCHED_IDLE, 0, "SCHED_IDLE")
+}
+
+fn set_policy(tid: i32, policy: i32, priority: i32, name: &'static str) -> Result<(), CpuError> {
+    let param = libc::sched_param {
+        sched_priority: priority,
+    };
+    // SAFETY: plain system call with a valid parameter block on the stack.
+    if unsafe { libc::sched_setscheduler(tid, policy, &param) } == 0 {
+        Ok(())
+    } else {
+        Err(CpuError::Policy {
+            policy: name,
+            error: std::io::Error::last_os_error().to_string(),
+        })
+    }
+}
+
+/// The core a benchmark uses unless told otherwise: the last one, away from core 0 where the
+/// system and the control plane run.
+pub fn default_bench_core() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get().saturating_sub(1))
+        .unwrap_or(0)
+}
+
+/// Asks the CPU to bring the line holding `p` into L1 ahead of a read. Only a hint: it never
+/// faults, whatever the address, so callers may prefetch before they know an index is valid.
+#[inline(always)]
+pub fn prefetch<T>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint; it never faults, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_to_an_existing_core_and_refuses_a_missing_one() {
+        assert!(pin(0).is_ok());
+        assert_eq!(pin(100_000), Err(CpuError::CoreOutOfRange(100_000)));
+        assert_eq!(pin_task(0, &[]), Err(CpuError::NoCore));
+        // Every core of the machine at once, then back to the first: both allowed.
+        let all: Vec<usize> = (0..=default_bench_core()).collect();
+        assert!(pin_task(0, &all).is_ok());
+        assert!(pin(0).is_ok());
+    }
+
+    #[test]
+    fn errors_name_the_core_or_the_policy() {
+        assert_eq!(
+            CpuError::CoreOutOfRange(4096).to_string(),
+            "core 4096 is out of range"
+        );
+        let e = CpuError::Affinity {
+            cores: vec![3],
+            error: "Invalid argument".into(),
+        };
+        assert_eq!(e.to_string(), "cannot pin to core 3: Invalid argument");
+    }
+
+    #[test]
+    fn ordinary_scheduling_is_always_allowed() {
+        assert!(ordinary(0).is_ok());
+    }
+
+    #[test]
+    fn prefetch_of_any_address_does_not_fault() {
+        prefetch(std::ptr::null::<u8>());
+        prefetch(usize::MAX as *const u64);
+        let x = [1u32; 16];
+        prefetch(x.as_ptr());
+    }
+}
