@@ -57,6 +57,7 @@
 //! as constants below, next to the structure they come from.
 
 use std::cell::Cell;
+use std::mem::{offset_of, size_of};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -65,57 +66,38 @@ use vfsr_packet::Packet;
 
 use crate::{Backend, IoError, IoStats, Kind};
 
-/// `tpacket_versions::TPACKET_V3`.
-const TPACKET_V3: libc::c_int = 2;
+/// The ring version, as `PACKET_VERSION` takes it (an `int`).
+const TPACKET_V3: libc::c_int = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
 /// Bytes in front of a frame in a TX slot: `TPACKET3_HDRLEN - sizeof(sockaddr_ll)`, where the
 /// kernel expects the frame when the socket does not set `PACKET_TX_HAS_OFF`.
-const TX_DATA_OFFSET: usize = 48;
+const TX_DATA_OFFSET: usize = libc::TPACKET3_HDRLEN - size_of::<libc::sockaddr_ll>();
 /// The nominal receive frame size the kernel wants in `tpacket_req3` (V3 packs frames by
 /// their real size; a frame may take up to a block).
 const RX_FRAME_SIZE: u32 = 2048;
 /// Size of `struct tpacket3_hdr`.
-const FRAME_HDR: usize = 48;
+const FRAME_HDR: usize = size_of::<libc::tpacket3_hdr>();
 /// Size of `struct tpacket_block_desc` (what precedes the first frame at the least).
-const BLOCK_HDR: usize = 48;
+const BLOCK_HDR: usize = size_of::<libc::tpacket_block_desc>();
 
-// Offsets in `struct tpacket_block_desc` (`version`, `offset_to_priv`, then `tpacket_hdr_v1`).
-const BLOCK_STATUS: usize = 8;
-const BLOCK_NUM_PKTS: usize = 12;
-const BLOCK_FIRST: usize = 16;
+// Offsets in `struct tpacket_block_desc`: `version`, `offset_to_priv`, then the
+// `tpacket_hdr_v1` the ring reads (its fields, shifted by where it starts).
+const BLOCK_V1: usize = offset_of!(libc::tpacket_block_desc, hdr);
+const BLOCK_STATUS: usize = BLOCK_V1 + offset_of!(libc::tpacket_hdr_v1, block_status);
+const BLOCK_NUM_PKTS: usize = BLOCK_V1 + offset_of!(libc::tpacket_hdr_v1, num_pkts);
+const BLOCK_FIRST: usize = BLOCK_V1 + offset_of!(libc::tpacket_hdr_v1, offset_to_first_pkt);
 
-// Offsets in `struct tpacket3_hdr`.
-const HDR_NEXT: usize = 0;
-const HDR_SNAPLEN: usize = 12;
-const HDR_LEN: usize = 16;
-const HDR_STATUS: usize = 20;
-const HDR_MAC: usize = 24;
-// `hv1` (`struct tpacket_hdr_variant1`) follows at 28: rxhash, then the VLAN tag.
-const HDR_VLAN_TCI: usize = 32;
-const HDR_VLAN_TPID: usize = 36;
+// Offsets in `struct tpacket3_hdr`; the VLAN fields are in `hv1`
+// (`struct tpacket_hdr_variant1`).
+const HDR_NEXT: usize = offset_of!(libc::tpacket3_hdr, tp_next_offset);
+const HDR_SNAPLEN: usize = offset_of!(libc::tpacket3_hdr, tp_snaplen);
+const HDR_LEN: usize = offset_of!(libc::tpacket3_hdr, tp_len);
+const HDR_STATUS: usize = offset_of!(libc::tpacket3_hdr, tp_status);
+const HDR_MAC: usize = offset_of!(libc::tpacket3_hdr, tp_mac);
+const HDR_HV1: usize = offset_of!(libc::tpacket3_hdr, hv1);
+const HDR_VLAN_TCI: usize = HDR_HV1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tci);
+const HDR_VLAN_TPID: usize = HDR_HV1 + offset_of!(libc::tpacket_hdr_variant1, tp_vlan_tpid);
 /// The 802.1Q TPID, used when the kernel does not say which one the tag had.
 const ETHERTYPE_VLAN: u16 = 0x8100;
-
-/// `struct tpacket_req3`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct TpacketReq3 {
-    block_size: u32,
-    block_nr: u32,
-    frame_size: u32,
-    frame_nr: u32,
-    retire_blk_tov: u32,
-    sizeof_priv: u32,
-    feature_req_word: u32,
-}
-
-/// `struct tpacket_stats_v3`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct TpacketStatsV3 {
-    packets: u32,
-    drops: u32,
-    freeze_q_cnt: u32,
-}
 
 /// Ring geometry and socket options of a [`PacketPort`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -417,25 +399,27 @@ impl PacketPort {
                 ifname,
             )?;
         }
-        let rx = TpacketReq3 {
-            block_size: config.block_size,
-            block_nr: config.block_count,
+        let rx = libc::tpacket_req3 {
+            tp_block_size: config.block_size,
+            tp_block_nr: config.block_count,
             // Only a bound on the count for V3 receive: frames are packed by size.
-            frame_size: RX_FRAME_SIZE,
-            frame_nr: config.block_size / RX_FRAME_SIZE * config.block_count,
-            retire_blk_tov: config.retire_ms,
-            sizeof_priv: 0,
-            feature_req_word: 0,
+            tp_frame_size: RX_FRAME_SIZE,
+            tp_frame_nr: config.block_size / RX_FRAME_SIZE * config.block_count,
+            tp_retire_blk_tov: config.retire_ms,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
         };
         setsockopt(raw, libc::PACKET_RX_RING, &rx, "PACKET_RX_RING", ifname)?;
         let tx_block = config.tx_block_size();
         let tx_slots = config.tx_slots();
-        let tx = TpacketReq3 {
-            block_size: tx_block,
-            block_nr: tx_slots / (tx_block / config.tx_frame_size),
-            frame_size: config.tx_frame_size,
-            frame_nr: tx_slots,
-            ..TpacketReq3::default()
+        let tx = libc::tpacket_req3 {
+            tp_block_size: tx_block,
+            tp_block_nr: tx_slots / (tx_block / config.tx_frame_size),
+            tp_frame_size: config.tx_frame_size,
+            tp_frame_nr: tx_slots,
+            tp_retire_blk_tov: 0,
+            tp_sizeof_priv: 0,
+            tp_feature_req_word: 0,
         };
         setsockopt(raw, libc::PACKET_TX_RING, &tx, "PACKET_TX_RING", ifname)?;
         let rx_len = config.block_size as usize * config.block_count as usize;
@@ -742,21 +726,25 @@ impl Backend for PacketPort {
     }
 
     fn stats(&self) -> IoStats {
-        let mut st = TpacketStatsV3::default();
-        let mut len = std::mem::size_of::<TpacketStatsV3>() as libc::socklen_t;
+        let mut st = libc::tpacket_stats_v3 {
+            tp_packets: 0,
+            tp_drops: 0,
+            tp_freeze_q_cnt: 0,
+        };
+        let mut len = size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
         // SAFETY: `st` is writable for `len` bytes.
         let r = unsafe {
             libc::getsockopt(
                 self.fd.as_raw_fd(),
                 libc::SOL_PACKET,
                 libc::PACKET_STATISTICS,
-                (&mut st as *mut TpacketStatsV3).cast(),
+                (&mut st as *mut libc::tpacket_stats_v3).cast(),
                 &mut len,
             )
         };
         if r == 0 {
             self.kernel_drops
-                .set(self.kernel_drops.get() + u64::from(st.drops));
+                .set(self.kernel_drops.get() + u64::from(st.tp_drops));
         }
         let mut s = self.stats;
         s.rx_dropped += self.kernel_drops.get();
@@ -909,6 +897,19 @@ impl RawSocket {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ring_layout_is_the_kernels() {
+        // The x86-64 and aarch64 ABI of <linux/if_packet.h>, as the kernel lays it out.
+        assert_eq!((FRAME_HDR, BLOCK_HDR, TX_DATA_OFFSET), (48, 48, 48));
+        assert_eq!((BLOCK_STATUS, BLOCK_NUM_PKTS, BLOCK_FIRST), (8, 12, 16));
+        assert_eq!(
+            (HDR_NEXT, HDR_SNAPLEN, HDR_LEN, HDR_STATUS),
+            (0, 12, 16, 20)
+        );
+        assert_eq!((HDR_MAC, HDR_VLAN_TCI, HDR_VLAN_TPID), (24, 32, 36));
+        assert_eq!(TPACKET_V3, 2);
+    }
 
     #[test]
     fn a_missing_interface_is_named() {
