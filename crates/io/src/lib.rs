@@ -11,7 +11,7 @@
 //!   in the kernel (the fast path; [`bpf`] loads and attaches the programs).
 //! - [`mem`]: queues in memory, for tests and the pipeline benchmark.
 //! - [`packet`]: AF_PACKET with TPACKET_V3 rings (any interface; the fallback when AF_XDP
-//!   is not available), and [`packet::RawSocket`] for the control plane's frames.
+//!   is not available), and [`raw::RawSocket`] for the control plane's frames.
 //! - [`pcap`]: pcap files, read as a receive queue and written as a transmit queue.
 
 use std::os::fd::RawFd;
@@ -22,6 +22,7 @@ pub mod bpf;
 pub mod mem;
 pub mod packet;
 pub mod pcap;
+pub mod raw;
 pub mod rss;
 pub mod xdp;
 

@@ -12,7 +12,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use vfsr_io::packet::{PacketConfig, PacketPort, RawSocket};
+use vfsr_io::packet::{PacketConfig, PacketPort};
+use vfsr_io::raw::RawSocket;
 use vfsr_io::{Backend, Kind};
 
 /// An ethertype of the IEEE local experimental range: nothing else on the link uses it.

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use vfsr_io::bpf::{self, BpfObject, XdpMode};
-use vfsr_io::packet::RawSocket;
+use vfsr_io::raw::RawSocket;
 use vfsr_io::xdp::{self, AttachMode, XdpConfig, XdpPort};
 use vfsr_io::{Backend, Kind};
 

@@ -12,7 +12,8 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::RawFd;
 
-use vfsr_io::packet::{PacketConfig, PacketPort, RawSocket};
+use vfsr_io::packet::{PacketConfig, PacketPort};
+use vfsr_io::raw::RawSocket;
 use vfsr_io::{Backend, IoError};
 use vfsr_wire::MacAddr;
 
