@@ -76,6 +76,7 @@
 //!
 //! **No input panics.** The crate denies `unwrap`, `panic!` and unchecked indexing.
 
+#![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::expect_used, clippy::unreachable, clippy::todo)]
 #![cfg_attr(

@@ -31,6 +31,7 @@
 //! as values; the crate denies `unwrap`, `panic!` and unchecked indexing. RIB operations that
 //! fail leave the RIB unchanged.
 
+#![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::expect_used, clippy::unreachable, clippy::todo)]
 #![cfg_attr(

@@ -21,6 +21,7 @@
 //!
 //! Start reading at [`router::Router`], then [`translate`], then [`fpm`].
 
+#![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::expect_used, clippy::unreachable, clippy::todo)]
 #![cfg_attr(

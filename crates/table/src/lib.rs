@@ -21,6 +21,7 @@
 //! caps the decompressed size, the record and line lengths and the number of routes, and is
 //! fuzzed (`fuzz/` at the workspace root) and property-tested (`tests/`).
 
+#![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::expect_used, clippy::unreachable, clippy::todo)]
 #![cfg_attr(

@@ -16,6 +16,8 @@
 //! Exit status: 0 done, 1 vfsrd refused or `top` could not use the terminal (the reason is
 //! printed), 2 a wrong command line, 3 vfsrd could not be reached.
 
+#![forbid(unsafe_code)]
+
 mod text;
 mod top;
 

@@ -56,6 +56,7 @@
 //! flag, and tuning their checks for a router would mean a fork.
 
 #![no_std]
+#![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::expect_used, clippy::unreachable, clippy::todo)]
 #![cfg_attr(
