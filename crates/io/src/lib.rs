@@ -13,6 +13,22 @@
 //! - [`packet`]: AF_PACKET with TPACKET_V3 rings (any interface; the fallback when AF_XDP
 //!   is not available), and [`raw::RawSocket`] for the control plane's frames.
 //! - [`pcap`]: pcap files, read as a receive queue and written as a transmit queue.
+//!
+//! **No input panics.** Frames and files come from outside: the crate denies `unwrap`,
+//! `panic!` and unchecked indexing outside tests, and reads headers through `vfsr-wire`'s
+//! checked views.
+#![deny(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::expect_used, clippy::unreachable, clippy::todo)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::expect_used,
+        clippy::unreachable
+    )
+)]
 
 use std::os::fd::RawFd;
 

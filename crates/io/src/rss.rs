@@ -20,6 +20,9 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use vfsr_wire::ethernet::ethertype;
+use vfsr_wire::{ip_proto, l4, EthernetFrame, Ipv4Packet, Ipv6Packet};
+
 /// The key of the RSS specification's examples, the default of most NIC drivers.
 pub const STANDARD_KEY: [u8; 40] = [
     0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3, 0x8f, 0xb0,
@@ -99,8 +102,9 @@ impl Rss {
     #[inline]
     pub fn hash(&self, input: &[u8]) -> u32 {
         let mut h = 0;
-        for (row, b) in self.table.iter().zip(input) {
-            h ^= row[usize::from(*b)];
+        for (row, &b) in self.table.iter().zip(input) {
+            // A row has 256 entries: any byte indexes it.
+            h ^= row.get(usize::from(b)).copied().unwrap_or(0);
         }
         h
     }
@@ -113,12 +117,13 @@ impl Rss {
             std::mem::swap(&mut s, &mut d);
             std::mem::swap(&mut sp, &mut dp);
         }
-        let mut b = [0u8; 12];
-        b[..4].copy_from_slice(&s);
-        b[4..8].copy_from_slice(&d);
-        b[8..10].copy_from_slice(&sp.to_be_bytes());
-        b[10..].copy_from_slice(&dp.to_be_bytes());
-        self.hash(&b[..if ports.is_some() { 12 } else { 8 }])
+        let [s0, s1, s2, s3] = s;
+        let [d0, d1, d2, d3] = d;
+        let [p0, p1] = sp.to_be_bytes();
+        let [q0, q1] = dp.to_be_bytes();
+        let b = [s0, s1, s2, s3, d0, d1, d2, d3, p0, p1, q0, q1];
+        let n = if ports.is_some() { b.len() } else { 8 };
+        self.hash(b.get(..n).unwrap_or(&b))
     }
 
     /// IPv6 addresses and, if given, ports.
@@ -130,42 +135,40 @@ impl Rss {
             std::mem::swap(&mut sp, &mut dp);
         }
         let mut b = [0u8; 36];
-        b[..16].copy_from_slice(&s);
-        b[16..32].copy_from_slice(&d);
-        b[32..34].copy_from_slice(&sp.to_be_bytes());
-        b[34..].copy_from_slice(&dp.to_be_bytes());
-        self.hash(&b[..if ports.is_some() { 36 } else { 32 }])
+        let port_bytes = [sp.to_be_bytes(), dp.to_be_bytes()].concat();
+        for (slot, byte) in b.iter_mut().zip(s.iter().chain(&d).chain(&port_bytes)) {
+            *slot = *byte;
+        }
+        let n = if ports.is_some() { b.len() } else { 32 };
+        self.hash(b.get(..n).unwrap_or(&b))
     }
 
-    /// The hash of an Ethernet frame's flow, `None` if it is not IPv4 or IPv6.
+    /// The hash of an Ethernet frame's flow, `None` if it is not IPv4 or IPv6 or its IP
+    /// header is malformed (read through `vfsr-wire`'s checked views).
     pub fn hash_frame(&self, f: &[u8]) -> Option<u32> {
-        let et = u16::from_be_bytes([*f.get(12)?, *f.get(13)?]);
-        let ip = f.get(14..)?;
-        match et {
-            0x0800 => {
-                let ihl = usize::from(ip.first()? & 0x0f) * 4;
-                let proto = *ip.get(9)?;
-                let frag = u16::from_be_bytes([*ip.get(6)?, *ip.get(7)?]);
-                let src = Ipv4Addr::from(<[u8; 4]>::try_from(ip.get(12..16)?).ok()?);
-                let dst = Ipv4Addr::from(<[u8; 4]>::try_from(ip.get(16..20)?).ok()?);
+        let eth = EthernetFrame::new_checked(f).ok()?;
+        match eth.ethertype() {
+            ethertype::IPV4 => {
+                let ip = Ipv4Packet::new_checked(eth.payload()).ok()?;
+                let proto = ip.protocol();
                 // A fragmented packet hashes by addresses only, first fragment included.
-                let ports = if (proto == 6 || proto == 17) && frag & 0x3fff == 0 {
-                    ports(ip.get(ihl..))
-                } else {
-                    None
-                };
-                Some(self.hash_v4(src, dst, ports))
+                let ports =
+                    if (proto == ip_proto::TCP || proto == ip_proto::UDP) && !ip.is_fragment() {
+                        l4::ports(ip.payload())
+                    } else {
+                        None
+                    };
+                Some(self.hash_v4(ip.src_addr(), ip.dst_addr(), ports))
             }
-            0x86dd => {
-                let nh = *ip.get(6)?;
-                let src = Ipv6Addr::from(<[u8; 16]>::try_from(ip.get(8..24)?).ok()?);
-                let dst = Ipv6Addr::from(<[u8; 16]>::try_from(ip.get(24..40)?).ok()?);
-                let ports = if nh == 6 || nh == 17 {
-                    ports(ip.get(40..))
+            ethertype::IPV6 => {
+                let ip = Ipv6Packet::new_checked(eth.payload()).ok()?;
+                let nh = ip.next_header();
+                let ports = if nh == ip_proto::TCP || nh == ip_proto::UDP {
+                    l4::ports(ip.payload())
                 } else {
                     None
                 };
-                Some(self.hash_v6(src, dst, ports))
+                Some(self.hash_v6(ip.src_addr(), ip.dst_addr(), ports))
             }
             _ => None,
         }
@@ -174,16 +177,11 @@ impl Rss {
     /// The worker a hash goes to.
     #[inline]
     pub fn queue_of(&self, hash: u32) -> usize {
-        usize::from(self.indirection[hash as usize % INDIRECTION])
+        // The remainder is below the table's length.
+        self.indirection
+            .get(hash as usize % INDIRECTION)
+            .map_or(0, |&q| usize::from(q))
     }
-}
-
-fn ports(l4: Option<&[u8]>) -> Option<(u16, u16)> {
-    let b = l4?.get(..4)?;
-    Some((
-        u16::from_be_bytes([b[0], b[1]]),
-        u16::from_be_bytes([b[2], b[3]]),
-    ))
 }
 
 #[cfg(test)]
@@ -335,7 +333,7 @@ mod tests {
     fn frame_v4(proto: u8, frag: u16, sport: u16, dport: u16) -> Vec<u8> {
         let mut f = vec![0u8; 14];
         f[12] = 0x08;
-        let mut ip = vec![0x45, 0, 0, 28, 0, 0, 0, 0, 64, proto, 0, 0];
+        let mut ip = vec![0x45, 0, 0, 24, 0, 0, 0, 0, 64, proto, 0, 0];
         ip[6..8].copy_from_slice(&frag.to_be_bytes());
         ip.extend_from_slice(&[66, 9, 149, 187, 161, 142, 100, 80]);
         ip.extend_from_slice(&sport.to_be_bytes());
@@ -352,10 +350,14 @@ mod tests {
         assert_eq!(r.hash_frame(&frame_v4(17, 0x2000, 1, 2)), Some(0x323e_8fc2));
         assert_eq!(r.hash_frame(&frame_v4(17, 0x0010, 1, 2)), Some(0x323e_8fc2));
         assert_eq!(r.hash_frame(&frame_v4(1, 0, 1, 2)), Some(0x323e_8fc2));
+        // A header cut short, or one that claims more than the frame holds, is not hashed.
         let full = frame_v4(6, 0, 2794, 1766);
         for n in 0..full.len() {
-            let _ = r.hash_frame(&full[..n]);
+            assert_eq!(r.hash_frame(&full[..n]), None, "{n} bytes");
         }
+        let mut bad = full.clone();
+        bad[14] = 0x65;
+        assert_eq!(r.hash_frame(&bad), None, "version 6 in an IPv4 frame");
         assert_eq!(r.hash_frame(&[0u8; 60]), None);
     }
 
