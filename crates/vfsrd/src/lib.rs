@@ -1,5 +1,22 @@
 //! vfsrd, the router daemon: opens the configured interfaces, runs one forwarding worker
 //! per configured core and the control plane on its own core.
+//!
+//! **No input panics.** Frames, route messages, API requests and config files come from
+//! outside: the crate denies `unwrap`, `panic!` and unchecked indexing outside tests (the
+//! test harness in [`daemons`] excepted), and reads packet headers through `vfsr-wire`'s
+//! checked views.
+#![deny(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
+#![deny(clippy::expect_used, clippy::unreachable, clippy::todo)]
+#![cfg_attr(
+    test,
+    allow(
+        clippy::unwrap_used,
+        clippy::panic,
+        clippy::indexing_slicing,
+        clippy::expect_used,
+        clippy::unreachable
+    )
+)]
 
 pub mod api;
 pub mod config;

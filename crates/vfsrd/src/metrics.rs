@@ -441,7 +441,12 @@ impl MetricsServer {
         let per_port = |k: usize| -> Vec<(Labels, u64)> {
             names
                 .iter()
-                .map(|n| (l1("port", n), io.get(n).map_or(0, |e| e[k])))
+                .map(|n| {
+                    (
+                        l1("port", n),
+                        io.get(n).and_then(|e| e.get(k).copied()).unwrap_or(0),
+                    )
+                })
                 .collect()
         };
         x.gauge(

@@ -386,8 +386,9 @@ where
             service.ready(&status);
             match outcome {
                 Ok(v) => tracing::info!(
-                    applied = %words(&v["applied"]),
-                    restart_needed = %words(&v["restart_needed"]),
+                    applied = %words(v.get("applied").unwrap_or(&serde_json::Value::Null)),
+                    restart_needed =
+                        %words(v.get("restart_needed").unwrap_or(&serde_json::Value::Null)),
                     "reloaded"
                 ),
                 Err(e) => tracing::error!(error = %e, "reload refused"),

@@ -238,8 +238,8 @@ fn push_attr(out: &mut Vec<u8>, kind: u16, data: &[u8]) {
 
 /// The bytes of an `RTM_NEWADDR` request (create, fail if it exists, ask for an ack).
 pub fn newaddr_message(ifindex: u32, addr: IpAddr, len: u8, seq: u32) -> Vec<u8> {
+    // The body first; the nlmsghdr, which holds the total length, goes in front at the end.
     let mut m = Vec::with_capacity(64);
-    m.extend_from_slice(&[0; 16]); // nlmsghdr, length filled below
     let (family, bytes, flags): (u8, Vec<u8>, u32) = match addr {
         IpAddr::V4(a) => (libc::AF_INET as u8, a.octets().to_vec(), 0),
         IpAddr::V6(a) => (libc::AF_INET6 as u8, a.octets().to_vec(), IFA_F_NODAD),
@@ -250,15 +250,21 @@ pub fn newaddr_message(ifindex: u32, addr: IpAddr, len: u8, seq: u32) -> Vec<u8>
     push_attr(&mut m, libc::IFA_LOCAL, &bytes);
     push_attr(&mut m, libc::IFA_ADDRESS, &bytes);
     push_attr(&mut m, IFA_FLAGS, &flags.to_ne_bytes());
-    let total = m.len() as u32;
+    let total = (m.len() + NLMSG_HDRLEN) as u32;
     let nl_flags =
         (libc::NLM_F_REQUEST | libc::NLM_F_ACK | libc::NLM_F_CREATE | libc::NLM_F_EXCL) as u16;
-    m[0..4].copy_from_slice(&total.to_ne_bytes());
-    m[4..6].copy_from_slice(&libc::RTM_NEWADDR.to_ne_bytes());
-    m[6..8].copy_from_slice(&nl_flags.to_ne_bytes());
-    m[8..12].copy_from_slice(&seq.to_ne_bytes());
-    m
+    let mut out = Vec::with_capacity(total as usize);
+    out.extend_from_slice(&total.to_ne_bytes());
+    out.extend_from_slice(&libc::RTM_NEWADDR.to_ne_bytes());
+    out.extend_from_slice(&nl_flags.to_ne_bytes());
+    out.extend_from_slice(&seq.to_ne_bytes());
+    out.extend_from_slice(&0u32.to_ne_bytes()); // port id: the kernel fills it
+    out.extend_from_slice(&m);
+    out
 }
+
+/// Bytes of `struct nlmsghdr`.
+const NLMSG_HDRLEN: usize = 16;
 
 /// The error code of a netlink ack (`0` = success, negative errno), `None` if the bytes are
 /// not an ack.

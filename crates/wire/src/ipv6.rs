@@ -53,7 +53,9 @@
 
 use core::net::Ipv6Addr;
 
-use crate::field::{array_at, set_bytes, set_u16, set_u32, set_u8, slice, u16_at, u32_at, u8_at};
+use crate::field::{
+    array_at, set_bytes, set_u16, set_u32, set_u8, slice, slice_mut, u16_at, u32_at, u8_at,
+};
 use crate::ip_proto;
 use crate::WireError;
 
@@ -230,6 +232,12 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     /// Sets the destination address.
     pub fn set_dst_addr(&mut self, addr: &Ipv6Addr) {
         set_bytes(self.buffer.as_mut(), field::DST, &addr.octets());
+    }
+
+    /// The payload (bytes 40..40 + payload length), writable.
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        let end = HEADER_LEN + usize::from(self.payload_len());
+        slice_mut(self.buffer.as_mut(), HEADER_LEN, end)
     }
 }
 

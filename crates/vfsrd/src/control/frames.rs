@@ -6,9 +6,10 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use vfsr_wire::arp::{ArpOp, ArpPacket, ArpRepr};
-use vfsr_wire::checksum;
 use vfsr_wire::ethernet::{ethertype, MacAddr, HEADER_LEN};
+use vfsr_wire::icmpv4::{self, Icmpv4Packet};
 use vfsr_wire::icmpv6::{Icmpv6Packet, NdRepr};
+use vfsr_wire::{ip_proto, EthernetFrame, Ipv4Packet, Ipv6Packet};
 
 /// ICMPv6 types the control plane handles.
 pub const ICMP6_ECHO_REQUEST: u8 = 128;
@@ -201,88 +202,66 @@ pub fn parse_nd(frame: &[u8]) -> Option<NdMessage> {
 /// reply in place: MACs and addresses swapped, type changed, checksum updated, TTL reset.
 /// Returns `false` (frame unchanged) if it is not a well-formed echo request.
 pub fn echo_reply_in_place(frame: &mut [u8]) -> bool {
-    let Some(et) = frame.get(12..14) else {
+    let Ok(mut eth) = EthernetFrame::new_checked(frame) else {
         return false;
     };
-    let et = u16::from_be_bytes([et[0], et[1]]);
-    let ok = match et {
-        ethertype::IPV4 => echo4(frame),
-        ethertype::IPV6 => echo6(frame),
+    let ok = match eth.ethertype() {
+        ethertype::IPV4 => echo4(eth.payload_mut()),
+        ethertype::IPV6 => echo6(eth.payload_mut()),
         _ => false,
     };
     if ok {
-        let mut dst = [0u8; 6];
-        let mut src = [0u8; 6];
-        if let (Some(d), Some(s)) = (frame.get(0..6), frame.get(6..12)) {
-            dst.copy_from_slice(d);
-            src.copy_from_slice(s);
-        }
-        if let Some(d) = frame.get_mut(0..6) {
-            d.copy_from_slice(&src);
-        }
-        if let Some(s) = frame.get_mut(6..12) {
-            s.copy_from_slice(&dst);
-        }
+        let (dst, src) = (eth.dst(), eth.src());
+        eth.set_dst(src);
+        eth.set_src(dst);
     }
     ok
 }
 
-fn echo4(frame: &mut [u8]) -> bool {
-    let Some(ip) = frame.get_mut(HEADER_LEN..) else {
+/// The IPv4 half of [`echo_reply_in_place`], on the frame's payload.
+fn echo4(payload: &mut [u8]) -> bool {
+    let Ok(mut ip) = Ipv4Packet::new_checked(payload) else {
         return false;
     };
-    let Some(&vihl) = ip.first() else {
-        return false;
-    };
-    let ihl = usize::from(vihl & 0x0f) * 4;
-    if vihl >> 4 != 4 || ihl < 20 || ip.len() < ihl + 8 {
-        return false;
-    }
-    let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-    if total < ihl + 8 || total > ip.len() || ip[9] != 1 || !checksum::verify(&ip[..ihl]) {
-        return false;
-    }
     // Not a fragment (a reply to one piece of an echo would be wrong).
-    if u16::from_be_bytes([ip[6], ip[7]]) & 0x3fff != 0 {
+    if ip.protocol() != ip_proto::ICMP || ip.is_fragment() || !ip.verify_checksum() {
         return false;
     }
-    let icmp = &ip[ihl..total];
-    if icmp[0] != 8 || icmp[1] != 0 || !checksum::verify(icmp) {
-        return false;
+    {
+        let Ok(icmp) = Icmpv4Packet::new_checked(ip.payload()) else {
+            return false;
+        };
+        if icmp.msg_type() != icmpv4::msg_type::ECHO_REQUEST
+            || icmp.code() != 0
+            || !icmp.verify_checksum()
+        {
+            return false;
+        }
     }
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&ip[12..16]);
-    ip.copy_within(16..20, 12);
-    ip[16..20].copy_from_slice(&a);
-    ip[8] = 64;
-    ip[10] = 0;
-    ip[11] = 0;
-    let c = checksum::checksum(&ip[..ihl]);
-    ip[10..12].copy_from_slice(&c.to_be_bytes());
-    let icmp = &mut ip[ihl..total];
-    icmp[0] = 0;
-    icmp[2] = 0;
-    icmp[3] = 0;
-    let c = checksum::checksum(icmp);
-    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
+    ip.set_src_addr(dst);
+    ip.set_dst_addr(src);
+    ip.set_ttl(64);
+    ip.fill_checksum();
+    let Ok(mut icmp) = Icmpv4Packet::new_checked(ip.payload_mut()) else {
+        return false;
+    };
+    icmp.set_msg_type(icmpv4::msg_type::ECHO_REPLY);
+    icmp.fill_checksum();
     true
 }
 
-fn echo6(frame: &mut [u8]) -> bool {
-    let Some(ip) = frame.get_mut(HEADER_LEN..) else {
+/// The IPv6 half of [`echo_reply_in_place`], on the frame's payload.
+fn echo6(payload: &mut [u8]) -> bool {
+    let Ok(mut ip) = Ipv6Packet::new_checked(payload) else {
         return false;
     };
-    if ip.len() < 48 || ip[0] >> 4 != 6 || ip[6] != 58 {
+    if ip.next_header() != ip_proto::ICMPV6 {
         return false;
     }
-    let plen = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
-    if plen < 8 || 40 + plen > ip.len() {
-        return false;
-    }
-    let src = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[8..24]).unwrap_or([0; 16]));
-    let dst = Ipv6Addr::from(<[u8; 16]>::try_from(&ip[24..40]).unwrap_or([0; 16]));
+    let (src, dst) = (ip.src_addr(), ip.dst_addr());
     {
-        let Ok(p) = Icmpv6Packet::new_checked(&ip[40..40 + plen]) else {
+        let Ok(p) = Icmpv6Packet::new_checked(ip.payload()) else {
             return false;
         };
         if p.msg_type() != ICMP6_ECHO_REQUEST || p.code() != 0 || !p.verify_checksum(&src, &dst) {
@@ -294,10 +273,10 @@ fn echo6(frame: &mut [u8]) -> bool {
     if dst.is_multicast() {
         return false;
     }
-    ip[8..24].copy_from_slice(&dst.octets());
-    ip[24..40].copy_from_slice(&src.octets());
-    ip[7] = 64;
-    let Ok(mut p) = Icmpv6Packet::new_checked(&mut ip[40..40 + plen]) else {
+    ip.set_src_addr(&dst);
+    ip.set_dst_addr(&src);
+    ip.set_hop_limit(64);
+    let Ok(mut p) = Icmpv6Packet::new_checked(ip.payload_mut()) else {
         return false;
     };
     p.set_msg_type(ICMP6_ECHO_REPLY);
@@ -307,20 +286,20 @@ fn echo6(frame: &mut [u8]) -> bool {
 
 /// The IPv4 destination of an IPv4 frame.
 pub fn dst4(frame: &[u8]) -> Option<Ipv4Addr> {
-    if u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]) != ethertype::IPV4 {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != ethertype::IPV4 {
         return None;
     }
-    let b = frame.get(HEADER_LEN + 16..HEADER_LEN + 20)?;
-    Some(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+    Some(Ipv4Packet::new_checked(eth.payload()).ok()?.dst_addr())
 }
 
 /// The IPv6 destination of an IPv6 frame.
 pub fn dst6(frame: &[u8]) -> Option<Ipv6Addr> {
-    if u16::from_be_bytes([*frame.get(12)?, *frame.get(13)?]) != ethertype::IPV6 {
+    let eth = EthernetFrame::new_checked(frame).ok()?;
+    if eth.ethertype() != ethertype::IPV6 {
         return None;
     }
-    let b = frame.get(HEADER_LEN + 24..HEADER_LEN + 40)?;
-    Some(Ipv6Addr::from(<[u8; 16]>::try_from(b).ok()?))
+    Some(Ipv6Packet::new_checked(eth.payload()).ok()?.dst_addr())
 }
 
 /// Whether an ARP message is a reply.
@@ -331,6 +310,7 @@ pub fn is_reply(a: &ArpRepr) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vfsr_wire::checksum;
 
     const US: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
     const THEM: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);

@@ -36,6 +36,7 @@ use vfsr_router::Router;
 use vfsr_wire::arp::{ArpOp, ArpRepr};
 use vfsr_wire::ethernet::{ethertype, MacAddr, HEADER_LEN};
 use vfsr_wire::icmpv6::NdRepr;
+use vfsr_wire::{ip_proto, EthernetFrame, Ipv4Packet, Ipv6Packet};
 
 use crate::config::PuntSection;
 use crate::link::{Link, ToControl, Wake};
@@ -451,7 +452,7 @@ where
     /// classified it).
     pub fn input(&mut self, i: usize, frame: &[u8], class: Option<PuntClass>) {
         self.counters.frames_in += 1;
-        let Some(et) = frame.get(12..14).map(|b| u16::from_be_bytes([b[0], b[1]])) else {
+        let Ok(et) = EthernetFrame::new_checked(frame).map(|e| e.ethertype()) else {
             self.counters.malformed += 1;
             return;
         };
@@ -644,10 +645,9 @@ where
         };
         let src = port.mac;
         for mut p in o.transmit {
-            let f = p.frame_mut();
-            if let Some(h) = f.get_mut(..12) {
-                h[..6].copy_from_slice(&mac.0);
-                h[6..].copy_from_slice(&src.0);
+            if let Ok(mut eth) = EthernetFrame::new_checked(p.frame_mut()) {
+                eth.set_dst(mac);
+                eth.set_src(src);
             }
             self.counters.released += 1;
             self.send(i, p.frame());
@@ -718,21 +718,25 @@ fn punt_limits(punt: &PuntSection) -> [TokenBucket; PuntClass::COUNT] {
     })
 }
 
-/// The class of a control frame read from the kernel path (the pipeline's own rules).
+/// The class of a control frame read from the kernel path (the pipeline's own rules). A
+/// header cut short reads as zeros (the views' unchecked form): the frame still gets a class.
 pub fn classify(et: u16, frame: &[u8]) -> PuntClass {
     let ip = frame.get(HEADER_LEN..).unwrap_or(&[]);
     match et {
         ethertype::ARP => PuntClass::ArpNd,
         ethertype::IPV4 => {
-            let ihl = usize::from(ip.first().copied().unwrap_or(0) & 0x0f) * 4;
-            let proto = ip.get(9).copied().unwrap_or(0);
-            let l4 = ip.get(ihl..).unwrap_or(&[]);
-            punt_class(proto, ports(l4), None)
+            let p = Ipv4Packet::new_unchecked(ip);
+            punt_class(p.protocol(), ports(p.payload()), None)
         }
         ethertype::IPV6 => {
-            let nh = ip.get(6).copied().unwrap_or(0);
-            let l4 = ip.get(40..).unwrap_or(&[]);
-            let icmp6 = if nh == 58 { l4.first().copied() } else { None };
+            let p = Ipv6Packet::new_unchecked(ip);
+            let nh = p.next_header();
+            let l4 = p.payload();
+            let icmp6 = if nh == ip_proto::ICMPV6 {
+                l4.first().copied()
+            } else {
+                None
+            };
             punt_class(nh, ports(l4), icmp6)
         }
         _ => PuntClass::Local,
@@ -740,11 +744,5 @@ pub fn classify(et: u16, frame: &[u8]) -> PuntClass {
 }
 
 fn ports(l4: &[u8]) -> (u16, u16) {
-    match l4.get(..4) {
-        Some(b) => (
-            u16::from_be_bytes([b[0], b[1]]),
-            u16::from_be_bytes([b[2], b[3]]),
-        ),
-        None => (0, 0),
-    }
+    vfsr_wire::l4::ports(l4).unwrap_or((0, 0))
 }

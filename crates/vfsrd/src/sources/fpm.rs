@@ -90,8 +90,8 @@ impl FpmServer {
             tracing::warn!(
                 reason = %reason,
                 detail = %detail,
-                routes_kept = rib.v4().routes_by_source()[Source::Fpm.index()]
-                    + rib.v6().routes_by_source()[Source::Fpm.index()],
+                routes_kept = rib.v4().routes_by_source().get(Source::Fpm.index()).copied().unwrap_or(0)
+                    + rib.v6().routes_by_source().get(Source::Fpm.index()).copied().unwrap_or(0),
                 "fpm: connection closed; its routes are kept, stale until zebra replays them"
             );
         }
