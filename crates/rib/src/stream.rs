@@ -746,7 +746,7 @@ mod tests {
             .unwrap();
         rib.apply(&up("a 11.0.0.0/8 #1"), Source::Fpm).unwrap();
         let IpPrefix::V4(p11) = v4("11.0.0.0/8") else {
-            unreachable!()
+            panic!("11.0.0.0/8 is IPv4")
         };
         assert_eq!(rib.fib_value(&p11), 1);
         assert_eq!(
@@ -775,7 +775,7 @@ mod tests {
         rib.apply(&up(&format!("a 13.0.0.0/8 #{g}")), Source::Static)
             .unwrap();
         let IpPrefix::V4(p13) = v4("13.0.0.0/8") else {
-            unreachable!()
+            panic!("13.0.0.0/8 is IPv4")
         };
         assert_eq!(rib.fib_value(&p13), g);
         rib.apply(&up("w 10.0.0.0/8"), Source::Fpm).unwrap();

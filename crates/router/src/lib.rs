@@ -24,16 +24,6 @@
 #![forbid(unsafe_code)]
 #![deny(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::expect_used, clippy::unreachable, clippy::todo)]
-#![cfg_attr(
-    test,
-    allow(
-        clippy::unwrap_used,
-        clippy::panic,
-        clippy::indexing_slicing,
-        clippy::expect_used,
-        clippy::unreachable
-    )
-)]
 
 pub mod fpm;
 pub mod kernel;

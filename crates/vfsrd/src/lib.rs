@@ -7,16 +7,6 @@
 //! checked views.
 #![deny(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::expect_used, clippy::unreachable, clippy::todo)]
-#![cfg_attr(
-    test,
-    allow(
-        clippy::unwrap_used,
-        clippy::panic,
-        clippy::indexing_slicing,
-        clippy::expect_used,
-        clippy::unreachable
-    )
-)]
 
 pub mod api;
 pub mod config;
