@@ -61,9 +61,33 @@
 //! ## Bulk lookup
 //!
 //! A full IPv4 table does not fit in L2, so a lookup costs a few cache misses in a row, each
-//! depending on the last. [`Poptrie::lookup_bulk`] runs a group of lookups in lockstep: every
-//! round advances each unfinished lookup by one level and prefetches the line it needs next, so
-//! the misses of the whole group overlap instead of queuing.
+//! depending on the last. [`Poptrie::lookup_bulk`] takes IPv4 addresses in chunks of up to 256
+//! and runs each chunk in *stages*, one kind of memory read per stage, so that the misses of a
+//! whole stage overlap instead of queuing:
+//!
+//! ```text
+//!   addresses ──► direct entries ──┬─ leaf ─────────────────────────────────► answer
+//!   (prefetch 16 ahead)            ├─ childless node ─► record, its leaf ────► answer
+//!                                  └─ node ─► level 1 ─► level 2 … ─┬─ leaf ─► answer
+//!                                      (one loop per level)          └─ child: next level
+//! ```
+//!
+//! Each stage is a plain loop over a list the previous stage wrote: every lookup is appended
+//! to the list of what it reads next by writing to all lists and advancing only the right
+//! one's length, so the loops have no branch that depends on the data (a mispredicted branch
+//! costs as much as an L2 hit, and which way a lookup goes is close to random). Each read is
+//! prefetched as soon as its address is known: a node or leaf when the entry pointing to it is
+//! appended, a direct entry or a childless-node record a fixed distance ahead in its loop (for
+//! a record, both the header's line and the line where the slot's leaf can be at most, since
+//! a dense record spans two or three lines). Against the earlier bulk lookup, which advanced
+//! groups of 16 lookups in lockstep and branched on every lookup's kind, the stages measured
+//! 1.51–1.76 times the rate on uniform IPv4 traffic and 1.17–1.34 times on matched IPv4
+//! traffic on an AMD EPYC (Zen 3). IPv6 keeps the lockstep groups (16 lookups advance
+//! one level per round): its lookups walk five or more levels of nodes, and there the stages
+//! measured no better (0.82–1.02 times, same runs).
+//!
+//! Where the CPU has AVX-512 (with `vpopcntq`), a vector version of the lockstep walk runs
+//! instead (see `avx512.rs`).
 //!
 //! ## Limits
 //!
@@ -90,8 +114,14 @@ const LNODE: u32 = 1 << 30;
 const INDEX: u32 = LNODE - 1;
 /// Largest next hop a leaf can hold.
 pub const MAX_NEXTHOP: NextHop = u16::MAX as NextHop;
-/// Lookups advanced together by the scalar bulk lookup.
+/// Lookups advanced together by the scalar IPv6 bulk lookup.
 const GROUP: usize = 16;
+/// Lookups one pass of the staged bulk lookup handles (a power of two, at most 2^16): the
+/// longer the stage lists, the less the start of each stage waits for its first reads.
+const CHUNK: usize = 256;
+/// How far ahead in its list the staged lookup prefetches direct-pointing entries and
+/// childless-node records.
+const AHEAD: usize = 16;
 
 /// Build parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -423,6 +453,134 @@ impl<K: Key> Poptrie<K> {
             }
         }
     }
+
+    /// Looks up one chunk of at most [`CHUNK`] addresses in stages (see the module doc): the
+    /// direct-pointing entries of all of them, then the childless-node records of those that
+    /// need one, then the nodes level by level, then the leaves. Every stage is a loop without
+    /// data-dependent branches over a list the previous stage wrote, prefetching ahead.
+    #[inline(always)]
+    fn lookup_staged(&self, addrs: &[K], out: &mut [NextHop]) {
+        let n = addrs.len().min(out.len()).min(CHUNK);
+        let (addrs, out) = (&addrs[..n], &mut out[..n]);
+        if n == 0 {
+            return;
+        }
+        // Lists of (lane, index to read next); a list never has more entries than lanes, and
+        // every access masks its position with `CHUNK - 1`, so none is out of bounds.
+        let mut ln_lane = [0u16; CHUNK];
+        let mut ln_at = [0u32; CHUNK];
+        let mut nd_lane = [0u16; CHUNK];
+        let mut nd_at = [0u32; CHUNK];
+        let mut lf_lane = [0u16; CHUNK];
+        let mut lf_at = [0u32; CHUNK];
+        let (mut nl, mut nn, mut nf) = (0usize, 0usize, 0usize);
+        let ds = self.direct_bits;
+        let direct = self.direct.as_ptr();
+        let nodes = self.nodes.as_ptr();
+        let lnodes = self.lnodes.as_ptr();
+        let leaves = self.leaves.as_ptr();
+        // Both lines a 24-byte node starting at `p` may straddle.
+        let pf_line_pair = |p: *const u8| {
+            prefetch(p);
+            prefetch(p.wrapping_add(core::mem::size_of::<Node>() - 1));
+        };
+        if ds == 0 {
+            for (i, l) in nd_lane.iter_mut().enumerate().take(n) {
+                *l = i as u16;
+            }
+            nn = n;
+            pf_line_pair(nodes as *const u8);
+        } else {
+            let pf_direct = |a: K| {
+                if let Ok(d) = self.direct_slot(a) {
+                    prefetch(direct.wrapping_add(d));
+                }
+            };
+            for &a in &addrs[..n.min(AHEAD)] {
+                pf_direct(a);
+            }
+            for i in 0..n {
+                if let Some(&a) = addrs.get(i + AHEAD) {
+                    pf_direct(a);
+                }
+                let e = match self.direct_slot(addrs[i]) {
+                    Ok(d) => self.direct[d],
+                    Err(nh) => LEAF | nh,
+                };
+                // Right for leaf lanes; the later stages overwrite the others.
+                out[i] = e & !LEAF;
+                let kind = e & (LEAF | LNODE);
+                let at = e & INDEX;
+                ln_lane[nl & (CHUNK - 1)] = i as u16;
+                ln_at[nl & (CHUNK - 1)] = at;
+                nl += (kind == LNODE) as usize;
+                nd_lane[nn & (CHUNK - 1)] = i as u16;
+                nd_at[nn & (CHUNK - 1)] = at;
+                nn += (kind == 0) as usize;
+                // A node lane's node, at once; without a branch, the other lanes prefetch
+                // their own address, at hand.
+                let line = if kind == 0 {
+                    nodes.wrapping_add(at as usize) as *const u8
+                } else {
+                    addrs.as_ptr().wrapping_add(i) as *const u8
+                };
+                pf_line_pair(line);
+            }
+        }
+        // A record's leaf for slot v lies at most v leaves after the header: prefetching the
+        // header's line and that one covers the leaf in all but the sparsest records.
+        let pf_record = |j: usize| {
+            let o = ln_at[j & (CHUNK - 1)] as usize;
+            let v = addrs[ln_lane[j & (CHUNK - 1)] as usize % n].chunk(ds, STRIDE);
+            prefetch(lnodes.wrapping_add(o));
+            prefetch(lnodes.wrapping_add(o + LNODE_HEADER + v));
+        };
+        for j in 0..nl.min(AHEAD) {
+            pf_record(j);
+        }
+        for j in 0..nl {
+            pf_record(j + AHEAD);
+            let i = ln_lane[j] as usize;
+            out[i] = self.lnode_lookup(ln_at[j] as usize, addrs[i].chunk(ds, STRIDE));
+        }
+        let mut off = ds;
+        while nn > 0 {
+            let mut next = 0usize;
+            for j in 0..nn {
+                let i = nd_lane[j] as usize;
+                let node = &self.nodes[nd_at[j] as usize];
+                let v = addrs[i].chunk(off, STRIDE);
+                let m = upto(v);
+                let child = (node.vector >> v) & 1 != 0;
+                let c = node
+                    .base1
+                    .wrapping_add((node.vector & m).count_ones())
+                    .wrapping_sub(1);
+                let l = node
+                    .base0
+                    .wrapping_add((node.leafvec & m).count_ones())
+                    .wrapping_sub(1);
+                nd_lane[next & (CHUNK - 1)] = i as u16;
+                nd_at[next & (CHUNK - 1)] = c;
+                next += child as usize;
+                lf_lane[nf & (CHUNK - 1)] = i as u16;
+                lf_at[nf & (CHUNK - 1)] = l;
+                nf += !child as usize;
+                // The child node or the leaf this lane reads next, at once.
+                let line = if child {
+                    nodes.wrapping_add(c as usize) as *const u8
+                } else {
+                    leaves.wrapping_add(l as usize) as *const u8
+                };
+                pf_line_pair(line);
+            }
+            nn = next;
+            off = off.saturating_add(STRIDE);
+        }
+        for j in 0..nf {
+            out[lf_lane[j] as usize] = self.leaves[lf_at[j] as usize] as NextHop;
+        }
+    }
 }
 
 impl<K: Key> Lpm<K> for Poptrie<K> {
@@ -449,8 +607,14 @@ impl<K: Key> Lpm<K> for Poptrie<K> {
         let n = addrs.len().min(out.len());
         let done = self.lookup_bulk_simd(&addrs[..n], &mut out[..n]);
         let (addrs, out) = (&addrs[done..n], &mut out[done..n]);
-        for (a, o) in addrs.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
-            self.lookup_group(a, o);
+        if K::BITS == 32 {
+            for (a, o) in addrs.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+                self.lookup_staged(a, o);
+            }
+        } else {
+            for (a, o) in addrs.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+                self.lookup_group(a, o);
+            }
         }
     }
 
@@ -904,6 +1068,7 @@ fn paint<K: Key>(routes: &[Route<K>], off: u8, default: u16) -> ([u16; 64], u64)
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prefix::{Prefix, NO_ROUTE};
     use crate::testkit::{
         check_against_golden, check_edge_tables, routes_and_probes, POOL4, POOL6,
     };
@@ -957,6 +1122,48 @@ mod tests {
                 p
             };
             check_edge_tables(scalar, scalar6);
+        }
+    }
+
+    /// A table shaped like a real one (mostly /24s in /18 blocks, some longer prefixes under
+    /// them, covering /16s) probed with more addresses than one chunk of the staged lookup, in
+    /// batches that are not a multiple of it: every stage, list and chunk boundary is crossed.
+    #[test]
+    fn staged_lookup_matches_golden_across_chunks() {
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut routes = Vec::new();
+        for k in 0..3000u32 {
+            let r = next();
+            let base = (r as u32) & 0x0fff_ff00;
+            let len = match k % 10 {
+                0 => 16,
+                1 => 20,
+                2 => 25 + (r >> 40) as u8 % 8,
+                _ => 24,
+            };
+            let nh = 1 + (r >> 48) as u32 % 500;
+            routes.push(Route::new(Prefix::new_masked(base, len), nh));
+        }
+        let mut addrs: Vec<u32> = (0..5000).map(|_| next() as u32 & 0x0fff_ffff).collect();
+        addrs.extend(routes.iter().map(|r| r.prefix.addr() | 0x3f));
+        for cfg in configs() {
+            let mut p = Poptrie::build(&routes, &cfg).unwrap();
+            p.set_simd(false);
+            check_against_golden(&p, &routes, &addrs, &format!("{cfg:?}"));
+            let want: Vec<NextHop> = addrs.iter().map(|&a| p.lookup(a)).collect();
+            for batch in [1, 7, CHUNK - 1, CHUNK + 3, 1000] {
+                let mut out = vec![NO_ROUTE; addrs.len()];
+                for (a, o) in addrs.chunks(batch).zip(out.chunks_mut(batch)) {
+                    p.lookup_bulk(a, o);
+                }
+                assert_eq!(out, want, "{cfg:?}, batches of {batch}");
+            }
         }
     }
 
