@@ -199,14 +199,6 @@ impl Counters {
         bump(&mut self.outcomes, Outcome::Forwarded.index());
     }
 
-    /// Counts `n` packets forwarded at once.
-    #[inline]
-    pub fn forwarded_n(&mut self, n: u64) {
-        if let Some(v) = self.outcomes.get_mut(Outcome::Forwarded.index()) {
-            *v = v.wrapping_add(n);
-        }
-    }
-
     /// Counts one packet held for neighbor resolution.
     #[inline]
     pub fn held(&mut self) {

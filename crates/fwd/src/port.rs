@@ -60,11 +60,6 @@ pub struct Ports {
     local4: Vec<u32>,
     /// Own IPv6 addresses.
     local6: Vec<u128>,
-    /// One bit per [`filter_bit4`] of each address in `local4`: a destination whose bit is
-    /// clear is not local without a scan (most transit packets).
-    filter4: u64,
-    /// The same for `local6` ([`filter_bit6`]).
-    filter6: u64,
 }
 
 /// Why a port set cannot be built.
@@ -126,14 +121,10 @@ impl Ports {
         local4.dedup();
         local6.sort_unstable();
         local6.dedup();
-        let filter4 = local4.iter().fold(0, |f, &a| f | filter_bit4(a));
-        let filter6 = local6.iter().fold(0, |f, &a| f | filter_bit6(a));
         Ok(Ports {
             by_index,
             local4,
             local6,
-            filter4,
-            filter6,
         })
     }
 
@@ -156,30 +147,15 @@ impl Ports {
     /// Whether `a` is one of the router's IPv4 addresses or a connected subnet's broadcast.
     #[inline]
     pub fn is_local4(&self, a: u32) -> bool {
-        // A handful of addresses: a one-word filter rules out nearly every transit packet,
-        // a linear scan settles the rest.
-        self.filter4 & filter_bit4(a) != 0 && self.local4.contains(&a)
+        // A handful of addresses: a linear scan beats a hash.
+        self.local4.contains(&a)
     }
 
     /// Whether `a` is one of the router's IPv6 addresses, or the solicited-node group of one.
     #[inline]
     pub fn is_local6(&self, a: u128) -> bool {
-        self.filter6 & filter_bit6(a) != 0 && self.local6.contains(&a)
+        self.local6.contains(&a)
     }
-}
-
-/// The bit of an IPv4 address in a port set's local-address filter: six well-mixed bits of
-/// a multiplication pick one of 64.
-#[inline]
-fn filter_bit4(a: u32) -> u64 {
-    1u64 << (a.wrapping_mul(0x9e37_79b1) >> 26)
-}
-
-/// The bit of an IPv6 address in a port set's local-address filter (both halves folded).
-#[inline]
-fn filter_bit6(a: u128) -> u64 {
-    let x = (a as u64) ^ ((a >> 64) as u64);
-    1u64 << (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58)
 }
 
 /// `fe80::/10`.

@@ -14,6 +14,10 @@
 //!          └─ cycles[Rx] += t1 - t0      └─ cycles[Flow] += t3 - t2
 //! ```
 //!
+//! Pass 3 (next hop and ECMP, neighbor, MTU, rewrite) runs per packet, each packet through
+//! all four before the next, so it is one stage here: timing its parts apart over whole
+//! batches would need four passes over the batch, which measured slower than one.
+//!
 //! A worker profiles only when asked ([`Worker::enable_profile`](crate::Worker::enable_profile));
 //! otherwise its profile is `None` and each stage boundary costs one predictable branch.
 //! The TSC ticks at a constant rate (`constant_tsc`), which on most machines is the nominal

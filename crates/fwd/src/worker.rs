@@ -49,7 +49,7 @@ use crate::stage::ip4_input::{ip4_input, ports4, Ip4Outcome};
 use crate::stage::ip6_input::{ip6_input, ports6, Ip6Outcome};
 use crate::stage::mtu::{mtu4, mtu6, MtuOutcome};
 use crate::stage::neighbor::{neighbor, NeighOutcome};
-use crate::stage::rewrite::{decrement_hop_limit, decrement_ttl4, forward4, forward6, set_macs};
+use crate::stage::rewrite::{decrement_hop_limit, decrement_ttl4, set_macs};
 use crate::stage::route::{route, single, RouteOutcome};
 use crate::stage::ttl::{ttl_check, TtlOutcome};
 
@@ -220,19 +220,6 @@ enum FlowState {
     Hit(FlowValue),
 }
 
-/// The next hop pass 3 chose for a work item: the member used, its interface and gateway,
-/// and the generations and versions its flow entry is checked against.
-#[derive(Clone, Copy, Debug)]
-struct Hop {
-    member: u32,
-    member_gen: u32,
-    member_version: u32,
-    route_gen: u32,
-    route_version: u32,
-    ifindex: u32,
-    gateway: Option<IpAddr>,
-}
-
 /// A forwarding worker over IPv4 engine `E4` and IPv6 engine `E6`.
 pub struct Worker<E4, E6> {
     config: WorkerConfig,
@@ -266,7 +253,6 @@ pub struct Worker<E4, E6> {
     nh6: Vec<u32>,
     /// Cycles per stage, when profiling (`None`: one branch per stage boundary).
     profile: Option<Box<Profile>>,
-    baseline: bool,
 }
 
 impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
@@ -306,7 +292,6 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             dst6: Vec::with_capacity(cap),
             nh6: Vec::with_capacity(cap),
             profile: None,
-            baseline: false,
             config,
             fib4,
             fib6,
@@ -382,20 +367,10 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         self.profile.as_deref()
     }
 
-    /// Runs the previous pipeline instead (same-run comparisons while it is measured).
-    #[doc(hidden)]
-    pub fn set_baseline(&mut self, on: bool) {
-        self.baseline = on;
-    }
-
     /// Processes one batch at time `now_ns` (monotonic nanoseconds): fills
     /// `batch.verdicts` (one per packet) and appends generated packets to
     /// `batch.generated`.
     pub fn process(&mut self, batch: &mut Batch, now_ns: u64) {
-        if self.baseline {
-            self.process_baseline(batch, now_ns);
-            return;
-        }
         let mut clock = self.profile.is_some().then(Clock::start);
         macro_rules! mark {
             ($stage:expr) => {
@@ -501,7 +476,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         }
         mark!(Stage::Fib);
 
-        // Pass 3, per packet: next hop, neighbor, MTU, rewrite.
+        // Pass 3: next hop, neighbor, MTU, rewrite.
         for (i, w) in work.iter().enumerate() {
             let version = if w.v6 { fib6.version } else { fib4.version };
             let v = self.finish(
@@ -516,7 +491,9 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 now,
                 now_ns,
             );
-            set_verdict(batch, w.idx, v);
+            if let Some(slot) = batch.verdicts.get_mut(w.idx) {
+                *slot = v;
+            }
         }
         mark!(Stage::Output);
         self.work = work;
@@ -540,137 +517,6 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         }
     }
 
-    /// The previous pipeline, kept while the new one is measured against it.
-    #[inline(never)]
-    fn process_baseline(&mut self, batch: &mut Batch, now_ns: u64) {
-        let n = batch.packets.len();
-        batch.verdicts.clear();
-        batch.verdicts.resize(n, Verdict::Consumed);
-        batch.offload.clear();
-        self.work.clear();
-        self.refresh_epochs();
-        let fib4 = self.fib4.load();
-        let fib6 = self.fib6.load();
-        let nh = self.nh.load();
-        self.counters.event(Event::Rx, n as u64);
-        let Some(ports) = self.ports.take() else {
-            // Only a batch that panicked half-way could leave it out; none can.
-            for v in batch.verdicts.iter_mut() {
-                *v = self.drop(DropReason::NoIngressPort);
-            }
-            return;
-        };
-        // The headers of the whole batch are requested from memory at once: frames arrive
-        // in buffers the NIC (or the previous batch) wrote a while ago, no longer in L1.
-        for p in &batch.packets {
-            prefetch(p.frame().as_ptr());
-        }
-
-        // Pass 1: input, classification, TTL.
-        for idx in 0..n {
-            let v = self.input(batch, idx, &ports, &fib4.engine, &fib6.engine, &nh, now_ns);
-            if let Some(v) = v {
-                if let Some(slot) = batch.verdicts.get_mut(idx) {
-                    *slot = v;
-                }
-            }
-        }
-
-        // Pass 2: flow table, then bulk FIB lookups for what it did not answer.
-        let now = tick(now_ns);
-        let mut work = std::mem::take(&mut self.work);
-        let mut flows = std::mem::take(&mut self.flows);
-        flows.clear();
-        if let Some(table) = self.flow.as_ref() {
-            // Hash and prefetch the whole batch first, so the misses overlap.
-            let mode = self.config.flow_key;
-            for w in &work {
-                let fkey = flow_key(mode, &w.key());
-                let fhash = table.hash(&fkey);
-                table.prefetch_hash(fhash);
-                flows.push(FlowSlot {
-                    fkey,
-                    fhash,
-                    state: FlowState::None,
-                });
-            }
-            for (w, f) in work.iter().zip(flows.iter_mut()) {
-                let version = if w.v6 { fib6.version } else { fib4.version };
-                f.state = self.flow_lookup(&f.fkey, f.fhash, now, version, &nh);
-            }
-        }
-        let hit = |flows: &[FlowSlot], i: usize| {
-            flows
-                .get(i)
-                .is_some_and(|f| matches!(f.state, FlowState::Hit(_)))
-        };
-        self.dst4.clear();
-        self.dst6.clear();
-        for (i, w) in work.iter().enumerate() {
-            if hit(&flows, i) {
-                continue;
-            }
-            if w.v6 {
-                self.dst6.push(w.dst);
-            } else {
-                self.dst4.push(w.dst as u32);
-            }
-        }
-        self.nh4.clear();
-        self.nh4.resize(self.dst4.len(), 0);
-        fib4.engine.lookup_bulk(&self.dst4, &mut self.nh4);
-        self.nh6.clear();
-        self.nh6.resize(self.dst6.len(), 0);
-        fib6.engine.lookup_bulk(&self.dst6, &mut self.nh6);
-        let (mut i4, mut i6) = (0usize, 0usize);
-        for (i, w) in work.iter_mut().enumerate() {
-            if hit(&flows, i) {
-                continue;
-            }
-            if w.v6 {
-                w.nh = self.nh6.get(i6).copied().unwrap_or(0);
-                i6 += 1;
-            } else {
-                w.nh = self.nh4.get(i4).copied().unwrap_or(0);
-                i4 += 1;
-            }
-        }
-
-        // Pass 3: next hop, neighbor, MTU, rewrite.
-        for (i, w) in work.iter().enumerate() {
-            let version = if w.v6 { fib6.version } else { fib4.version };
-            let v = self.finish(
-                batch,
-                w,
-                flows.get(i),
-                version,
-                &nh,
-                &ports,
-                &fib4.engine,
-                &fib6.engine,
-                now,
-                now_ns,
-            );
-            if let Some(slot) = batch.verdicts.get_mut(w.idx) {
-                *slot = v;
-            }
-        }
-        self.work = work;
-        self.flows = flows;
-        self.ports = Some(ports);
-
-        if let Some(f) = self.flow.as_mut() {
-            let before = f.counters().evictions;
-            f.gc(now, self.config.gc_budget);
-            let evicted = f.counters().evictions - before;
-            self.counters.event(Event::FlowEvicted, evicted);
-        }
-        self.batches = self.batches.wrapping_add(1);
-        if self.batches.is_multiple_of(COUNTER_FLUSH) {
-            self.shared.store(&self.counters);
-        }
-    }
-
     /// Copies the counters to the shared block now (the worker does so every
     /// `COUNTER_FLUSH` batches by itself; a runtime calls this when a worker goes idle).
     pub fn flush_counters(&self) {
@@ -679,7 +525,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
 
     /// Pass 1 for packet `idx`: a final verdict, or `None` after queueing it as work.
     #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
+    #[inline]
     fn input(
         &mut self,
         batch: &mut Batch,
@@ -795,7 +641,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     }
 
     /// The flow table's answer for `key`, checked against the current snapshots.
-    #[inline(always)]
+    #[inline]
     fn flow_lookup(
         &mut self,
         fkey: &FlowKey,
@@ -888,41 +734,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         fib6: &E6,
         now_ns: u64,
     ) -> Result<FlowValue, Verdict> {
-        let entry = if w.nh == 0 { None } else { nh.get(w.nh) };
-        let (route_gen, route_version) = entry.map_or((0, 0), |e| (e.gen, e.version));
-        // The common case: one next hop, read once (it is also the member).
-        let fast = match entry {
-            Some(e) if !self.baseline => match single(w.nh, &e.forward) {
-                Some(RouteOutcome::Via {
-                    nh: m,
-                    ifindex,
-                    gateway,
-                }) => Some((m, ifindex, gateway)),
-                _ => None,
-            },
-            _ => None,
-        };
-        if let Some((member, ifindex, gateway)) = fast {
-            return self.decide_neighbor(
-                batch,
-                w,
-                fib_version,
-                nh,
-                ports,
-                fib4,
-                fib6,
-                now_ns,
-                Hop {
-                    member,
-                    member_gen: route_gen,
-                    member_version: route_version,
-                    route_gen,
-                    route_version,
-                    ifindex,
-                    gateway,
-                },
-            );
-        }
+        let (route_gen, route_version) = nh.get(w.nh).map_or((0, 0), |e| (e.gen, e.version));
         let outcome = route(w.nh, nh);
         let single_out = match outcome {
             RouteOutcome::Group {
@@ -989,43 +801,6 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             RouteOutcome::Group { .. } => return Err(self.drop(DropReason::EcmpEmpty)),
         };
         let (member_gen, member_version) = nh.get(member).map_or((0, 0), |e| (e.gen, e.version));
-        let hop = Hop {
-            member,
-            member_gen,
-            member_version,
-            route_gen,
-            route_version,
-            ifindex,
-            gateway,
-        };
-        self.decide_neighbor(batch, w, fib_version, nh, ports, fib4, fib6, now_ns, hop)
-    }
-
-    /// The end of [`Worker::decide`] once the next hop is known: the egress port checked,
-    /// then the neighbor (memoized per gateway).
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn decide_neighbor(
-        &mut self,
-        batch: &mut Batch,
-        w: &Work,
-        fib_version: u64,
-        nh: &NhSnapshot,
-        ports: &Ports,
-        fib4: &E4,
-        fib6: &E6,
-        now_ns: u64,
-        hop: Hop,
-    ) -> Result<FlowValue, Verdict> {
-        let Hop {
-            member,
-            member_gen,
-            member_version,
-            route_gen,
-            route_version,
-            ifindex,
-            gateway,
-        } = hop;
         if ports.get(ifindex).is_none() {
             return Err(self.drop(DropReason::NoEgressPort));
         }
@@ -1095,7 +870,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
 
     /// The neighbor of gateway next hop `member`: from the memo when its `(id, gen)` is
     /// still current, else looked up in the interface's table (and memoized).
-    #[inline(always)]
+    #[inline]
     fn neighbor_of_gateway(
         &mut self,
         member: u32,
@@ -1159,7 +934,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     }
 
     /// Looks `target` up in port `ifindex`'s ARP or ND table.
-    #[inline(always)]
+    #[inline]
     fn neighbor_lookup(&mut self, ifindex: u32, target: IpAddr) -> NeighOutcome {
         match target {
             IpAddr::V4(a) => match self.arp.get_mut(ifindex as usize) {
@@ -1206,18 +981,12 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     return self.drop(DropReason::NoEgressPort);
                 };
                 let frame = p.frame_mut();
-                match (self.baseline, w.v6) {
-                    (false, false) => forward4(frame, v.mac, port.mac),
-                    (false, true) => forward6(frame, v.mac, port.mac),
-                    (true, v6) => {
-                        if v6 {
-                            decrement_hop_limit(frame);
-                        } else {
-                            decrement_ttl4(frame);
-                        }
-                        set_macs(frame, v.mac, port.mac);
-                    }
+                if w.v6 {
+                    decrement_hop_limit(frame);
+                } else {
+                    decrement_ttl4(frame);
                 }
+                set_macs(frame, v.mac, port.mac);
                 p.oif = v.oif;
                 if self.config.report_offload && v.route_nh == v.member {
                     batch.offload.push(w.idx as u32);
@@ -1566,14 +1335,6 @@ struct Reply {
 enum ErrorKind {
     V4(Icmp4Error),
     V6(Icmp6Error),
-}
-
-/// Sets packet `idx`'s verdict.
-#[inline]
-fn set_verdict(batch: &mut Batch, idx: usize, v: Verdict) {
-    if let Some(slot) = batch.verdicts.get_mut(idx) {
-        *slot = v;
-    }
 }
 
 /// A hint to bring the line at `p` into the cache; never faults, whatever the address.

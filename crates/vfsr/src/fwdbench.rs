@@ -20,6 +20,12 @@
 //! of a receive ring half a ring ahead of the batch being processed (one fixed-size 64-byte
 //! copy per packet, counted in the time), since the pipeline rewrites frames in place.
 //!
+//! `--profile` adds where the cycles go: the worker's per-stage profile
+//! (`vfsr_fwd::profile`, TSC timestamps around each pass or stage over whole batches, not
+//! hardware performance counters) and the bench's own receive simulation, in TSC ticks per
+//! packet, with their sum beside the ticks read around each whole step and the wall-clock
+//! figure, so that the three can be seen to agree.
+//!
 //! Each worker thread is pinned to its own core (one worker: the last core; two: cores 0 and
 //! 1), warms up for a tenth of the run, then counts packets for `--seconds`. Every design's
 //! packets must all be forwarded (checked from the counters), or the run fails.
@@ -82,10 +88,6 @@ pub struct FwdBenchArgs {
     /// every batch (not hardware performance counters), printed as cycles per packet.
     #[arg(long)]
     pub profile: bool,
-    /// Same-run comparison of the split designs against the previous pipeline: this many
-    /// rounds, each running the previous and the current code in turn.
-    #[arg(long, default_value_t = 0)]
-    pub ab: usize,
     /// --veth: the routers to measure.
     #[arg(long, value_delimiter = ',', default_values_t = ["vfsr".to_string(), "vfsr-fast".to_string(), "linux".to_string(), "linux-xdp".to_string()])]
     pub routers: Vec<String>,
@@ -322,8 +324,6 @@ fn drive<F: FnMut(usize, bool) -> u64>(batch: usize, secs: f64, n: usize, mut st
 struct SplitOpts {
     /// Profile the stages (`--profile`).
     profile: bool,
-    /// Run the previous pipeline (`--ab`).
-    baseline: bool,
 }
 
 /// Copies the templates from `at` on (wrapping) into the batch, as a receive would.
@@ -443,7 +443,6 @@ fn run_split(
                     let start = k * templates.len() / workers.max(1);
                     let t0 = Instant::now();
                     let n = templates.len();
-                    w.set_baseline(opts.baseline);
                     let (mut io, mut total, mut measuring) = (0u64, 0u64, false);
                     let mut c = drive(a.batch, a.seconds, n, |at, measure| {
                         if !opts.profile {
@@ -591,10 +590,7 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
     let mut results: Vec<Value> = Vec::new();
     let machine = crate::machine::facts();
     let tsc_ghz = machine["tsc_ghz"].as_f64();
-    let opts = SplitOpts {
-        profile: a.profile,
-        baseline: false,
-    };
+    let opts = SplitOpts { profile: a.profile };
     for fam in &a.families {
         for &flows in &a.flows {
             let templates: Vec<Template> = if fam == "v4" {
@@ -614,17 +610,6 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
                 for &workers in &a.workers {
                     let counts = match design.as_str() {
                         "legacy" => run_legacy(&legacy, &templates, workers, a)?,
-                        "split" | "split+flow" if a.ab > 0 => {
-                            ab_compare(
-                                &router,
-                                design == "split+flow",
-                                flows,
-                                &templates,
-                                workers,
-                                a,
-                            )?;
-                            continue;
-                        }
                         "split" => run_split(&router, false, flows, &templates, workers, a, opts)?,
                         _ => run_split(&router, true, flows, &templates, workers, a, opts)?,
                     };
@@ -666,9 +651,6 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
         }
     }
 
-    if a.ab > 0 {
-        return Ok(());
-    }
     print_table(&table.source, &machine, a, &results);
     print_profiles(&results);
     println!("\ntargets (full table, 64-byte frames)");
@@ -780,63 +762,6 @@ fn print_profiles(results: &[Value]) {
         "  (stages: {}; bench_io is the bench's receive simulation; sum = bench_io + stages, step = rdtsc around each whole step, wall = from the packet rate)",
         Stage::ALL.iter().map(|s| format!("{} = {}", s.name(), s.text())).collect::<Vec<_>>().join(", ")
     );
-}
-
-/// `--ab`: rounds of the previous pipeline and the current one in turn, the current one's
-/// rate as a ratio of the previous one's in the same round.
-fn ab_compare(
-    router: &Engines,
-    flow: bool,
-    flows: usize,
-    templates: &[Template],
-    workers: usize,
-    a: &FwdBenchArgs,
-) -> Result<(), String> {
-    let rate = |c: &[Count]| -> f64 {
-        c.iter()
-            .map(|c| c.packets as f64 / c.seconds / 1e6)
-            .sum::<f64>()
-            / workers as f64
-    };
-    let (mut ratios, mut old, mut new) = (Vec::new(), Vec::new(), Vec::new());
-    for round in 0..a.ab {
-        let mut pair = [0.0f64; 2];
-        // Alternate which goes first, so neither always follows the other.
-        let order = if round % 2 == 0 {
-            [true, false]
-        } else {
-            [false, true]
-        };
-        for baseline in order {
-            let opts = SplitOpts {
-                profile: false,
-                baseline,
-            };
-            let c = run_split(router, flow, flows, templates, workers, a, opts)?;
-            pair[usize::from(!baseline)] = rate(&c);
-        }
-        old.push(pair[0]);
-        new.push(pair[1]);
-        ratios.push(pair[1] / pair[0]);
-    }
-    let stats = |v: &mut Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        (v[0], v[v.len() / 2], v[v.len() - 1])
-    };
-    let (rmin, rmed, rmax) = stats(&mut ratios);
-    let (_, omed, _) = stats(&mut old);
-    let (_, nmed, _) = stats(&mut new);
-    let fam = if templates.first().is_some_and(|t| t.len == 60) {
-        "v4"
-    } else {
-        "v6"
-    };
-    println!(
-        "ab {:<10} {fam} {flows} flows: new/old {rmed:.3}x (min {rmin:.3}, max {rmax:.3}) over {} rounds; old median {omed:.2} Mpps, new median {nmed:.2} Mpps",
-        if flow { "split+flow" } else { "split" },
-        a.ab
-    );
-    Ok(())
 }
 
 fn find<'a>(

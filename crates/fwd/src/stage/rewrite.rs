@@ -58,46 +58,6 @@ pub fn decrement_hop_limit(frame: &mut [u8]) {
     }
 }
 
-/// Forwards an IPv4 frame in place: TTL decremented, header checksum updated (RFC 1624),
-/// MACs set; the same bytes as [`decrement_ttl4`] and [`set_macs`] in turn, with one bounds
-/// check for the 34 bytes of Ethernet and IPv4 headers instead of one per field.
-#[inline]
-pub fn forward4(frame: &mut [u8], dst: MacAddr, src: MacAddr) {
-    let Some(h) = frame.first_chunk_mut::<{ ETH_HEADER + 20 }>() else {
-        decrement_ttl4(frame);
-        set_macs(frame, dst, src);
-        return;
-    };
-    let ttl = h[ETH_HEADER + 8];
-    let proto = h[ETH_HEADER + 9];
-    let new_ttl = ttl.wrapping_sub(1);
-    let old = u16::from_be_bytes([ttl, proto]);
-    let new = u16::from_be_bytes([new_ttl, proto]);
-    let ck = update_word(
-        u16::from_be_bytes([h[ETH_HEADER + 10], h[ETH_HEADER + 11]]),
-        old,
-        new,
-    );
-    h[ETH_HEADER + 8] = new_ttl;
-    h[ETH_HEADER + 10..ETH_HEADER + 12].copy_from_slice(&ck.to_be_bytes());
-    h[0..6].copy_from_slice(&dst.0);
-    h[6..12].copy_from_slice(&src.0);
-}
-
-/// Forwards an IPv6 frame in place: hop limit decremented, MACs set (as
-/// [`decrement_hop_limit`] and [`set_macs`], with one bounds check).
-#[inline]
-pub fn forward6(frame: &mut [u8], dst: MacAddr, src: MacAddr) {
-    let Some(h) = frame.first_chunk_mut::<{ ETH_HEADER + 8 }>() else {
-        decrement_hop_limit(frame);
-        set_macs(frame, dst, src);
-        return;
-    };
-    h[ETH_HEADER + 7] = h[ETH_HEADER + 7].wrapping_sub(1);
-    h[0..6].copy_from_slice(&dst.0);
-    h[6..12].copy_from_slice(&src.0);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,25 +100,6 @@ mod tests {
             decrement_ttl4(&mut f);
             assert_eq!(f[14 + 8], ttl);
             assert!(checksum::verify(&f[14..34]), "ttl {ttl}");
-        }
-    }
-
-    #[test]
-    fn one_pass_rewrites_match_the_field_by_field_ones() {
-        let (d, s) = (MacAddr([1, 2, 3, 4, 5, 6]), MacAddr([7, 8, 9, 10, 11, 12]));
-        for len in [0usize, 10, 20, 33, 34, 60] {
-            let mut f: Vec<u8> = (0..len as u8).map(|b| b.wrapping_mul(37)).collect();
-            let mut g = f.clone();
-            forward4(&mut f, d, s);
-            decrement_ttl4(&mut g);
-            set_macs(&mut g, d, s);
-            assert_eq!(f, g, "v4 len {len}");
-            let mut f: Vec<u8> = (0..len as u8).map(|b| b.wrapping_mul(11)).collect();
-            let mut g = f.clone();
-            forward6(&mut f, d, s);
-            decrement_hop_limit(&mut g);
-            set_macs(&mut g, d, s);
-            assert_eq!(f, g, "v6 len {len}");
         }
     }
 
