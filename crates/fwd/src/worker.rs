@@ -40,6 +40,7 @@ use crate::frag::Fragmenter;
 use crate::icmp_error::{icmp4_error, icmp6_error, Icmp4Error, Icmp6Error};
 use crate::packet::{Batch, Packet, Verdict, DEFAULT_BUFFER};
 use crate::port::{Port, Ports};
+use crate::profile::{Clock, Profile, Stage};
 use crate::ratelimit::TokenBucket;
 use crate::stage::classify::{classify4, classify6, punt_class, Class};
 use crate::stage::ecmp::{EcmpGroups, EcmpOutcome};
@@ -250,6 +251,8 @@ pub struct Worker<E4, E6> {
     nh4: Vec<u32>,
     dst6: Vec<u128>,
     nh6: Vec<u32>,
+    /// Cycles per stage, when profiling (`None`: one branch per stage boundary).
+    profile: Option<Box<Profile>>,
 }
 
 impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
@@ -288,6 +291,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             nh4: Vec::with_capacity(cap),
             dst6: Vec::with_capacity(cap),
             nh6: Vec::with_capacity(cap),
+            profile: None,
             config,
             fib4,
             fib6,
@@ -352,10 +356,29 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         }
     }
 
+    /// Starts (or restarts) a per-stage profile of this worker's batches (see
+    /// [`crate::profile`]): TSC timestamps around each stage, seven reads per batch.
+    pub fn enable_profile(&mut self) {
+        self.profile = Some(Box::default());
+    }
+
+    /// The profile taken since [`Worker::enable_profile`], if any.
+    pub fn profile(&self) -> Option<&Profile> {
+        self.profile.as_deref()
+    }
+
     /// Processes one batch at time `now_ns` (monotonic nanoseconds): fills
     /// `batch.verdicts` (one per packet) and appends generated packets to
     /// `batch.generated`.
     pub fn process(&mut self, batch: &mut Batch, now_ns: u64) {
+        let mut clock = self.profile.is_some().then(Clock::start);
+        macro_rules! mark {
+            ($stage:expr) => {
+                if let (Some(c), Some(p)) = (clock.as_mut(), self.profile.as_deref_mut()) {
+                    c.mark(p, $stage);
+                }
+            };
+        }
         let n = batch.packets.len();
         batch.verdicts.clear();
         batch.verdicts.resize(n, Verdict::Consumed);
@@ -378,6 +401,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         for p in &batch.packets {
             prefetch(p.frame().as_ptr());
         }
+        mark!(Stage::Rx);
 
         // Pass 1: input, classification, TTL.
         for idx in 0..n {
@@ -388,6 +412,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 }
             }
         }
+        mark!(Stage::Input);
 
         // Pass 2: flow table, then bulk FIB lookups for what it did not answer.
         let now = tick(now_ns);
@@ -412,6 +437,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 f.state = self.flow_lookup(&f.fkey, f.fhash, now, version, &nh);
             }
         }
+        mark!(Stage::Flow);
         let hit = |flows: &[FlowSlot], i: usize| {
             flows
                 .get(i)
@@ -448,6 +474,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 i4 += 1;
             }
         }
+        mark!(Stage::Fib);
 
         // Pass 3: next hop, neighbor, MTU, rewrite.
         for (i, w) in work.iter().enumerate() {
@@ -468,6 +495,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 *slot = v;
             }
         }
+        mark!(Stage::Output);
         self.work = work;
         self.flows = flows;
         self.ports = Some(ports);
@@ -481,6 +509,11 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         self.batches = self.batches.wrapping_add(1);
         if self.batches.is_multiple_of(COUNTER_FLUSH) {
             self.shared.store(&self.counters);
+        }
+        mark!(Stage::Counters);
+        if let Some(p) = self.profile.as_deref_mut() {
+            p.packets += n as u64;
+            p.batches += 1;
         }
     }
 

@@ -20,6 +20,12 @@
 //! of a receive ring half a ring ahead of the batch being processed (one fixed-size 64-byte
 //! copy per packet, counted in the time), since the pipeline rewrites frames in place.
 //!
+//! `--profile` adds where the cycles go: the worker's per-stage profile
+//! (`vfsr_fwd::profile`, TSC timestamps around each pass or stage over whole batches, not
+//! hardware performance counters) and the bench's own receive simulation, in TSC ticks per
+//! packet, with their sum beside the ticks read around each whole step and the wall-clock
+//! figure, so that the three can be seen to agree.
+//!
 //! Each worker thread is pinned to its own core (one worker: the last core; two: cores 0 and
 //! 1), warms up for a tenth of the run, then counts packets for `--seconds`. Every design's
 //! packets must all be forwarded (checked from the counters), or the run fails.
@@ -32,7 +38,8 @@ use clap::Args;
 use serde_json::{json, Value};
 use vfsr_flow::FlowConfig;
 use vfsr_fwd::legacy::{LegacyGateway, LegacyRouter};
-use vfsr_fwd::{Batch, Outcome, Packet, Worker, WorkerConfig};
+use vfsr_fwd::profile::rdtsc;
+use vfsr_fwd::{Batch, Outcome, Packet, Profile, Stage, Worker, WorkerConfig};
 use vfsr_lpm::poptrie::Poptrie;
 use vfsr_lpm::Route;
 use vfsr_rib::Source;
@@ -77,6 +84,10 @@ pub struct FwdBenchArgs {
     /// forwarding and an XDP forwarder (root; a generator, a router and a sink namespace).
     #[arg(long)]
     pub veth: bool,
+    /// Per-stage profile of the split designs: TSC timestamps around each pass or stage of
+    /// every batch (not hardware performance counters), printed as cycles per packet.
+    #[arg(long)]
+    pub profile: bool,
     /// --veth: the routers to measure.
     #[arg(long, value_delimiter = ',', default_values_t = ["vfsr".to_string(), "vfsr-fast".to_string(), "linux".to_string(), "linux-xdp".to_string()])]
     pub routers: Vec<String>,
@@ -267,15 +278,21 @@ struct Count {
     packets: u64,
     forwarded: u64,
     seconds: f64,
+    /// With `--profile`: the worker's stages, the bench's own receive simulation and the
+    /// whole of each step, in TSC ticks over the measured batches.
+    profile: Option<Profile>,
+    io_cycles: u64,
+    step_cycles: u64,
 }
 
-/// Runs `step` (one batch starting at template offset `at`) for `secs` after a warm-up.
-fn drive<F: FnMut(usize) -> u64>(batch: usize, secs: f64, n: usize, mut step: F) -> Count {
+/// Runs `step` (one batch starting at template offset `at`; `true` once measuring) for
+/// `secs` after a warm-up.
+fn drive<F: FnMut(usize, bool) -> u64>(batch: usize, secs: f64, n: usize, mut step: F) -> Count {
     let warm = Instant::now() + Duration::from_secs_f64(secs / 10.0);
     let mut at = 0usize;
     while Instant::now() < warm {
         for _ in 0..64 {
-            step(at);
+            step(at, false);
             at = (at + batch) % n;
         }
     }
@@ -284,7 +301,7 @@ fn drive<F: FnMut(usize) -> u64>(batch: usize, secs: f64, n: usize, mut step: F)
     let (mut packets, mut forwarded) = (0u64, 0u64);
     loop {
         for _ in 0..64 {
-            forwarded += step(at);
+            forwarded += step(at, true);
             packets += batch as u64;
             at = (at + batch) % n;
         }
@@ -296,7 +313,17 @@ fn drive<F: FnMut(usize) -> u64>(batch: usize, secs: f64, n: usize, mut step: F)
         packets,
         forwarded,
         seconds: start.elapsed().as_secs_f64(),
+        profile: None,
+        io_cycles: 0,
+        step_cycles: 0,
     }
+}
+
+/// How a split design runs.
+#[derive(Clone, Copy, Default)]
+struct SplitOpts {
+    /// Profile the stages (`--profile`).
+    profile: bool,
 }
 
 /// Copies the templates from `at` on (wrapping) into the batch, as a receive would.
@@ -389,6 +416,7 @@ fn run_split(
     templates: &[Template],
     workers: usize,
     a: &FwdBenchArgs,
+    opts: SplitOpts,
 ) -> Result<Vec<Count>, String> {
     // Each worker its own flow-table seed, as a runtime gives them.
     let cfg = || WorkerConfig {
@@ -415,12 +443,35 @@ fn run_split(
                     let start = k * templates.len() / workers.max(1);
                     let t0 = Instant::now();
                     let n = templates.len();
-                    let mut c = drive(a.batch, a.seconds, n, |at| {
+                    let (mut io, mut total, mut measuring) = (0u64, 0u64, false);
+                    let mut c = drive(a.batch, a.seconds, n, |at, measure| {
+                        if !opts.profile {
+                            let b = ring.next((at + start) % n);
+                            b.generated.clear();
+                            w.process(b, t0.elapsed().as_nanos() as u64);
+                            return 0;
+                        }
+                        if measure && !measuring {
+                            // The warm-up is over: the profile starts afresh.
+                            measuring = true;
+                            w.enable_profile();
+                        }
+                        let t_in = rdtsc();
                         let b = ring.next((at + start) % n);
                         b.generated.clear();
-                        w.process(b, t0.elapsed().as_nanos() as u64);
+                        let now = t0.elapsed().as_nanos() as u64;
+                        let t_rx = rdtsc();
+                        w.process(b, now);
+                        let t_out = rdtsc();
+                        if measuring {
+                            io += t_rx.wrapping_sub(t_in);
+                            total += t_out.wrapping_sub(t_in);
+                        }
                         0
                     });
+                    c.profile = w.profile().cloned();
+                    c.io_cycles = io;
+                    c.step_cycles = total;
                     let counters = w.counters();
                     if counters.outcome(Outcome::Forwarded) != counters.rx() {
                         return Err(format!(
@@ -460,7 +511,7 @@ fn run_legacy(
                     let n = templates.len();
                     let start = k * n / workers.max(1);
                     let mut oifs = vec![None; a.batch];
-                    let c = drive(a.batch, a.seconds, n, |at| {
+                    let c = drive(a.batch, a.seconds, n, |at, _| {
                         let b = ring.next((at + start) % n);
                         router.forward_batch(&mut b.packets, &mut oifs) as u64
                     });
@@ -539,6 +590,7 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
     let mut results: Vec<Value> = Vec::new();
     let machine = crate::machine::facts();
     let tsc_ghz = machine["tsc_ghz"].as_f64();
+    let opts = SplitOpts { profile: a.profile };
     for fam in &a.families {
         for &flows in &a.flows {
             let templates: Vec<Template> = if fam == "v4" {
@@ -558,8 +610,8 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
                 for &workers in &a.workers {
                     let counts = match design.as_str() {
                         "legacy" => run_legacy(&legacy, &templates, workers, a)?,
-                        "split" => run_split(&router, false, flows, &templates, workers, a)?,
-                        _ => run_split(&router, true, flows, &templates, workers, a)?,
+                        "split" => run_split(&router, false, flows, &templates, workers, a, opts)?,
+                        _ => run_split(&router, true, flows, &templates, workers, a, opts)?,
                     };
                     let per: Vec<f64> = counts
                         .iter()
@@ -572,7 +624,12 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
                     eprintln!(
                         "  {design:<10} {fam} {flows:>8} flows {workers} worker(s): {mpps:6.2} Mpps/worker"
                     );
+                    let profile = profile_json(
+                        &counts,
+                        tsc_ghz.filter(|_| mpps > 0.0).map(|g| g * 1e3 / mpps),
+                    );
                     results.push(json!({
+                        "profile": profile,
                         "design": design,
                         "family": fam,
                         "flows": flows,
@@ -595,6 +652,8 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
     }
 
     print_table(&table.source, &machine, a, &results);
+    print_profiles(&results);
+    println!("\ntargets (full table, 64-byte frames)");
     let checks = targets(&results);
     for c in &checks {
         println!(
@@ -625,6 +684,84 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
         eprintln!("wrote {}", path.display());
     }
     Ok(())
+}
+
+/// The stages of the workers' profiles in TSC ticks per packet, with the bench's receive
+/// simulation, their sum, the ticks measured around whole steps and the wall-clock figure
+/// (`wall`, from the rate): the sum must match the step total.
+fn profile_json(counts: &[Count], wall: Option<f64>) -> Value {
+    let mut p = Profile::default();
+    let (mut io, mut step, mut any) = (0u64, 0u64, false);
+    for c in counts {
+        if let Some(q) = &c.profile {
+            p.add(q);
+            io += c.io_cycles;
+            step += c.step_cycles;
+            any = true;
+        }
+    }
+    if !any || p.packets == 0 {
+        return Value::Null;
+    }
+    let per = |x: u64| x as f64 / p.packets as f64;
+    let mut stages = serde_json::Map::new();
+    stages.insert("bench_io".into(), json!(per(io)));
+    for s in Stage::ALL {
+        stages.insert(s.name().into(), json!(p.per_packet(s)));
+    }
+    json!({
+        "what": "TSC timestamps around each batch stage (rdtsc), not hardware performance counters; cycles are TSC ticks per packet",
+        "cycles_per_packet": stages,
+        "sum": per(io + p.total()),
+        "step_total": per(step),
+        "wall_clock": wall,
+        "packets": p.packets,
+        "batches": p.batches,
+    })
+}
+
+fn print_profiles(results: &[Value]) {
+    let with: Vec<&Value> = results.iter().filter(|r| !r["profile"].is_null()).collect();
+    if with.is_empty() {
+        return;
+    }
+    println!(
+        "\nprofile: TSC timestamps (rdtsc) around each pass or stage over whole batches, not perf counters;\nTSC ticks per packet"
+    );
+    let mut head = format!("  {:<11} {:<3} {:>8}", "design", "fam", "flows");
+    let names: Vec<&str> = std::iter::once("bench_io")
+        .chain(Stage::ALL.iter().map(|s| s.name()))
+        .collect();
+    for n in &names {
+        head.push_str(&format!(" {n:>8}"));
+    }
+    head.push_str(&format!(" {:>8} {:>8} {:>8}", "sum", "step", "wall"));
+    println!("{head}");
+    for r in with {
+        let p = &r["profile"];
+        let mut line = format!(
+            "  {:<11} {:<3} {:>8}",
+            r["design"].as_str().unwrap_or(""),
+            r["family"].as_str().unwrap_or(""),
+            r["flows"].as_u64().unwrap_or(0)
+        );
+        for n in &names {
+            let v = p["cycles_per_packet"][*n].as_f64().unwrap_or(0.0);
+            line.push_str(&format!(" {v:>8.1}"));
+        }
+        let f = |k: &str| p[k].as_f64().map_or("-".into(), |v| format!("{v:.1}"));
+        line.push_str(&format!(
+            " {:>8} {:>8} {:>8}",
+            f("sum"),
+            f("step_total"),
+            f("wall_clock")
+        ));
+        println!("{line}");
+    }
+    println!(
+        "  (stages: {}; bench_io is the bench's receive simulation; sum = bench_io + stages, step = rdtsc around each whole step, wall = from the packet rate)",
+        Stage::ALL.iter().map(|s| format!("{} = {}", s.name(), s.text())).collect::<Vec<_>>().join(", ")
+    );
 }
 
 fn find<'a>(
@@ -681,7 +818,6 @@ fn print_table(source: &str, machine: &Value, a: &FwdBenchArgs, results: &[Value
             ratio
         );
     }
-    println!("\ntargets (full table, 64-byte frames)");
 }
 
 /// The targets, for every flow count measured: split and split+flow at least 20
