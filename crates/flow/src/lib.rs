@@ -49,16 +49,6 @@
 
 #![deny(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::expect_used, clippy::unreachable, clippy::todo)]
-#![cfg_attr(
-    test,
-    allow(
-        clippy::unwrap_used,
-        clippy::panic,
-        clippy::indexing_slicing,
-        clippy::expect_used,
-        clippy::unreachable
-    )
-)]
 #![warn(missing_docs)]
 
 pub mod ecmp;

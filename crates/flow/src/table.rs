@@ -101,6 +101,8 @@
 use std::iter::Sum;
 use std::ops::{Add, AddAssign};
 
+use vfsr_cpu::prefetch;
+
 use crate::key::{FlowHasher, FlowKey};
 
 /// A coarse timestamp supplied by the caller (milliseconds for the default timeout).
@@ -284,18 +286,6 @@ fn advise_huge<T>(ptr: *const T, len: usize) {
             }
         }
     }
-}
-
-/// A hint to bring the line holding `p` into the cache; never faults, whatever the address.
-#[inline(always)]
-fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint; it never faults, whatever the address.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// The signature of a hash: its high 32 bits, never 0 (0 marks a free way).

@@ -52,16 +52,6 @@
 //! packet is accounted for exactly once.
 #![deny(clippy::unwrap_used, clippy::panic, clippy::indexing_slicing)]
 #![deny(clippy::expect_used, clippy::unreachable, clippy::todo)]
-#![cfg_attr(
-    test,
-    allow(
-        clippy::unwrap_used,
-        clippy::panic,
-        clippy::indexing_slicing,
-        clippy::expect_used,
-        clippy::unreachable
-    )
-)]
 
 pub mod counters;
 pub mod frag;

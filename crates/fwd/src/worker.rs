@@ -28,6 +28,7 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
+use vfsr_cpu::prefetch;
 use vfsr_fib::nexthop::{NhReader, NhSnapshot};
 use vfsr_fib::FibReader;
 use vfsr_flow::{FlowConfig, FlowHasher, FlowKey, FlowTable, HashFields, KeyMode, Lookup};
@@ -1335,18 +1336,6 @@ struct Reply {
 enum ErrorKind {
     V4(Icmp4Error),
     V6(Icmp6Error),
-}
-
-/// A hint to bring the line at `p` into the cache; never faults, whatever the address.
-#[inline(always)]
-fn prefetch(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint; it never faults, whatever the address.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
 }
 
 /// The flow table's key for a packet's 5-tuple.
