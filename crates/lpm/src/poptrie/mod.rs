@@ -677,11 +677,11 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
             match Self::build_into(&routes, ds, tb, caps) {
                 Ok(p) => {
                     let used = p.mem.used.each_ref().map(|u| u.load(Ordering::Relaxed));
-                    let room = |i: usize| caps[i] >= used[i] + used[i] / 4 + 1024 + PAD;
+                    let room = |i: usize| caps[i] >= used[i] + headroom(used[i]) / 2;
                     if (0..3).all(room) {
                         return Ok(p);
                     }
-                    caps = core::array::from_fn(|i| (used[i] + used[i] / 2 + 4096).max(caps[i]));
+                    caps = core::array::from_fn(|i| (used[i] + headroom(used[i])).max(caps[i]));
                 }
                 Err(BuildError::TooLarge(ARENA_FULL)) => caps = caps.map(|c| c * 2),
                 Err(e) => return Err(e),
@@ -689,6 +689,13 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
         }
         Err(BuildError::TooLarge(ARENA_FULL))
     }
+}
+
+/// Room an arena of `used` slots keeps for updates: the blocks they write before the blocks
+/// they replace can be reused (a publication later) pile up, and an IPv6 change copies a few
+/// child blocks of up to 64 nodes. Untouched room costs address space, not memory.
+fn headroom(used: usize) -> usize {
+    (used / 2).max(1 << 17)
 }
 
 /// The error of an arena without room for a block: the trie is built again, bigger.
