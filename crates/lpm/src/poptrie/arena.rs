@@ -15,8 +15,8 @@
 //!
 //! The elements are `UnsafeCell`s: readers hold `&Arena` and read slots; the writer holds
 //! `&Arena` too and writes slots that, by the protocol above, no reader reads at that time.
-//! Allocations of 2 MiB and more are aligned to 2 MiB and advised for transparent huge pages
-//! (honoured where the kernel is in `madvise` or `always` mode, ignored elsewhere).
+//! (Advising the arenas for transparent huge pages showed no lookup gain in a same-run
+//! comparison, so they use normal pages.)
 
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
@@ -29,9 +29,6 @@ use crate::BuildError;
 pub(super) trait Zeroable: Copy {}
 impl Zeroable for u16 {}
 impl Zeroable for super::Node {}
-
-/// The size of a transparent huge page on x86-64.
-const HUGE: usize = 2 << 20;
 
 /// `cap` elements of `T` at a fixed address, zeroed at first.
 pub(super) struct Arena<T: Zeroable> {
@@ -55,11 +52,8 @@ impl<T: Zeroable> Arena<T> {
         let size = cap
             .checked_mul(core::mem::size_of::<T>())
             .ok_or(BuildError::TooLarge("arena size overflows"))?;
-        let align = if size >= HUGE {
-            HUGE
-        } else {
-            core::mem::align_of::<T>().max(64)
-        };
+        // Cache-line aligned, so a node never straddles two lines more than it must.
+        let align = core::mem::align_of::<T>().max(64);
         let layout = Layout::from_size_align(size.next_multiple_of(align), align)
             .map_err(|_| BuildError::TooLarge("arena size overflows"))?;
         // SAFETY: the layout has a non-zero size (cap >= 1 and T is not zero-sized: Node and
@@ -67,9 +61,6 @@ impl<T: Zeroable> Arena<T> {
         let raw = unsafe { alloc_zeroed(layout) };
         let ptr = NonNull::new(raw as *mut UnsafeCell<T>)
             .ok_or(BuildError::TooLarge("arena allocation failed"))?;
-        if align == HUGE {
-            advise_huge(raw, layout.size());
-        }
         Ok(Arena { ptr, cap, layout })
     }
 
@@ -146,30 +137,4 @@ impl<T: Zeroable + core::fmt::Debug> core::fmt::Debug for Arena<T> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         write!(f, "Arena({} x {})", self.cap, core::any::type_name::<T>())
     }
-}
-
-/// Asks the kernel to back `len` bytes at `p` (2 MiB aligned) with huge pages. A refusal
-/// (no THP support) leaves normal pages, which is only slower.
-#[cfg(target_os = "linux")]
-fn advise_huge(p: *mut u8, len: usize) {
-    extern "C" {
-        fn madvise(addr: *mut core::ffi::c_void, len: usize, advice: i32) -> i32;
-    }
-    const MADV_HUGEPAGE: i32 = 14;
-    if !huge_pages_enabled() {
-        return;
-    }
-    // SAFETY: the range is one live allocation of ours; the advice changes no contents.
-    unsafe {
-        madvise(p as *mut core::ffi::c_void, len, MADV_HUGEPAGE);
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn advise_huge(_p: *mut u8, _len: usize) {}
-
-/// Huge pages are asked for unless `VFSR_POPTRIE_HUGE=0` (to measure the difference).
-fn huge_pages_enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("VFSR_POPTRIE_HUGE").map_or(true, |v| v != "0"))
 }
