@@ -24,6 +24,8 @@ echo "== lints"
 cargo clippy --locked --workspace --all-targets -- -D warnings
 echo "== tests"
 cargo test --locked --workspace
+echo "== loom model of the in-place FIB (crates/fib/tests/loom.rs)"
+RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --locked -p vfsr-fib --release --test loom
 
 if [ "${VFSR_DPDK:-1}" != "0" ]; then
     if ensure_packages libdpdk-dev && pkg-config --exists libdpdk; then

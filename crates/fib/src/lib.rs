@@ -6,7 +6,8 @@
 //!   LiveFib::set / remove ──▶ RouteMap (truth)
 //!            │ poll(): every ≤ 1 ms
 //!            ▼
-//!   update spare copy ──swap──▶ ArcSwap<Snapshot> ◀──load()── FibReader (one per worker)
+//!   update in place,   ──swap──▶ ArcSwap<Snapshot> ◀──load()── FibReader (one per worker)
+//!   snapshot per batch
 //!                                                              lookup_bulk on a batch
 //!   NextHopTable ──publish──▶ ArcSwap<NhSnapshot> ◀──load()── NhReader
 //! ```

@@ -1,11 +1,41 @@
 //! The live FIB of one address family: a lookup engine that changes while readers look up.
 //!
-//! ## Two copies, published by pointer swap
+//! ## One copy, changed in place (Poptrie)
 //!
-//! The writer (the control plane) keeps two copies of the engine. One is *published*: readers
-//! load it through an [`ArcSwap`] and look up in it without any lock. The other, the *spare*,
-//! belongs to the writer alone, who changes it in place through [`LpmUpdate::update`], then
-//! publishes it with one atomic pointer swap:
+//! An engine that can be updated under its readers ([`LpmUpdate::share`]: the default
+//! engine, Poptrie) is kept once. Readers load a small [`Snapshot`] through an [`ArcSwap`]: a
+//! version and a handle on the engine's storage, which the writer changes in place:
+//!
+//! ```text
+//!   readers ──load()──▶ ArcSwap ──▶ Snapshot v5 ─┐
+//!                                                ├──▶ the one engine (shared storage)
+//!   writer: LiveFib ── update in place ──────────┘    old blocks retired, not freed
+//!
+//!   publish():  apply the pending changes (each switched in by one atomic store);
+//!               swap in Snapshot v6 (same storage); keep v5 with the group of blocks
+//!               retired while v5 was published; once no reader holds v5 (nor anything
+//!               older), that group is reused
+//! ```
+//!
+//! A lookup during a change answers from the table before it or after it: the engine builds
+//! each change into fresh blocks and switches them in with one store (see the Poptrie's
+//! `update.rs`). A reader that loaded snapshot v5 may still be in blocks replaced while v5 was
+//! published; a reader that loads v6 loads every entry after those replacements, so it can
+//! only be in newer blocks. Hence the rule above, checked with `Arc::get_mut` on the replaced
+//! snapshot (`arc-swap` counts the readers' guards into the `Arc` when it is swapped out). A
+//! reader holds a snapshot for one batch of lookups, so blocks wait about one publication
+//! (at most the delay bound) before reuse; readers never wait, and neither does the writer.
+//! `crates/fib/tests/loom.rs` is a `loom` model of this protocol.
+//!
+//! One copy means half the memory and half the update work, and readers keep their cache
+//! lines across publications: only the lines a change rewrote are new to them.
+//!
+//! ## Two copies, published by pointer swap (the other engines)
+//!
+//! Engines that cannot be changed under readers (LC-trie, radix, DIR-24-8) are kept twice.
+//! One copy is *published*: readers load it through the [`ArcSwap`] and look up in it without
+//! any lock. The other, the *spare*, belongs to the writer alone, who changes it in place
+//! through [`LpmUpdate::update`], then publishes it with one atomic pointer swap:
 //!
 //! ```text
 //!   readers ──load()──▶ ArcSwap ──▶ copy A (published)      copy B (spare, writer only)
@@ -34,7 +64,8 @@
 //!
 //! Changes are collected and published together: [`LiveFib::poll`] publishes once the oldest
 //! unpublished change is [`LiveFib::max_delay`] old (1 ms by default), so a full-table load
-//! costs one publication and a single change is visible to forwarding within the bound.
+//! costs one publication and a single change is visible to forwarding within the bound. In
+//! place, changes reach the engine only when they are published, sorted, as one batch.
 //! A delay of zero publishes after every change.
 //!
 //! ## Bad input
@@ -43,6 +74,7 @@
 //! ([`FibError::NextHopTooLarge`]); an engine that fails an update is rebuilt from the route
 //! map, which is the truth; lost routes are impossible.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -124,8 +156,14 @@ impl<E> FibReader<E> {
 /// The writing side of a live FIB (owned by the control plane).
 pub struct LiveFib<K: Key, E: LpmUpdate<K>> {
     shared: Arc<ArcSwap<Snapshot<E>>>,
-    /// The copy readers do not see (`None` only while it is being swapped).
+    /// Two copies: the copy readers do not see (`None` only while it is being swapped, and
+    /// always in place).
     spare: Option<Arc<Snapshot<E>>>,
+    /// In place: the writer's handle on the one copy, which readers share.
+    writer: Option<E>,
+    /// In place: snapshots replaced by publications, oldest first, each with the group of
+    /// storage retired while it was the published one.
+    held: VecDeque<(Arc<Snapshot<E>>, u64)>,
     config: E::Config,
     table: RouteMap<K>,
     /// Changes not published yet.
@@ -167,14 +205,25 @@ impl<K: Key, E: LpmUpdate<K> + Clone> LiveFib<K, E> {
     /// A live FIB over `routes` (any order; for a prefix given twice the last wins).
     pub fn new(routes: &[Route<K>], config: E::Config) -> Result<Self, FibError> {
         let (table, engine) = build::<K, E>(routes, &config)?;
-        let spare = Arc::new(Snapshot {
+        let (published, spare, writer) = match engine.share() {
+            Some(view) => (view, None, Some(engine)),
+            None => {
+                let spare = Arc::new(Snapshot {
+                    version: 0,
+                    engine: engine.clone(),
+                });
+                (engine, Some(spare), None)
+            }
+        };
+        let shared = Arc::new(ArcSwap::from_pointee(Snapshot {
             version: 0,
-            engine: engine.clone(),
-        });
-        let shared = Arc::new(ArcSwap::from_pointee(Snapshot { version: 0, engine }));
+            engine: published,
+        }));
         Ok(LiveFib {
             shared,
-            spare: Some(spare),
+            spare,
+            writer,
+            held: VecDeque::new(),
             config,
             table,
             pending: Vec::new(),
@@ -193,12 +242,23 @@ impl<K: Key, E: LpmUpdate<K> + Clone> LiveFib<K, E> {
     pub fn load(&mut self, routes: &[Route<K>]) -> Result<(), FibError> {
         let (table, engine) = build::<K, E>(routes, &self.config)?;
         let version = self.version + 1;
-        let spare = engine.clone();
-        self.shared.store(Arc::new(Snapshot { version, engine }));
-        self.spare = Some(Arc::new(Snapshot {
-            version,
-            engine: spare,
-        }));
+        if let Some(view) = engine.share() {
+            // The snapshots held so far are of the old storage, which nothing writes any
+            // more: readers free it when they let go.
+            self.shared.store(Arc::new(Snapshot {
+                version,
+                engine: view,
+            }));
+            self.writer = Some(engine);
+            self.held.clear();
+        } else {
+            let spare = engine.clone();
+            self.shared.store(Arc::new(Snapshot { version, engine }));
+            self.spare = Some(Arc::new(Snapshot {
+                version,
+                engine: spare,
+            }));
+        }
         self.table = table;
         self.pending.clear();
         self.applied = 0;
@@ -281,7 +341,7 @@ impl<K: Key, E: LpmUpdate<K>> LiveFib<K, E> {
     /// waits for the publication instead, which applies it as one sorted batch (each subtree
     /// the burst touches is rebuilt once, not once per change).
     fn apply_eagerly(&mut self) {
-        if self.pending.len() > self.eager_limit {
+        if self.pending.len() > self.eager_limit || self.writer.is_some() {
             return;
         }
         if !self.catch_up() {
@@ -386,11 +446,14 @@ impl<K: Key, E: LpmUpdate<K>> LiveFib<K, E> {
         Ok(())
     }
 
-    /// Applies the pending changes to the spare copy and publishes it now.
+    /// Applies the pending changes and publishes them now.
     pub fn publish(&mut self) -> Result<(), FibError> {
         if self.pending.is_empty() {
             self.since = None;
             return Ok(());
+        }
+        if self.writer.is_some() {
+            return self.publish_in_place();
         }
         self.wait_for_spare();
         self.catch_up();
@@ -411,10 +474,90 @@ impl<K: Key, E: LpmUpdate<K>> LiveFib<K, E> {
         Ok(())
     }
 
+    /// In place: applies the pending changes to the one copy (readers see each as it is
+    /// switched in), publishes a snapshot of the new version over the same storage, and
+    /// reuses the storage no reader can be in any more.
+    fn publish_in_place(&mut self) -> Result<(), FibError> {
+        self.reclaim();
+        let Some(w) = self.writer.as_mut() else {
+            return Ok(());
+        };
+        let mut changes = std::mem::take(&mut self.pending);
+        changes.sort_unstable();
+        changes.dedup();
+        if w.update(&self.table, &changes).is_err() {
+            self.stats.rebuilds += 1;
+            match build::<K, E>(&self.table.to_routes(), &self.config) {
+                // New storage: what the held snapshots retired is not in it.
+                Ok((_, e)) => {
+                    *w = e;
+                    self.held.clear();
+                }
+                Err(e) => {
+                    self.pending = changes;
+                    return Err(e);
+                }
+            }
+        }
+        let version = self.version + 1;
+        if let Some(view) = w.share() {
+            let old = self.shared.swap(Arc::new(Snapshot {
+                version,
+                engine: view,
+            }));
+            // Readers that load the new snapshot load the entries after every change above,
+            // so only holders of this one (or older ones) can be in what they retired.
+            let group = w.retire_group();
+            self.held.push_back((old, group));
+        }
+        self.applied = 0;
+        self.since = None;
+        self.version = version;
+        self.stats.publications += 1;
+        self.reclaim();
+        Ok(())
+    }
+
+    /// In place: reuses the storage retired while the oldest held snapshots were published,
+    /// for those no reader holds any more (`arc-swap` counted the readers' guards into the
+    /// `Arc` when the snapshot was swapped out).
+    fn reclaim(&mut self) {
+        let mut upto = None;
+        while let Some((s, g)) = self.held.front_mut() {
+            if Arc::get_mut(s).is_none() {
+                break;
+            }
+            upto = Some(*g);
+            self.held.pop_front();
+        }
+        if let (Some(g), Some(w)) = (upto, self.writer.as_mut()) {
+            w.reclaim(g);
+        }
+    }
+
+    /// Snapshots replaced by publications that readers may still hold (in place; 0 with two
+    /// copies).
+    pub fn held_snapshots(&self) -> usize {
+        self.held.len()
+    }
+
+    /// Memory of the engine's copies: one in place, two otherwise (the published one counted
+    /// with the spare's size).
+    pub fn memory_bytes(&self) -> usize {
+        match (&self.writer, &self.spare) {
+            (Some(w), _) => w.memory_bytes(),
+            (None, Some(s)) => 2 * s.engine.memory_bytes(),
+            (None, None) => 2 * self.shared.load().engine.memory_bytes(),
+        }
+    }
+
     /// Publishes what is pending, then brings the spare copy up to date as well, so that the
     /// next change costs one engine update instead of two. For quiet moments.
     pub fn settle(&mut self) -> Result<(), FibError> {
         self.publish()?;
+        if self.writer.is_some() {
+            return Ok(());
+        }
         if self.lag.is_empty() {
             return Ok(());
         }

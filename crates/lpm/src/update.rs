@@ -342,6 +342,31 @@ pub trait LpmUpdate<K: Key>: LpmBuild<K> {
     /// Makes, from the table the engine was built from, any side state updates need, so the
     /// first update does not pay for it. Optional: `update` makes it when missing.
     fn prepare(&mut self, _table: &RouteMap<K>) {}
+
+    /// For engines updated in place under readers: a handle on the same storage for readers,
+    /// which sees every later [`LpmUpdate::update`] of `self` as it is made, each change
+    /// switched in atomically (a lookup answers from the table before or after it). `None`
+    /// (the default): the engine must be updated in a copy no reader sees.
+    ///
+    /// An engine that shares its storage does not reuse what an update replaced until told
+    /// that no reader can be in it any more: [`LpmUpdate::retire_group`], then
+    /// [`LpmUpdate::reclaim`].
+    fn share(&self) -> Option<Self>
+    where
+        Self: Sized,
+    {
+        None
+    }
+
+    /// Closes the group of storage retired by updates so far; returns its number (groups
+    /// count up from 0 and keep counting across rebuilds).
+    fn retire_group(&mut self) -> u64 {
+        0
+    }
+
+    /// Reuses the storage retired in groups up to `group`: the caller guarantees that every
+    /// lookup that began before that group was closed has finished.
+    fn reclaim(&mut self, _group: u64) {}
 }
 
 #[cfg(test)]

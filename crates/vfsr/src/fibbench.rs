@@ -4,11 +4,12 @@
 //! Four measurements, all on the same table (the reference table by default):
 //!
 //! 1. **load**: from a route list in memory to a published, ready FIB, per family (the route
-//!    map, the engine build, the spare copy), with and without the RIB in front.
+//!    map, the engine build), with and without the RIB in front, and the FIB's memory (one
+//!    copy of the engine for Poptrie, updated in place).
 //! 2. **updates**: 100,000 random table routes (seeded) get a new next hop (`change`), are
 //!    withdrawn (`withdraw`), then announced again (`announce`), one change at a time, with
 //!    batched publication (the FIB's 1 ms delay bound) and with a publication after every
-//!    change (`each`). The time includes bringing the second copy up to date at the end.
+//!    change (`each`). The time includes the last publication.
 //! 3. **reader**: a reader thread pinned to the benchmark core looks up matched IPv4 traffic
 //!    in batches of 256, while the writer, pinned to core 0 as the control plane would be,
 //!    streams next-hop changes at 10k, 100k and the most updates per second it can. Each
@@ -202,15 +203,17 @@ fn load<K: Key>(routes: &[Route<K>], out: &mut Vec<Value>) -> Result<f64, String
     let fib = new_fib(routes, Duration::from_millis(1))?;
     let s = t.elapsed().as_secs_f64();
     let got = fib.reader().load().engine.route_count();
+    let mib = fib.memory_bytes() as f64 / 1048576.0;
     eprintln!(
-        "load    {:<3} {:>8} routes in {:.3} s ({:.2} M routes/s)",
+        "load    {:<3} {:>8} routes in {:.3} s ({:.2} M routes/s), FIB {:.1} MiB",
         K::FAMILY,
         got,
         s,
-        got as f64 / s / 1e6
+        got as f64 / s / 1e6,
+        mib
     );
     out.push(json!({"family": K::FAMILY, "path": "fib", "seconds": s,
-        "routes": got, "routes_per_s": got as f64 / s}));
+        "routes": got, "routes_per_s": got as f64 / s, "fib_mib": mib}));
     Ok(s)
 }
 

@@ -89,6 +89,14 @@
 //! Where the CPU has AVX-512 (with `vpopcntq`), a vector version of the lockstep walk runs
 //! instead (see `avx512.rs`).
 //!
+//! ## Storage shared with readers
+//!
+//! The arrays live in arenas of fixed capacity (`arena.rs`) shared by the writer's handle and
+//! the readers' ([`Poptrie::share`]); direct-pointing entries are atomics. An update never writes
+//! a block a reader can reach: it builds into fresh blocks and switches them in with one store of
+//! a direct-pointing entry, and the blocks it replaced wait for the readers to leave before they
+//! are reused (`update.rs`). So a live FIB keeps one copy, changed in place, instead of two.
+//!
 //! ## Limits
 //!
 //! Leaves are 16 bits (as in the paper): next hops up to 65,535. A larger one is a build error,
@@ -96,9 +104,16 @@
 //! stride that runs past the last address bit reads zeros, and a prefix that ends inside a node
 //! paints `2^(stride end - length)` slots, computed without shifting by the full width.
 
+mod arena;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
 mod update;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use arena::Arena;
 
 use crate::key::Key;
 use crate::prefix::{canonicalize, NextHop, Route};
@@ -165,7 +180,7 @@ impl PoptrieConfig {
 
 /// An internal node, 24 bytes. The fields a lookup reads at every level (`vector` and the two
 /// bases) come first and share 16 bytes; `leafvec`, read once where the lookup stops, follows.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[repr(C)]
 struct Node {
     vector: u64,
@@ -187,41 +202,126 @@ struct Node {
 /// instead of a node and then a leaf elsewhere; and the record needs no leaf base.
 const LNODE_HEADER: usize = 4;
 
-/// The leaf vector of the childless-node record at `o` (zero if the array is too short, which
+/// The leaf vector of the childless-node record at `o` (zero if the arena is too short, which
 /// a built structure never is).
 #[inline(always)]
-fn lnode_leafvec(lnodes: &[u16], o: usize) -> u64 {
-    match lnodes.get(o..o + LNODE_HEADER) {
-        Some(&[a, b, c, d]) => a as u64 | (b as u64) << 16 | (c as u64) << 32 | (d as u64) << 48,
-        _ => 0,
+fn lnode_leafvec(lnodes: &Arena<u16>, o: usize) -> u64 {
+    if o + LNODE_HEADER > lnodes.len() {
+        return 0;
     }
+    let w = |k: usize| lnodes.get(o + k) as u64;
+    w(0) | w(1) << 16 | w(2) << 32 | w(3) << 48
 }
 
-/// A Poptrie over keys `K` (IPv4: `u32`, IPv6: `u128`).
-#[derive(Clone, Debug)]
-pub struct Poptrie<K: Key> {
+/// Slots kept free at the end of every arena, so a vector gather that reads a few bytes past
+/// the last block stays inside the allocation.
+const PAD: usize = 64;
+
+/// The storage readers and the writer share (see `arena.rs`): fixed-size arrays at addresses
+/// that never move. Direct-pointing entries are atomics, so one store switches a slot from
+/// its old blocks to new ones; lookups load them with `Acquire`, a plain load on x86.
+#[derive(Debug)]
+struct Mem {
     /// Top level of two-level direct pointing (empty when flat): a leaf, or a block number.
+    /// Never changed after the build (updates of two-level tries rebuild).
     top: Vec<u32>,
     /// Direct-pointing entries: one flat array, or the blocks of the top level one after the
     /// other.
-    direct: Vec<u32>,
-    nodes: Vec<Node>,
-    /// Childless-node records below direct pointing, plus one padding element for the vector
-    /// gathers.
-    lnodes: Vec<u16>,
-    /// Number of childless-node records in `lnodes`.
-    lnode_count: usize,
-    /// Leaves plus one padding element for the vector gathers.
-    leaves: Vec<u16>,
-    /// For every node, the next hop it inherits from above (its slots' default). Read only by
-    /// updates, which rebuild a node in place.
+    direct: Box<[AtomicU32]>,
+    nodes: Arena<Node>,
+    /// Childless-node records below direct pointing.
+    lnodes: Arena<u16>,
+    leaves: Arena<u16>,
+    /// High-water marks of `nodes`, `lnodes` and `leaves` (what has been touched), for
+    /// `memory_bytes`.
+    used: [AtomicUsize; 3],
+}
+
+/// What only the writer needs: free space, blocks waiting for readers to leave, and the
+/// side tables updates read. A reader's handle ([`Poptrie::share`]) has none.
+#[derive(Clone, Debug, Default)]
+struct Writer {
+    /// For every node, the next hop it inherits from above (its slots' default).
     ndef: Vec<u16>,
-    /// Blocks of `nodes`, `leaves` and `lnodes` freed by updates, for reuse.
+    /// High-water marks: slots past them were never used.
+    nodes_len: usize,
+    lnodes_len: usize,
+    leaves_len: usize,
+    /// Number of live childless-node records.
+    lnode_count: usize,
+    /// Blocks free for reuse.
     free: FreeLists,
+    /// Blocks replaced by updates, by the group (see [`Poptrie::retire_group`]) in which
+    /// they were replaced, oldest first: readers may still be in them.
+    retired: VecDeque<(u64, Block)>,
+    /// The group blocks retired now join.
+    group: u64,
     /// The next hop and length of the longest prefix of at most `direct_bits` bits covering
     /// every direct-pointing slot: what updates need to repaint a slot. Made by the first
     /// update (lookups never need it).
     cover: Option<Box<update::Cover>>,
+}
+
+/// Which arena a block is in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Nodes,
+    Leaves,
+    Lnodes,
+}
+
+/// A block of an arena: `size` slots from `at`.
+#[derive(Clone, Copy, Debug)]
+struct Block {
+    kind: Kind,
+    at: u32,
+    size: u32,
+}
+
+impl Writer {
+    /// Slots in retired blocks of `kind`.
+    fn retired_slots(&self, kind: Kind) -> usize {
+        self.retired
+            .iter()
+            .filter(|(_, b)| b.kind == kind)
+            .map(|(_, b)| b.size as usize)
+            .sum()
+    }
+
+    /// Moves the retired blocks of groups up to `group` to the free lists.
+    fn reclaim(&mut self, group: u64) {
+        while let Some(&(g, b)) = self.retired.front() {
+            if g > group {
+                break;
+            }
+            self.retired.pop_front();
+            let lists = match b.kind {
+                Kind::Nodes => &mut self.free.nodes,
+                Kind::Leaves => &mut self.free.leaves,
+                Kind::Lnodes => &mut self.free.lnodes,
+            };
+            FreeLists::put(lists, b.size as usize, b.at as usize);
+        }
+    }
+
+    fn bytes(&self) -> usize {
+        self.ndef.capacity() * 2
+            + self.free.bytes()
+            + self.retired.capacity() * core::mem::size_of::<(u64, Block)>()
+            + self.cover.as_ref().map_or(0, |c| c.bytes())
+    }
+}
+
+/// A Poptrie over keys `K` (IPv4: `u32`, IPv6: `u128`).
+///
+/// The arrays live in storage shared by every handle of one structure: the writer's (which
+/// updates it in place, see `update.rs`) and the readers' ([`Poptrie::share`]). `Clone`
+/// makes an independent copy.
+#[derive(Debug)]
+pub struct Poptrie<K: Key> {
+    mem: Arc<Mem>,
+    /// The writer's state; `None` in a reader's handle.
+    w: Option<Box<Writer>>,
     direct_bits: u8,
     top_bits: u8,
     routes: usize,
@@ -249,16 +349,77 @@ fn upto(v: usize) -> u64 {
     (2u64 << v).wrapping_sub(1)
 }
 
+impl<K: Key> Clone for Poptrie<K> {
+    /// An independent copy (its own storage), which updates do not share.
+    fn clone(&self) -> Self {
+        let m = &self.mem;
+        let copy = |r: Result<Mem, BuildError>| r.expect("memory for a copy of the trie");
+        let mem = copy((|| {
+            Ok(Mem {
+                top: m.top.clone(),
+                direct: m
+                    .direct
+                    .iter()
+                    .map(|e| AtomicU32::new(e.load(Ordering::Relaxed)))
+                    .collect(),
+                nodes: m.nodes.copy(m.nodes.len())?,
+                lnodes: m.lnodes.copy(m.lnodes.len())?,
+                leaves: m.leaves.copy(m.leaves.len())?,
+                used: [0, 1, 2].map(|i| AtomicUsize::new(m.used[i].load(Ordering::Relaxed))),
+            })
+        })());
+        Poptrie {
+            mem: Arc::new(mem),
+            w: self.w.clone(),
+            direct_bits: self.direct_bits,
+            top_bits: self.top_bits,
+            routes: self.routes,
+            simd: self.simd,
+            _k: core::marker::PhantomData,
+        }
+    }
+}
+
 impl<K: Key> Poptrie<K> {
-    /// Number of internal nodes (childless nodes below direct pointing included).
+    /// Number of internal nodes (childless nodes below direct pointing included); 0 in a
+    /// reader's handle.
     pub fn node_count(&self) -> usize {
-        self.nodes.len() - self.free.node_slots() + self.lnode_count
+        self.w.as_ref().map_or(0, |w| {
+            w.nodes_len - w.free.node_slots() - w.retired_slots(Kind::Nodes) + w.lnode_count
+        })
     }
 
-    /// Number of (compressed) leaves, those in childless-node records included.
+    /// Number of (compressed) leaves, those in childless-node records included; 0 in a
+    /// reader's handle.
     pub fn leaf_count(&self) -> usize {
-        (self.leaves.len() + self.lnodes.len())
-            .saturating_sub(2 + LNODE_HEADER * self.lnode_count + self.free.leaf_slots())
+        self.w.as_ref().map_or(0, |w| {
+            (w.leaves_len + w.lnodes_len).saturating_sub(
+                LNODE_HEADER * w.lnode_count
+                    + w.free.leaf_slots()
+                    + w.retired_slots(Kind::Leaves)
+                    + w.retired_slots(Kind::Lnodes),
+            )
+        })
+    }
+
+    /// A handle for readers on the same storage: it sees every later in-place update of this
+    /// trie (each one switched in atomically) and cannot update it itself.
+    pub fn share(&self) -> Self {
+        Poptrie {
+            mem: Arc::clone(&self.mem),
+            w: None,
+            direct_bits: self.direct_bits,
+            top_bits: self.top_bits,
+            routes: self.routes,
+            simd: self.simd,
+            _k: core::marker::PhantomData,
+        }
+    }
+
+    /// The direct-pointing entry `d`.
+    #[inline(always)]
+    fn entry(&self, d: usize) -> u32 {
+        self.mem.direct[d].load(Ordering::Acquire)
     }
 
     /// Turns the AVX-512 bulk lookup off (to measure the scalar one) or back on where the CPU
@@ -291,14 +452,23 @@ impl<K: Key> Poptrie<K> {
             if !self.simd {
                 return 0;
             }
-            let parts = avx512::Parts {
-                top: &self.top,
-                top_bits: self.top_bits,
-                direct: &self.direct,
-                nodes: &self.nodes,
-                lnodes: &self.lnodes,
-                leaves: &self.leaves,
-                direct_bits: self.direct_bits,
+            let m = &*self.mem;
+            // SAFETY: the gathers read only entries and the blocks reachable from them, which
+            // the writer does not change before this lookup is over (see `update.rs`);
+            // `AtomicU32` has the layout of `u32`.
+            let parts = unsafe {
+                avx512::Parts {
+                    top: &m.top,
+                    top_bits: self.top_bits,
+                    direct: core::slice::from_raw_parts(
+                        m.direct.as_ptr() as *const u32,
+                        m.direct.len(),
+                    ),
+                    nodes: m.nodes.as_slice(),
+                    lnodes: m.lnodes.as_slice(),
+                    leaves: m.leaves.as_slice(),
+                    direct_bits: self.direct_bits,
+                }
             };
             if TypeId::of::<K>() == TypeId::of::<u32>() {
                 // SAFETY: K is u32, so the slice reinterpretation is the identity; the CPU
@@ -338,7 +508,7 @@ impl<K: Key> Poptrie<K> {
         if tb == 0 {
             return Ok(addr.chunk(0, ds));
         }
-        let t = self.top[addr.chunk(0, tb)];
+        let t = self.mem.top[addr.chunk(0, tb)];
         if t & LEAF != 0 {
             Err(t & !LEAF)
         } else {
@@ -349,23 +519,23 @@ impl<K: Key> Poptrie<K> {
     /// The leaf of slot `v` of the childless-node record at offset `o`.
     #[inline(always)]
     fn lnode_lookup(&self, o: usize, v: usize) -> NextHop {
-        let lv = lnode_leafvec(&self.lnodes, o);
+        let lv = lnode_leafvec(&self.mem.lnodes, o);
         let li = o + LNODE_HEADER + (lv & upto(v)).count_ones() as usize - 1;
-        self.lnodes[li] as NextHop
+        self.mem.lnodes.get(li) as NextHop
     }
 
     /// Continues a lookup at node `idx`, bit `off`.
     #[inline(always)]
     fn walk(&self, addr: K, mut idx: u32, mut off: u8) -> NextHop {
         loop {
-            let n = &self.nodes[idx as usize];
+            let n = self.mem.nodes.get(idx as usize);
             let v = addr.chunk(off, STRIDE);
             if n.vector & (1u64 << v) != 0 {
                 idx = n.base1 + (n.vector & upto(v)).count_ones() - 1;
                 off += STRIDE;
             } else {
                 let li = Self::rank_leaf(n.leafvec, n.base0, v);
-                return self.leaves[li as usize] as NextHop;
+                return self.mem.leaves.get(li as usize) as NextHop;
             }
         }
     }
@@ -388,7 +558,7 @@ impl<K: Key> Poptrie<K> {
             for i in 0..n {
                 match self.direct_slot(addrs[i]) {
                     Ok(d) => {
-                        prefetch(self.direct.as_ptr().wrapping_add(d));
+                        prefetch(self.mem.direct.as_ptr().wrapping_add(d));
                         idx[i] = d as u32;
                         pending |= 1 << i;
                     }
@@ -399,18 +569,18 @@ impl<K: Key> Poptrie<K> {
             while lanes != 0 {
                 let i = lanes.trailing_zeros() as usize;
                 lanes &= lanes - 1;
-                let e = self.direct[idx[i] as usize];
+                let e = self.entry(idx[i] as usize);
                 if e & LEAF != 0 {
                     out[i] = e & !LEAF;
                 } else if e & LNODE != 0 {
                     idx[i] = e & INDEX;
                     lnode |= 1 << i;
-                    prefetch(self.lnodes.as_ptr().wrapping_add(idx[i] as usize));
+                    prefetch(self.mem.lnodes.as_ptr().wrapping_add(idx[i] as usize));
                 } else {
                     idx[i] = e;
                     off[i] = ds;
                     walking |= 1 << i;
-                    prefetch(self.nodes.as_ptr().wrapping_add(e as usize));
+                    prefetch(self.mem.nodes.as_ptr().wrapping_add(e as usize));
                 }
             }
         } else {
@@ -421,7 +591,7 @@ impl<K: Key> Poptrie<K> {
             while lanes != 0 {
                 let i = lanes.trailing_zeros() as usize;
                 lanes &= lanes - 1;
-                out[i] = self.leaves[idx[i] as usize] as NextHop;
+                out[i] = self.mem.leaves.get(idx[i] as usize) as NextHop;
             }
             leafing = 0;
             let mut lanes = lnode;
@@ -436,19 +606,19 @@ impl<K: Key> Poptrie<K> {
             while lanes != 0 {
                 let i = lanes.trailing_zeros() as usize;
                 lanes &= lanes - 1;
-                let node = &self.nodes[idx[i] as usize];
+                let node = self.mem.nodes.get(idx[i] as usize);
                 let v = addrs[i].chunk(off[i], STRIDE);
                 if node.vector & (1u64 << v) != 0 {
                     let c = node.base1 + (node.vector & upto(v)).count_ones() - 1;
                     idx[i] = c;
                     off[i] += STRIDE;
-                    prefetch(self.nodes.as_ptr().wrapping_add(c as usize));
+                    prefetch(self.mem.nodes.as_ptr().wrapping_add(c as usize));
                 } else {
                     let l = Self::rank_leaf(node.leafvec, node.base0, v);
                     idx[i] = l;
                     walking &= !(1 << i);
                     leafing |= 1 << i;
-                    prefetch(self.leaves.as_ptr().wrapping_add(l as usize));
+                    prefetch(self.mem.leaves.as_ptr().wrapping_add(l as usize));
                 }
             }
         }
@@ -475,10 +645,10 @@ impl<K: Key> Poptrie<K> {
         let mut lf_at = [0u32; CHUNK];
         let (mut nl, mut nn, mut nf) = (0usize, 0usize, 0usize);
         let ds = self.direct_bits;
-        let direct = self.direct.as_ptr();
-        let nodes = self.nodes.as_ptr();
-        let lnodes = self.lnodes.as_ptr();
-        let leaves = self.leaves.as_ptr();
+        let direct = self.mem.direct.as_ptr();
+        let nodes = self.mem.nodes.as_ptr();
+        let lnodes = self.mem.lnodes.as_ptr();
+        let leaves = self.mem.leaves.as_ptr();
         // Both lines a 24-byte node starting at `p` may straddle.
         let pf_line_pair = |p: *const u8| {
             prefetch(p);
@@ -504,7 +674,7 @@ impl<K: Key> Poptrie<K> {
                     pf_direct(a);
                 }
                 let e = match self.direct_slot(addrs[i]) {
-                    Ok(d) => self.direct[d],
+                    Ok(d) => self.entry(d),
                     Err(nh) => LEAF | nh,
                 };
                 // Right for leaf lanes; the later stages overwrite the others.
@@ -548,7 +718,7 @@ impl<K: Key> Poptrie<K> {
             let mut next = 0usize;
             for j in 0..nn {
                 let i = nd_lane[j] as usize;
-                let node = &self.nodes[nd_at[j] as usize];
+                let node = self.mem.nodes.get(nd_at[j] as usize);
                 let v = addrs[i].chunk(off, STRIDE);
                 let m = upto(v);
                 let child = (node.vector >> v) & 1 != 0;
@@ -578,7 +748,7 @@ impl<K: Key> Poptrie<K> {
             off = off.saturating_add(STRIDE);
         }
         for j in 0..nf {
-            out[lf_lane[j] as usize] = self.leaves[lf_at[j] as usize] as NextHop;
+            out[lf_lane[j] as usize] = self.mem.leaves.get(lf_at[j] as usize) as NextHop;
         }
     }
 }
@@ -591,7 +761,7 @@ impl<K: Key> Lpm<K> for Poptrie<K> {
             return self.walk(addr, 0, 0);
         }
         let e = match self.direct_slot(addr) {
-            Ok(d) => self.direct[d],
+            Ok(d) => self.entry(d),
             Err(nh) => return nh,
         };
         if e & LEAF != 0 {
@@ -618,15 +788,21 @@ impl<K: Key> Lpm<K> for Poptrie<K> {
         }
     }
 
+    /// The arrays up to their high-water marks (the arenas' untouched headroom is reserved
+    /// address space, not memory) and the writer's side tables.
     fn memory_bytes(&self) -> usize {
+        let m = &self.mem;
+        let used = |i: usize| m.used[i].load(Ordering::Relaxed);
         core::mem::size_of::<Self>()
-            + (self.top.capacity() + self.direct.capacity()) * 4
-            + self.nodes.capacity() * core::mem::size_of::<Node>()
-            + self.lnodes.capacity() * 2
-            + self.leaves.capacity() * 2
-            + self.ndef.capacity() * 2
-            + self.free.bytes()
-            + self.cover.as_ref().map_or(0, |c| c.bytes())
+            + core::mem::size_of::<Mem>()
+            + (m.top.capacity() + m.direct.len()) * 4
+            + used(0) * core::mem::size_of::<Node>()
+            + used(1) * 2
+            + used(2) * 2
+            + self
+                .w
+                .as_ref()
+                .map_or(0, |w| core::mem::size_of::<Writer>() + w.bytes())
     }
 
     fn name(&self) -> &'static str {
@@ -656,18 +832,68 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
                 max: MAX_NEXTHOP,
             });
         }
+        // Arena sizes from the route count, generous (untouched slots cost address space
+        // only); a build that runs out starts again with the sizes it reached, and one that
+        // leaves too little headroom for updates too.
+        let n = routes.len();
+        let mut caps = [n / 4 + 1024, 2 * n + 4096, n + 4096];
+        for _ in 0..8 {
+            match Self::build_into(&routes, ds, tb, caps) {
+                Ok(p) => {
+                    let used = p.mem.used.each_ref().map(|u| u.load(Ordering::Relaxed));
+                    let room = |i: usize| caps[i] >= used[i] + headroom(used[i]) / 2;
+                    if (0..3).all(room) {
+                        return Ok(p);
+                    }
+                    caps = core::array::from_fn(|i| (used[i] + headroom(used[i])).max(caps[i]));
+                }
+                Err(BuildError::TooLarge(ARENA_FULL)) => caps = caps.map(|c| c * 2),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(BuildError::TooLarge(ARENA_FULL))
+    }
+}
+
+/// Room an arena of `used` slots keeps for updates: the blocks they write before the blocks
+/// they replace can be reused (a publication later) pile up, and an IPv6 change copies a few
+/// child blocks of up to 64 nodes. Untouched room costs address space, not memory.
+fn headroom(used: usize) -> usize {
+    (used / 2).max(1 << 17)
+}
+
+/// The error of an arena without room for a block: the trie is built again, bigger.
+const ARENA_FULL: &str = "arena full";
+
+impl<K: Key> Poptrie<K> {
+    /// Builds over canonical `routes` into arenas of `caps` slots (nodes, childless-node
+    /// records, leaves).
+    fn build_into(
+        routes: &[Route<K>],
+        ds: u8,
+        tb: u8,
+        caps: [usize; 3],
+    ) -> Result<Self, BuildError> {
+        let mut mem = Mem {
+            top: Vec::new(),
+            direct: Box::new([]),
+            nodes: Arena::zeroed(caps[0] + PAD)?,
+            lnodes: Arena::zeroed(caps[1] + PAD)?,
+            leaves: Arena::zeroed(caps[2] + PAD)?,
+            used: Default::default(),
+        };
+        let mut w = Writer {
+            ndef: Vec::with_capacity(caps[0] / 2),
+            ..Writer::default()
+        };
+        // Leaf 0 and record 0 stay unused, so a base of 0 or 1 never underflows a rank.
+        w.leaves_len = 1;
+        w.lnodes_len = 1;
         let mut b = Builder::<K> {
-            nodes: Vec::with_capacity(routes.len() / 64 + 16),
-            ndef: Vec::with_capacity(routes.len() / 64 + 16),
-            lnodes: Vec::with_capacity(routes.len() + 16),
-            lnode_count: 0,
-            leaves: Vec::with_capacity(routes.len() + 16),
-            free: FreeLists::default(),
+            mem: &mem,
+            w: &mut w,
             _k: core::marker::PhantomData,
         };
-        // The padding element the vector gathers may read; blocks are allocated before it.
-        b.lnodes.push(0);
-        b.leaves.push(0);
         let mut top = Vec::new();
         let direct = if ds == 0 {
             b.alloc_nodes(1)?;
@@ -677,44 +903,42 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
                 .iter()
                 .find(|r| r.prefix.is_empty())
                 .map_or(0, |r| r.nexthop as u16);
-            b.fill(&routes, 0, 0, default)?;
+            b.fill(routes, 0, 0, default)?;
             Vec::new()
         } else if tb == 0 {
-            b.build_direct(&routes, 0, ds, LEAF)?
+            b.build_direct(routes, 0, ds, LEAF)?
         } else {
-            let (t, blocks) = b.build_two_level(&routes, tb, ds)?;
+            let (t, blocks) = b.build_two_level(routes, tb, ds)?;
             top = t;
             blocks
         };
-        let Builder {
-            mut nodes,
-            mut ndef,
-            mut lnodes,
-            lnode_count,
-            mut leaves,
-            free,
-            ..
-        } = b;
-        nodes.shrink_to_fit();
-        ndef.shrink_to_fit();
-        lnodes.shrink_to_fit();
-        leaves.shrink_to_fit();
-        Ok(Poptrie {
-            top,
-            direct,
-            nodes,
-            lnodes,
-            lnode_count,
-            leaves,
-            ndef,
-            free,
-            cover: None,
+        mem.top = top;
+        mem.direct = direct.into_iter().map(AtomicU32::new).collect();
+        let p = Poptrie {
+            mem: Arc::new(mem),
+            w: Some(Box::new(w)),
             direct_bits: ds,
             top_bits: tb,
             routes: routes.len(),
             simd: simd_available(),
             _k: core::marker::PhantomData,
-        })
+        };
+        p.publish_used();
+        Ok(p)
+    }
+
+    /// Records the writer's high-water marks where `memory_bytes` of any handle reads them.
+    fn publish_used(&self) {
+        if let Some(w) = &self.w {
+            for (u, v) in self
+                .mem
+                .used
+                .iter()
+                .zip([w.nodes_len, w.lnodes_len, w.leaves_len])
+            {
+                u.store(v, Ordering::Relaxed);
+            }
+        }
     }
 }
 
@@ -762,15 +986,12 @@ impl FreeLists {
     }
 }
 
-/// Builds (and, for updates, rebuilds) the trie's arrays. A full build starts it empty; an
-/// update takes the arrays out of a live trie, so blocks come from the free lists first.
-struct Builder<K: Key> {
-    nodes: Vec<Node>,
-    ndef: Vec<u16>,
-    lnodes: Vec<u16>,
-    lnode_count: usize,
-    leaves: Vec<u16>,
-    free: FreeLists,
+/// Builds (and, for updates, rebuilds) parts of the trie in its arenas. Every block it
+/// writes is fresh: past the high-water mark or from the free lists, which hold only blocks no
+/// reader can reach any more. Blocks an update replaces are retired, not freed.
+struct Builder<'a, K: Key> {
+    mem: &'a Mem,
+    w: &'a mut Writer,
     _k: core::marker::PhantomData<K>,
 }
 
@@ -801,7 +1022,7 @@ fn runs<K: Key>(
     Ok(())
 }
 
-impl<K: Key> Builder<K> {
+impl<K: Key> Builder<'_, K> {
     /// Direct-pointing entries for bits `off..off + width` over `routes` (those inside the
     /// range; when `off` > 0, routes no longer than `off` are accounted for in `default`, a
     /// leaf entry).
@@ -860,61 +1081,137 @@ impl<K: Key> Builder<K> {
             for (k, w) in rec[..LNODE_HEADER].iter_mut().enumerate() {
                 *w = (leafvec >> (16 * k)) as u16;
             }
-            let o = alloc_padded(
-                &mut self.lnodes,
-                &mut self.free.lnodes,
-                &rec[..LNODE_HEADER + n],
-            );
-            if o + LNODE_HEADER + 64 > INDEX as usize {
-                return Err(BuildError::TooLarge("childless-node records past 2^30"));
-            }
-            self.lnode_count += 1;
+            let o = self.alloc_record(&rec[..LNODE_HEADER + n])?;
             Ok(LNODE | o as u32)
         }
     }
 
-    /// A block of `n` nodes, reused or appended.
-    fn alloc_nodes(&mut self, n: usize) -> Result<usize, BuildError> {
-        if let Some(i) = FreeLists::take(&mut self.free.nodes, n) {
+    /// Node `i`.
+    #[inline(always)]
+    fn node(&self, i: usize) -> Node {
+        self.mem.nodes.get(i)
+    }
+
+    /// Writes node `i` of a block this builder allocated and has not made reachable yet.
+    fn set_node(&mut self, i: usize, n: Node) {
+        // SAFETY: blocks come from `take`, which hands out only slots no reader can reach
+        // (never used, or retired and reclaimed after every reader left), and this builder
+        // has not published them; the builder is the trie's only writer.
+        unsafe { self.mem.nodes.set(i, n) }
+    }
+
+    /// Direct-pointing entry `s`, as the writer last stored it.
+    fn direct(&self, s: usize) -> u32 {
+        self.mem.direct[s].load(Ordering::Relaxed)
+    }
+
+    /// Switches direct-pointing entry `s` to `e`: the blocks below `e`, written before, are
+    /// seen complete by every lookup that loads the entry.
+    fn set_direct(&mut self, s: usize, e: u32) {
+        self.mem.direct[s].store(e, Ordering::Release);
+    }
+
+    /// A fresh block of `size` slots of `kind`: a reclaimed one of that size, or one past the
+    /// high-water mark.
+    fn take(&mut self, kind: Kind, size: usize) -> Result<usize, BuildError> {
+        let (lists, len, cap) = match kind {
+            Kind::Nodes => (
+                &mut self.w.free.nodes,
+                &mut self.w.nodes_len,
+                self.mem.nodes.len(),
+            ),
+            Kind::Leaves => (
+                &mut self.w.free.leaves,
+                &mut self.w.leaves_len,
+                self.mem.leaves.len(),
+            ),
+            Kind::Lnodes => (
+                &mut self.w.free.lnodes,
+                &mut self.w.lnodes_len,
+                self.mem.lnodes.len(),
+            ),
+        };
+        if let Some(i) = FreeLists::take(lists, size) {
             return Ok(i);
         }
-        let k = self.nodes.len();
-        if k + n > INDEX as usize {
-            return Err(BuildError::TooLarge("more than 2^30 nodes"));
+        let at = *len;
+        if at + size + PAD > cap {
+            return Err(BuildError::TooLarge(ARENA_FULL));
         }
-        self.nodes.resize(k + n, Node::default());
-        self.ndef.resize(k + n, 0);
+        if at + size > INDEX as usize {
+            return Err(BuildError::TooLarge("more than 2^30 slots"));
+        }
+        *len = at + size;
+        Ok(at)
+    }
+
+    /// A block of `n` nodes, reused or appended.
+    fn alloc_nodes(&mut self, n: usize) -> Result<usize, BuildError> {
+        let k = self.take(Kind::Nodes, n)?;
+        if self.w.ndef.len() < k + n {
+            self.w.ndef.resize(k + n, 0);
+        }
         Ok(k)
     }
 
-    /// Frees everything a direct-pointing entry owns (nothing for a leaf).
-    fn free_entry(&mut self, e: u32) {
-        if e & LEAF != 0 {
-        } else if e & LNODE != 0 {
-            let o = (e & INDEX) as usize;
-            let n = lnode_leafvec(&self.lnodes, o).count_ones() as usize;
-            FreeLists::put(&mut self.free.lnodes, LNODE_HEADER + n, o);
-            self.lnode_count -= 1;
+    /// Stores `data` in a fresh block of `kind` (leaves or records); returns where.
+    fn alloc_u16(&mut self, kind: Kind, data: &[u16]) -> Result<usize, BuildError> {
+        let at = self.take(kind, data.len())?;
+        let arena = if kind == Kind::Leaves {
+            &self.mem.leaves
         } else {
-            self.free_below(e as usize);
-            FreeLists::put(&mut self.free.nodes, 1, e as usize);
+            &self.mem.lnodes
+        };
+        for (k, &v) in data.iter().enumerate() {
+            // SAFETY: as in `set_node`, a fresh block no reader can reach.
+            unsafe { arena.set(at + k, v) }
+        }
+        Ok(at)
+    }
+
+    /// Stores a childless-node record; returns its offset.
+    fn alloc_record(&mut self, rec: &[u16]) -> Result<usize, BuildError> {
+        let o = self.alloc_u16(Kind::Lnodes, rec)?;
+        self.w.lnode_count += 1;
+        Ok(o)
+    }
+
+    /// Retires a block: it goes to the free lists once no reader can be in it.
+    fn retire(&mut self, kind: Kind, at: usize, size: usize) {
+        if size > 0 {
+            let b = Block {
+                kind,
+                at: at as u32,
+                size: size as u32,
+            };
+            self.w.retired.push_back((self.w.group, b));
         }
     }
 
-    /// Frees the leaves and the children (recursively) of node `idx`, not the node itself.
-    fn free_below(&mut self, idx: usize) {
-        let n = self.nodes[idx];
-        let nl = n.leafvec.count_ones() as usize;
-        if nl > 0 {
-            FreeLists::put(&mut self.free.leaves, nl, n.base0 as usize);
+    /// Retires everything a direct-pointing entry owns (nothing for a leaf).
+    fn retire_entry(&mut self, e: u32) {
+        if e & LEAF != 0 {
+        } else if e & LNODE != 0 {
+            let o = (e & INDEX) as usize;
+            let n = lnode_leafvec(&self.mem.lnodes, o).count_ones() as usize;
+            self.retire(Kind::Lnodes, o, LNODE_HEADER + n);
+            self.w.lnode_count -= 1;
+        } else {
+            self.retire_below(e as usize);
+            self.retire(Kind::Nodes, e as usize, 1);
         }
+    }
+
+    /// Retires the leaves and the children (recursively) of node `idx`, not the node itself.
+    fn retire_below(&mut self, idx: usize) {
+        let n = self.node(idx);
+        let nl = n.leafvec.count_ones() as usize;
+        self.retire(Kind::Leaves, n.base0 as usize, nl);
         let nc = n.vector.count_ones() as usize;
         for j in 0..nc {
-            self.free_below(n.base1 as usize + j);
+            self.retire_below(n.base1 as usize + j);
         }
-        if nc > 0 {
-            FreeLists::put(&mut self.free.nodes, nc, n.base1 as usize);
-        }
+        self.retire(Kind::Nodes, n.base1 as usize, nc);
     }
 
     /// Two-level direct pointing: the top table over bits `0..tb` and, for every top slot
@@ -968,7 +1265,7 @@ impl<K: Key> Builder<K> {
         let (leafvec, nl) = emit_leaves(&slots, vector, &mut buf);
         // A node of children only has no leaves; base 1 keeps `base0 - 1` in range anyway.
         let base0 = if nl > 0 {
-            alloc_padded(&mut self.leaves, &mut self.free.leaves, &buf[..nl])
+            self.alloc_u16(Kind::Leaves, &buf[..nl])?
         } else {
             1
         };
@@ -981,13 +1278,16 @@ impl<K: Key> Builder<K> {
         } else {
             0
         };
-        self.nodes[idx] = Node {
-            vector,
-            base0: base0 as u32,
-            base1: base1 as u32,
-            leafvec,
-        };
-        self.ndef[idx] = default;
+        self.set_node(
+            idx,
+            Node {
+                vector,
+                base0: base0 as u32,
+                base1: base1 as u32,
+                leafvec,
+            },
+        );
+        self.w.ndef[idx] = default;
         if nchild == 0 {
             return Ok(());
         }
@@ -1026,20 +1326,6 @@ fn emit_leaves(slots: &[u16; 64], vector: u64, out: &mut [u16]) -> (u64, usize) 
         }
     }
     (leafvec, n)
-}
-
-/// Stores `data` in `v` (which ends with one padding element) in a free block of its size or
-/// before the padding; returns where.
-fn alloc_padded(v: &mut Vec<u16>, free: &mut [Vec<u32>], data: &[u16]) -> usize {
-    if let Some(at) = FreeLists::take(free, data.len()) {
-        v[at..at + data.len()].copy_from_slice(data);
-        return at;
-    }
-    let at = v.len().saturating_sub(1);
-    v.truncate(at);
-    v.extend_from_slice(data);
-    v.push(0);
-    at
 }
 
 /// The 64 slots of the node at bit `off` over `routes` (all inside the node's range): each

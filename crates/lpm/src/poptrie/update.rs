@@ -1,38 +1,59 @@
-//! Incremental updates: only the part of the trie a changed prefix touches is rebuilt.
+//! Incremental updates, made in the one copy readers use.
 //!
-//! As in the Poptrie paper (section 3.5), a change rebuilds the subtree below the place where
-//! the prefix lives, into freshly allocated blocks, and frees the old blocks for reuse. Where
-//! that place is depends on the prefix length `len` against the direct bits `s`:
+//! As in the Poptrie paper (section 3.5), a change rebuilds the part of the trie where the
+//! prefix lives into fresh blocks, switches them in with one atomic store, and lets the old
+//! blocks go once no reader can be in them. Where that part is depends on the prefix length
+//! `len` against the direct bits `s`:
 //!
 //! ```text
 //!   len <= s    the prefix paints 2^(s-len) direct slots. Per slot, `Cover` remembers the
-//!               longest prefix of at most s bits over it; a slot whose cover changes is
-//!               rewritten if it is a leaf, rebuilt whole if it holds a subtree (its default
-//!               changed).
-//!   len >  s    one slot. A leaf or childless-node slot is rebuilt whole (it holds at most
-//!               the routes of one stride). Below a node, the walk follows the prefix down to
-//!               the node N where it ends (off < len <= off + 6), or to the deepest node on
-//!               its path, and rebuilds N's subtree in place: N keeps its position in its
-//!               parent's child block, so nothing above N changes.
+//!               longest prefix of at most s bits over it; a slot whose cover changes gets
+//!               a new leaf entry (one store) if it is a leaf, is rebuilt whole if it holds a
+//!               subtree (its default changed).
+//!   len >  s    one slot. A leaf slot is rebuilt whole; a childless-node record is
+//!               repainted into a fresh record. Below a node, the walk follows the prefix
+//!               down to the node N where it ends (off < len <= off + 6), or to the deepest
+//!               node on its path; N's subtree is rebuilt, and the path above it copied:
 //!
-//!        direct[s] ─▶ node (off 18) ─▶ node (off 24)   ◀── N for a /28: rebuilt from the
-//!                                       ├ leaves           routes inside its /24, over the
-//!                                       └ children         default N inherited (`ndef`)
+//!   direct[slot] ──▶ A ──▶ [B0 B1 B2] ──▶ [N0 N1]          before
+//!                               │                 (B1's child block holds N = N1)
+//!   direct[slot] ══▶ A' ─▶ [B0 B1'B2] ─▶ [N0 N1'] ─▶ N1's rebuilt subtree
+//!                    fresh: copies of A and of each child block on the path, B1' and N1'
+//!                    pointing to the new block below; then ONE store of direct[slot]
 //! ```
 //!
+//! A lookup reads the entry once, so it walks the old path or the new one, each complete:
+//! the answer comes from the table before the change or after it. The store is a `Release`
+//! and lookups load entries with `Acquire`, so a lookup that sees the new entry sees the
+//! blocks written before it. Sibling blocks below the copied path are shared, not copied:
+//! an IPv4 change copies at most three small blocks below s = 18.
+//!
+//! ## Retiring and reusing blocks
+//!
+//! A replaced block is *retired*: a lookup that loaded the old entry may still be in it. It
+//! joins the current retirement group; the owner of the readers (the live FIB) closes a group
+//! ([`Poptrie::retire_group`]) when it publishes a new snapshot, and reclaims it
+//! ([`Poptrie::reclaim`]) once no reader holds a snapshot published before the group was
+//! closed. Only then do its blocks join the free lists, whose blocks are reused at their exact
+//! size (the paper uses a buddy allocator). A trie no other handle shares frees what it
+//! retires at the end of each update.
+//!
+//! The arenas never grow (`arena.rs`): an update that finds no room, like one that runs out
+//! of index space, builds the trie again in new, larger storage, which the live FIB publishes
+//! by pointer swap; readers of the old storage keep it until they let go.
+//!
 //! A node emptied by withdrawals stays a node whose leaves all hold its default until an
-//! ancestor is rebuilt: the answers are exact, the shape is not minimal. Blocks are reused at
-//! their exact size through free lists (the paper uses a buddy allocator).
+//! ancestor is rebuilt: the answers are exact, the shape is not minimal.
 //!
-//! Not incremental, rebuilt from the route map instead: the configuration without direct
-//! pointing, two-level direct pointing, and batches that change more than a quarter of the
-//! table (a full load, a session reset), for which a build is cheaper than many rebuilds.
-//!
-//! A live FIB updates a copy no reader can see (see `vfsr-fib`), so the trie is changed in
-//! place through `&mut self`.
+//! Not incremental, rebuilt from the route map instead (in new storage): the configuration
+//! without direct pointing, two-level direct pointing, and batches that change more than a
+//! quarter of the table (a full load, a session reset), for which a build is cheaper than many
+//! rebuilds.
+
+use std::sync::Arc;
 
 use super::{
-    alloc_padded, emit_leaves, lnode_leafvec, Builder, Poptrie, INDEX, LEAF, LNODE, LNODE_HEADER,
+    emit_leaves, lnode_leafvec, Builder, Kind, Poptrie, INDEX, LEAF, LNODE, LNODE_HEADER,
     MAX_NEXTHOP, STRIDE,
 };
 use crate::key::Key;
@@ -115,53 +136,95 @@ impl<K: Key> Poptrie<K> {
         }
     }
 
-    /// Replaces the trie by a fresh build of `table`, keeping the SIMD choice.
+    /// Replaces the trie by a fresh build of `table` in storage of its own (readers of the
+    /// old storage keep it until they drop their handles), keeping the SIMD choice and the
+    /// retirement group count.
     fn rebuild(&mut self, table: &RouteMap<K>) -> Result<(), BuildError> {
         let simd = self.simd;
+        let group = self.w.as_ref().map_or(0, |w| w.group);
         *self = Poptrie::build(&table.to_routes(), &self.config())?;
         self.simd = simd;
+        if let Some(w) = self.w.as_mut() {
+            w.group = group;
+        }
         Ok(())
     }
 
-    fn take_builder(&mut self) -> Builder<K> {
-        Builder {
-            nodes: core::mem::take(&mut self.nodes),
-            ndef: core::mem::take(&mut self.ndef),
-            lnodes: core::mem::take(&mut self.lnodes),
-            lnode_count: self.lnode_count,
-            leaves: core::mem::take(&mut self.leaves),
-            free: core::mem::take(&mut self.free),
+    /// Whether no other handle shares the storage (then nothing retired can be in use).
+    fn alone(&mut self) -> bool {
+        Arc::get_mut(&mut self.mem).is_some()
+    }
+
+    /// Runs `f` with a builder over the trie's storage and the writer's state, then records
+    /// the high-water marks and, when no reader shares the storage, frees what was retired.
+    fn with_builder<R>(
+        &mut self,
+        f: impl FnOnce(&mut Builder<'_, K>) -> Result<R, BuildError>,
+    ) -> Option<Result<R, BuildError>> {
+        let mut w = self.w.take()?;
+        let mem = Arc::clone(&self.mem);
+        let mut b = Builder {
+            mem: &mem,
+            w: &mut w,
             _k: core::marker::PhantomData,
+        };
+        let r = f(&mut b);
+        drop(mem);
+        self.w = Some(w);
+        self.publish_used();
+        if self.alone() {
+            if let Some(w) = self.w.as_mut() {
+                w.reclaim(u64::MAX);
+            }
+        }
+        Some(r)
+    }
+
+    /// Closes the group of blocks retired so far and returns its number: once no reader
+    /// that could have loaded an entry before the group was closed is still looking up, the
+    /// group may be reclaimed ([`Poptrie::reclaim`]).
+    pub fn retire_group(&mut self) -> u64 {
+        match self.w.as_mut() {
+            Some(w) => {
+                w.group += 1;
+                w.group - 1
+            }
+            None => 0,
         }
     }
 
-    fn put_builder(&mut self, b: Builder<K>) {
-        self.nodes = b.nodes;
-        self.ndef = b.ndef;
-        self.lnodes = b.lnodes;
-        self.lnode_count = b.lnode_count;
-        self.leaves = b.leaves;
-        self.free = b.free;
+    /// Makes the blocks retired in groups up to `group` free for reuse. The caller
+    /// guarantees that no lookup still runs that began before that group was closed.
+    pub fn reclaim(&mut self, group: u64) {
+        if let Some(w) = self.w.as_mut() {
+            w.reclaim(group);
+        }
     }
 
+    /// Blocks retired and not reclaimed yet (for tests and statistics).
+    pub fn retired_blocks(&self) -> usize {
+        self.w.as_ref().map_or(0, |w| w.retired.len())
+    }
+}
+
+impl<K: Key> Builder<'_, K> {
     /// The incremental path (flat direct pointing of at least one bit).
     fn update_flat(
         &mut self,
-        b: &mut Builder<K>,
+        ds: u8,
         cover: &mut Cover,
         fresh: bool,
         table: &RouteMap<K>,
         changed: &[Prefix<K>],
     ) -> Result<(), BuildError> {
-        let ds = self.direct_bits;
         // Slots to rebuild whole, and prefixes to rebuild below a node.
         let mut whole: Vec<usize> = Vec::new();
         let mut deep: Vec<Prefix<K>> = Vec::new();
         // Prefixes within one stride below the direct bits, in childless-node slots.
         let mut shallow: Vec<Prefix<K>> = Vec::new();
-        let repaint = |s: usize, direct: &mut [u32], cover: &Cover, whole: &mut Vec<usize>| {
-            if direct[s] & LEAF != 0 {
-                direct[s] = LEAF | cover.nh[s] as u32;
+        let repaint = |b: &mut Self, s: usize, cover: &Cover, whole: &mut Vec<usize>| {
+            if b.direct(s) & LEAF != 0 {
+                b.set_direct(s, LEAF | cover.nh[s] as u32);
             } else {
                 whole.push(s);
             }
@@ -170,7 +233,7 @@ impl<K: Key> Poptrie<K> {
             let len = p.len();
             if len > ds {
                 let s = p.addr().chunk(0, ds);
-                let e = self.direct[s];
+                let e = self.direct(s);
                 if e & LEAF != 0 || (e & LNODE != 0 && len > ds + STRIDE) {
                     whole.push(s);
                 } else if e & LNODE != 0 {
@@ -184,7 +247,7 @@ impl<K: Key> Poptrie<K> {
             if fresh {
                 // The cover was made from the changed table: every slot may differ.
                 for s in a..z {
-                    repaint(s, &mut self.direct, cover, &mut whole);
+                    repaint(self, s, cover, &mut whole);
                 }
                 continue;
             }
@@ -202,25 +265,25 @@ impl<K: Key> Poptrie<K> {
                 if mine && (cover.nh[s] != nh || cover.len1[s] != l1) {
                     cover.nh[s] = nh;
                     cover.len1[s] = l1;
-                    repaint(s, &mut self.direct, cover, &mut whole);
+                    repaint(self, s, cover, &mut whole);
                 }
             }
         }
         whole.sort_unstable();
         whole.dedup();
         for &s in &whole {
-            self.rebuild_slot(b, cover, table, s)?;
+            self.rebuild_slot(ds, cover, table, s)?;
         }
         for p in shallow {
             let s = p.addr().chunk(0, ds);
             if whole.binary_search(&s).is_err() {
-                self.update_lnode(b, cover, table, p, s)?;
+                self.update_lnode(ds, cover, table, p, s)?;
             }
         }
         for p in deep {
             let s = p.addr().chunk(0, ds);
             if whole.binary_search(&s).is_err() {
-                self.update_below(b, cover, table, p, s)?;
+                self.update_below(ds, cover, table, p, s)?;
             }
         }
         Ok(())
@@ -229,33 +292,32 @@ impl<K: Key> Poptrie<K> {
     /// Repaints, for a prefix ending within the stride below the direct bits, the slots it
     /// covers in a childless-node record, without reading the rest of the direct slot's
     /// routes: they take the route just above the prefix (or the slot's cover), then the
-    /// prefix and the routes inside it. The record is rewritten in place when its leaf count
-    /// stays, moved otherwise. It stays a record even when all its slots agree with the
-    /// cover: a leaf entry promises that no route of the slot is longer than the direct
-    /// bits, which a route carrying the cover's own next hop would break.
+    /// prefix and the routes inside it. The new record goes to a fresh block. It stays a
+    /// record even when all its slots agree with the cover: a leaf entry promises that no
+    /// route of the slot is longer than the direct bits, which a route carrying the cover's
+    /// own next hop would break.
     fn update_lnode(
         &mut self,
-        b: &mut Builder<K>,
+        ds: u8,
         cover: &Cover,
         table: &RouteMap<K>,
         p: Prefix<K>,
         s: usize,
     ) -> Result<(), BuildError> {
-        let ds = self.direct_bits;
         let end = ds + STRIDE;
-        let old = self.direct[s];
+        let old = self.direct(s);
         if old & LEAF != 0 || old & LNODE == 0 {
-            return self.rebuild_slot(b, cover, table, s);
+            return self.rebuild_slot(ds, cover, table, s);
         }
         let o = (old & INDEX) as usize;
-        let lv = lnode_leafvec(&b.lnodes, o);
+        let lv = lnode_leafvec(&self.mem.lnodes, o);
         let mut slots = [0u16; 64];
         let mut li = o + LNODE_HEADER;
         for (i, v) in slots.iter_mut().enumerate() {
             if lv & (1u64 << i) != 0 && i > 0 {
                 li += 1;
             }
-            *v = b.lnodes[li];
+            *v = self.mem.lnodes.get(li);
         }
         let mut above = cover.nh[s];
         for l in (ds + 1..p.len()).rev() {
@@ -269,7 +331,7 @@ impl<K: Key> Poptrie<K> {
         for r in table.within(p) {
             if r.prefix.len() > end {
                 // Cannot happen while the slot is a childless node; rebuild it whole.
-                return self.rebuild_slot(b, cover, table, s);
+                return self.rebuild_slot(ds, cover, table, s);
             }
             let c = r.prefix.addr().chunk(ds, STRIDE);
             slots[c..c + (1usize << (end - r.prefix.len()))].fill(leaf(r.nexthop)?);
@@ -279,91 +341,124 @@ impl<K: Key> Poptrie<K> {
         for (k, w) in rec[..LNODE_HEADER].iter_mut().enumerate() {
             *w = (leafvec >> (16 * k)) as u16;
         }
-        self.replace_record(b, s, &rec[..LNODE_HEADER + n])
+        self.replace_record(s, &rec[..LNODE_HEADER + n])
     }
 
-    /// Puts record `rec` in place of the childless-node record of direct slot `s`: over it
-    /// when their leaf counts match, else in a block of its own size (the old one is freed).
-    fn replace_record(
-        &mut self,
-        b: &mut Builder<K>,
-        s: usize,
-        rec: &[u16],
-    ) -> Result<(), BuildError> {
-        let old = self.direct[s];
-        let o = (old & INDEX) as usize;
-        let n_old = lnode_leafvec(&b.lnodes, o).count_ones() as usize;
-        if LNODE_HEADER + n_old == rec.len() {
-            b.lnodes[o..o + rec.len()].copy_from_slice(rec);
-            return Ok(());
-        }
-        let at = alloc_padded(&mut b.lnodes, &mut b.free.lnodes, rec);
-        if at + LNODE_HEADER + 64 > INDEX as usize {
-            return Err(BuildError::TooLarge("childless-node records past 2^30"));
-        }
-        b.lnode_count += 1;
-        self.direct[s] = LNODE | at as u32;
-        b.free_entry(old);
+    /// Puts record `rec` in place of the childless-node record of direct slot `s`: written
+    /// to a fresh block, switched in by one store of the entry; the old record is retired.
+    fn replace_record(&mut self, s: usize, rec: &[u16]) -> Result<(), BuildError> {
+        let old = self.direct(s);
+        let at = self.alloc_record(rec)?;
+        self.set_direct(s, LNODE | at as u32);
+        self.retire_entry(old);
         Ok(())
     }
 
     /// Rebuilds direct slot `s` whole from the table.
     fn rebuild_slot(
         &mut self,
-        b: &mut Builder<K>,
+        ds: u8,
         cover: &Cover,
         table: &RouteMap<K>,
         s: usize,
     ) -> Result<(), BuildError> {
-        let ds = self.direct_bits;
         let run = run_below(table, slot_prefix::<K>(s, ds), ds)?;
-        let old = self.direct[s];
-        self.direct[s] = if run.is_empty() {
+        let old = self.direct(s);
+        let e = if run.is_empty() {
             LEAF | cover.nh[s] as u32
         } else {
-            b.slot_entry(&run, ds, cover.nh[s])?
+            self.slot_entry(&run, ds, cover.nh[s])?
         };
-        b.free_entry(old);
+        self.set_direct(s, e);
+        self.retire_entry(old);
         Ok(())
     }
 
     /// Rebuilds, for a prefix longer than the direct bits in a slot holding a node, the
-    /// subtree of the node where the prefix ends or the deepest node on its path.
+    /// subtree of the node N where the prefix ends or the deepest node on its path, copying
+    /// the path above it (see the module doc).
     fn update_below(
         &mut self,
-        b: &mut Builder<K>,
+        ds: u8,
         cover: &Cover,
         table: &RouteMap<K>,
         p: Prefix<K>,
         s: usize,
     ) -> Result<(), BuildError> {
-        let ds = self.direct_bits;
-        if self.direct[s] & (LEAF | LNODE) != 0 {
+        let root = self.direct(s);
+        if root & (LEAF | LNODE) != 0 {
             // An earlier change of the batch emptied the slot's node.
-            return self.rebuild_slot(b, cover, table, s);
+            return self.rebuild_slot(ds, cover, table, s);
         }
-        let mut idx = self.direct[s] as usize;
+        // The nodes above N: each one's index and the rank of the next one in its child block.
+        let mut path: Vec<(usize, usize)> = Vec::new();
+        let mut idx = root as usize;
         let mut off = ds;
         while p.len() > off + STRIDE {
-            let n = b.nodes[idx];
+            let n = self.node(idx);
             let v = p.addr().chunk(off, STRIDE);
             if n.vector & (1u64 << v) == 0 {
                 break;
             }
-            idx = n.base1 as usize + (n.vector & super::upto(v)).count_ones() as usize - 1;
+            let rank = (n.vector & super::upto(v)).count_ones() as usize - 1;
+            path.push((idx, rank));
+            idx = n.base1 as usize + rank;
             off += STRIDE;
         }
         let q = Prefix::new_masked(p.addr(), off);
         let run = run_below(table, q, off)?;
         if run.is_empty() && off == ds {
-            let old = self.direct[s];
-            self.direct[s] = LEAF | cover.nh[s] as u32;
-            b.free_entry(old);
+            self.set_direct(s, LEAF | cover.nh[s] as u32);
+            self.retire_entry(root);
             return Ok(());
         }
-        let default = b.ndef[idx];
-        b.free_below(idx);
-        b.fill(&run, idx, off, default)
+        let default = self.w.ndef[idx];
+        // From N up: each parent's child block is copied to a fresh block, where the copy of
+        // the child on the path gets the new block below it (N: its rebuilt subtree).
+        let mut below: Option<usize> = None;
+        for &(parent, rank) in path.iter().rev() {
+            let pn = self.node(parent);
+            let nc = pn.vector.count_ones() as usize;
+            let blk = self.alloc_nodes(nc)?;
+            for t in 0..nc {
+                let from = pn.base1 as usize + t;
+                self.set_node(blk + t, self.node(from));
+                self.w.ndef[blk + t] = self.w.ndef[from];
+            }
+            match below {
+                None => self.fill(&run, blk + rank, off, default)?,
+                Some(nb) => {
+                    let mut c = self.node(blk + rank);
+                    c.base1 = nb as u32;
+                    self.set_node(blk + rank, c);
+                }
+            }
+            below = Some(blk);
+        }
+        let top = self.alloc_nodes(1)?;
+        match below {
+            None => self.fill(&run, top, off, default)?,
+            Some(nb) => {
+                let mut n = self.node(root as usize);
+                n.base1 = nb as u32;
+                self.set_node(top, n);
+                self.w.ndef[top] = self.w.ndef[root as usize];
+            }
+        }
+        // One store switches the slot to the new path; then the old one is retired: N's
+        // subtree, the child blocks on the path and the old top node.
+        self.set_direct(s, top as u32);
+        self.retire_below(idx);
+        for &(parent, _) in &path {
+            let pn = self.node(parent);
+            self.retire(
+                Kind::Nodes,
+                pn.base1 as usize,
+                pn.vector.count_ones() as usize,
+            );
+        }
+        self.retire(Kind::Nodes, root as usize, 1);
+        Ok(())
     }
 }
 
@@ -373,22 +468,24 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
     fn update(&mut self, table: &RouteMap<K>, changed: &[Prefix<K>]) -> Result<(), BuildError> {
         let ds = self.direct_bits;
         let bulk = changed.len() > 1024 && changed.len() * 4 > table.len();
-        if ds == 0 || self.top_bits != 0 || bulk {
+        if ds == 0 || self.top_bits != 0 || bulk || self.w.is_none() {
             return self.rebuild(table);
         }
-        let (mut cover, fresh) = match self.cover.take() {
+        let cover = self.w.as_mut().and_then(|w| w.cover.take());
+        let (mut cover, fresh) = match cover {
             Some(c) => (c, false),
             None => (Box::new(Cover::new(table, ds)?), true),
         };
-        let mut b = self.take_builder();
-        let r = self.update_flat(&mut b, &mut cover, fresh, table, changed);
-        self.put_builder(b);
-        self.cover = Some(cover);
+        let r = self.with_builder(|b| {
+            let r = b.update_flat(ds, &mut cover, fresh, table, changed);
+            b.w.cover = Some(cover);
+            r
+        });
         self.routes = table.len();
         match r {
-            Ok(()) => Ok(()),
-            // Out of index space half-way: a fresh build either fits or says so.
-            Err(_) => self.rebuild(table),
+            Some(Ok(())) => Ok(()),
+            // Out of room or index space half-way: a fresh build either fits or says so.
+            Some(Err(_)) | None => self.rebuild(table),
         }
     }
 
@@ -403,32 +500,39 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
     ) -> Result<(), BuildError> {
         let ds = self.direct_bits;
         let same = ds == src.direct_bits && self.top_bits == 0 && src.top_bits == 0;
-        if !same || ds == 0 || self.cover.is_none() || self.direct.len() != src.direct.len() {
+        let prepared = self.w.as_ref().is_some_and(|w| w.cover.is_some());
+        if !same || ds == 0 || !prepared || self.mem.direct.len() != src.mem.direct.len() {
             return self.update(table, changed);
         }
         let mut rest = Vec::new();
-        let mut b = self.take_builder();
-        for &p in changed {
-            let s = p.addr().chunk(0, ds);
-            let (e, se) = (self.direct[s], src.direct[s]);
-            let shallow = p.len() > ds && p.len() <= ds + STRIDE;
-            let records = e & LEAF == 0 && e & LNODE != 0 && se & LEAF == 0 && se & LNODE != 0;
-            if !(shallow && records) {
-                rest.push(p);
-                continue;
+        let r = self.with_builder(|b| {
+            for &p in changed {
+                let s = p.addr().chunk(0, ds);
+                let (e, se) = (b.direct(s), src.entry(s));
+                let shallow = p.len() > ds && p.len() <= ds + STRIDE;
+                let records = e & LEAF == 0 && e & LNODE != 0 && se & LEAF == 0 && se & LNODE != 0;
+                if !(shallow && records) {
+                    rest.push(p);
+                    continue;
+                }
+                let so = (se & INDEX) as usize;
+                let n = lnode_leafvec(&src.mem.lnodes, so).count_ones() as usize;
+                if so + LNODE_HEADER + n > src.mem.lnodes.len() {
+                    rest.push(p);
+                    continue;
+                }
+                let mut rec = [0u16; LNODE_HEADER + 64];
+                for (k, v) in rec[..LNODE_HEADER + n].iter_mut().enumerate() {
+                    *v = src.mem.lnodes.get(so + k);
+                }
+                b.replace_record(s, &rec[..LNODE_HEADER + n])?;
             }
-            let so = (se & INDEX) as usize;
-            let n = lnode_leafvec(&src.lnodes, so).count_ones() as usize;
-            let Some(rec) = src.lnodes.get(so..so + LNODE_HEADER + n) else {
-                rest.push(p);
-                continue;
-            };
-            if let Err(err) = self.replace_record(&mut b, s, rec) {
-                self.put_builder(b);
-                return Err(err);
-            }
+            Ok(())
+        });
+        match r {
+            Some(Ok(())) => {}
+            Some(Err(_)) | None => return self.rebuild(table),
         }
-        self.put_builder(b);
         self.routes = table.len();
         if rest.is_empty() {
             Ok(())
@@ -438,10 +542,26 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
     }
 
     fn prepare(&mut self, table: &RouteMap<K>) {
-        if self.cover.is_none() && self.direct_bits > 0 && self.top_bits == 0 {
-            // A table the trie could not hold was refused by the build; nothing to prepare.
-            self.cover = Cover::new(table, self.direct_bits).ok().map(Box::new);
+        let ds = self.direct_bits;
+        if let Some(w) = self.w.as_mut() {
+            if w.cover.is_none() && ds > 0 && self.top_bits == 0 {
+                // A table the trie could not hold was refused by the build; nothing to
+                // prepare.
+                w.cover = Cover::new(table, ds).ok().map(Box::new);
+            }
         }
+    }
+
+    fn share(&self) -> Option<Self> {
+        Some(Poptrie::share(self))
+    }
+
+    fn retire_group(&mut self) -> u64 {
+        Poptrie::retire_group(self)
+    }
+
+    fn reclaim(&mut self, group: u64) {
+        Poptrie::reclaim(self, group)
     }
 }
 
@@ -546,6 +666,71 @@ mod tests {
         }
     }
 
+    /// In place under readers: a reader's handle, taken before each batch, answers as a
+    /// fresh build after it (it shares the storage); retired blocks are reused only when the
+    /// handle of two batches before is dropped, and meanwhile stay as they were.
+    fn check_in_place<K: Key>((table, batches, addrs): &crate::testkit::UpdateCase<K>) {
+        let cfg = PoptrieConfig::default();
+        let mut m = RouteMap::from_routes(table);
+        let mut w = Poptrie::build(table, &cfg).unwrap();
+        w.prepare(&m);
+        let mut held: std::collections::VecDeque<(Poptrie<K>, u64, Vec<NextHop>)> =
+            Default::default();
+        for (i, batch) in batches.iter().enumerate() {
+            let changed: Vec<Prefix<K>> = batch.iter().map(|r| r.prefix).collect();
+            for r in batch {
+                m.set(r.prefix, r.nexthop);
+            }
+            let view = w.share();
+            let mem = Arc::as_ptr(&w.mem);
+            w.update(&m, &changed).unwrap();
+            let routes = m.to_routes();
+            crate::testkit::check_against_golden(&w, &routes, addrs, &format!("writer, {i}"));
+            if Arc::as_ptr(&w.mem) == mem {
+                crate::testkit::check_against_golden(&view, &routes, addrs, &format!("view {i}"));
+            }
+            // What the view's storage holds now, to compare once more blocks were retired.
+            let answers: Vec<NextHop> = addrs.iter().map(|&a| view.lookup(a)).collect();
+            let group = w.retire_group();
+            held.push_back((view, group, answers));
+            if held.len() > 2 {
+                let (old, g, _) = held.pop_front().unwrap();
+                drop(old);
+                w.reclaim(g);
+            }
+        }
+        // A rebuild gives new storage; the old keeps its last answers for its readers.
+        for (view, _, answers) in &held {
+            if !Arc::ptr_eq(&view.mem, &w.mem) {
+                let now: Vec<NextHop> = addrs.iter().map(|&a| view.lookup(a)).collect();
+                assert_eq!(&now, answers, "old storage changed after a rebuild");
+            }
+        }
+    }
+
+    #[test]
+    fn retired_blocks_wait_for_reclaim() {
+        let table = [v4([10, 1, 0, 0], 16, 1), v4([10, 1, 2, 0], 26, 2)];
+        let mut m = RouteMap::from_routes(&table);
+        let mut w = Poptrie::build(&table, &PoptrieConfig::default()).unwrap();
+        w.prepare(&m);
+        let view = w.share();
+        let r = v4([10, 1, 2, 64], 26, 3);
+        m.set(r.prefix, r.nexthop);
+        w.update(&m, &[r.prefix]).unwrap();
+        assert_eq!(view.lookup(0x0a01_0241), 3, "the view sees the change");
+        let retired = w.retired_blocks();
+        assert!(retired > 0, "the replaced path was retired");
+        let g = w.retire_group();
+        w.reclaim(g);
+        assert_eq!(w.retired_blocks(), 0);
+        // Alone, an update frees what it retires at once.
+        drop(view);
+        m.set(r.prefix, 4);
+        w.update(&m, &[r.prefix]).unwrap();
+        assert_eq!((w.retired_blocks(), w.lookup(0x0a01_0241)), (0, 4));
+    }
+
     #[test]
     fn deep_ipv6_change_keeps_its_siblings() {
         let doc = 0x2001_0db8u128 << 96;
@@ -613,6 +798,16 @@ mod tests {
         #[test]
         fn v6_copies_brought_level_match_a_fresh_build(case in updates_and_probes(POOL6)) {
             check_copy_from(&case);
+        }
+
+        #[test]
+        fn v4_in_place_updates_match_a_fresh_build(case in updates_and_probes(POOL4)) {
+            check_in_place(&case);
+        }
+
+        #[test]
+        fn v6_in_place_updates_match_a_fresh_build(case in updates_and_probes(POOL6)) {
+            check_in_place(&case);
         }
 
         #[test]
