@@ -92,7 +92,8 @@ impl<T: Zeroable> Arena<T> {
     /// from anything a reader can load, or the arena is not shared.
     #[inline(always)]
     pub(super) unsafe fn set(&self, i: usize, v: T) {
-        *self.cells()[i].get() = v;
+        // SAFETY: the caller guarantees no other thread accesses slot `i` now.
+        unsafe { *self.cells()[i].get() = v }
     }
 
     /// The first slot's address, for prefetches and vector gathers.
@@ -110,7 +111,9 @@ impl<T: Zeroable> Arena<T> {
     /// the caller is done.
     #[inline(always)]
     pub(super) unsafe fn as_slice(&self) -> &[T] {
-        core::slice::from_raw_parts(self.as_ptr(), self.cap)
+        // SAFETY: `cap` initialized elements at a fixed address for the arena's life; the
+        // caller keeps the slots it reads from being written meanwhile.
+        unsafe { core::slice::from_raw_parts(self.as_ptr(), self.cap) }
     }
 
     /// A copy of this arena with `cap` slots (at least this one's length), for a private

@@ -65,27 +65,31 @@ struct Lanes {
 /// lane's 6 bits after the direct bits), node lanes start walking.
 #[inline(always)]
 unsafe fn start(p: &Parts<'_>, st: &mut Lanes, g: usize, d: __m512i, slot: __m512i) {
-    let one = _mm512_set1_epi64(1);
-    let two = _mm512_set1_epi64(2);
-    let is_leaf = _mm512_test_epi64_mask(d, _mm512_set1_epi64(LEAF as i64));
-    let is_lnode = _mm512_mask_test_epi64_mask(!is_leaf, d, _mm512_set1_epi64(LNODE as i64));
-    st.res[g] = _mm512_and_si512(d, _mm512_set1_epi64(!LEAF as i64 & 0xffff_ffff));
-    let idx = _mm512_and_si512(d, _mm512_set1_epi64(INDEX as i64));
-    st.idx[g] = idx;
-    st.walking[g] = !is_leaf & !is_lnode;
-    if is_lnode != 0 {
-        // The record at u16 offset o: leaf vector in its first 8 bytes, leaves after it.
-        let lnodes = p.lnodes.as_ptr();
-        let z = _mm512_setzero_si512();
-        let lv = _mm512_mask_i64gather_epi64::<2>(z, is_lnode, idx, lnodes as *const i64);
-        let m = _mm512_sub_epi64(_mm512_sllv_epi64(two, slot), one);
-        let cl = _mm512_popcnt_epi64(_mm512_and_si512(lv, m));
-        let li = _mm512_add_epi64(
-            idx,
-            _mm512_add_epi64(cl, _mm512_set1_epi64(LNODE_HEADER as i64 - 1)),
-        );
-        st.leafing[g] = is_lnode;
-        st.lidx[g] = li;
+    // SAFETY: the caller checked AVX-512F and VPOPCNTDQ and passes the parts of a built
+    // trie; every gather and load stays inside them by the invariants in the module doc.
+    unsafe {
+        let one = _mm512_set1_epi64(1);
+        let two = _mm512_set1_epi64(2);
+        let is_leaf = _mm512_test_epi64_mask(d, _mm512_set1_epi64(LEAF as i64));
+        let is_lnode = _mm512_mask_test_epi64_mask(!is_leaf, d, _mm512_set1_epi64(LNODE as i64));
+        st.res[g] = _mm512_and_si512(d, _mm512_set1_epi64(!LEAF as i64 & 0xffff_ffff));
+        let idx = _mm512_and_si512(d, _mm512_set1_epi64(INDEX as i64));
+        st.idx[g] = idx;
+        st.walking[g] = !is_leaf & !is_lnode;
+        if is_lnode != 0 {
+            // The record at u16 offset o: leaf vector in its first 8 bytes, leaves after it.
+            let lnodes = p.lnodes.as_ptr();
+            let z = _mm512_setzero_si512();
+            let lv = _mm512_mask_i64gather_epi64::<2>(z, is_lnode, idx, lnodes as *const i64);
+            let m = _mm512_sub_epi64(_mm512_sllv_epi64(two, slot), one);
+            let cl = _mm512_popcnt_epi64(_mm512_and_si512(lv, m));
+            let li = _mm512_add_epi64(
+                idx,
+                _mm512_add_epi64(cl, _mm512_set1_epi64(LNODE_HEADER as i64 - 1)),
+            );
+            st.leafing[g] = is_lnode;
+            st.lidx[g] = li;
+        }
     }
 }
 
@@ -94,17 +98,21 @@ unsafe fn start(p: &Parts<'_>, st: &mut Lanes, g: usize, d: __m512i, slot: __m51
 /// group are in flight together.
 #[inline(always)]
 unsafe fn answer_lnodes(p: &Parts<'_>, st: &mut Lanes, g: usize) {
-    let k = st.leafing[g];
-    if k != 0 {
-        let l = _mm512_mask_i64gather_epi32::<2>(
-            _mm256_setzero_si256(),
-            k,
-            st.lidx[g],
-            p.lnodes.as_ptr() as *const i32,
-        );
-        let l = _mm512_and_si512(_mm512_cvtepu32_epi64(l), _mm512_set1_epi64(0xffff));
-        st.res[g] = _mm512_mask_mov_epi64(st.res[g], k, l);
-        st.leafing[g] = 0;
+    // SAFETY: the caller checked AVX-512F and VPOPCNTDQ and passes the parts of a built
+    // trie; every gather and load stays inside them by the invariants in the module doc.
+    unsafe {
+        let k = st.leafing[g];
+        if k != 0 {
+            let l = _mm512_mask_i64gather_epi32::<2>(
+                _mm256_setzero_si256(),
+                k,
+                st.lidx[g],
+                p.lnodes.as_ptr() as *const i32,
+            );
+            let l = _mm512_and_si512(_mm512_cvtepu32_epi64(l), _mm512_set1_epi64(0xffff));
+            st.res[g] = _mm512_mask_mov_epi64(st.res[g], k, l);
+            st.leafing[g] = 0;
+        }
     }
 }
 
@@ -117,70 +125,79 @@ unsafe fn finish(
     mut off: u8,
     chunk: impl Fn(usize, u8) -> __m512i,
 ) -> [__m512i; G] {
-    let nodes = p.nodes.as_ptr() as *const i64;
-    let leaves = p.leaves.as_ptr() as *const i32;
-    let one = _mm512_set1_epi64(1);
-    let two = _mm512_set1_epi64(2);
-    let low32 = _mm512_set1_epi64(0xffff_ffff);
-    let z = _mm512_setzero_si512();
-    // Per vector, for lanes that stop in a node: the node, the slot mask and the leaf base.
-    let mut stop_idx = [z; G];
-    let mut stop_m = [z; G];
-    let mut stop_base0 = [z; G];
-    let mut stopped = [0 as __mmask8; G];
-    while st.walking.iter().any(|&a| a != 0) {
-        for g in 0..G {
-            let a = st.walking[g];
-            if a == 0 {
-                continue;
+    // SAFETY: the caller checked AVX-512F and VPOPCNTDQ and passes the parts of a built
+    // trie; every gather and load stays inside them by the invariants in the module doc.
+    unsafe {
+        let nodes = p.nodes.as_ptr() as *const i64;
+        let leaves = p.leaves.as_ptr() as *const i32;
+        let one = _mm512_set1_epi64(1);
+        let two = _mm512_set1_epi64(2);
+        let low32 = _mm512_set1_epi64(0xffff_ffff);
+        let z = _mm512_setzero_si512();
+        // Per vector, for lanes that stop in a node: the node, the slot mask and the leaf base.
+        let mut stop_idx = [z; G];
+        let mut stop_m = [z; G];
+        let mut stop_base0 = [z; G];
+        let mut stopped = [0 as __mmask8; G];
+        while st.walking.iter().any(|&a| a != 0) {
+            for g in 0..G {
+                let a = st.walking[g];
+                if a == 0 {
+                    continue;
+                }
+                let i3 = _mm512_add_epi64(_mm512_slli_epi64::<1>(st.idx[g]), st.idx[g]);
+                let vec = _mm512_mask_i64gather_epi64::<8>(z, a, i3, nodes);
+                let bases =
+                    _mm512_mask_i64gather_epi64::<8>(z, a, _mm512_add_epi64(i3, one), nodes);
+                let v = chunk(g, off);
+                let bit = _mm512_sllv_epi64(one, v);
+                let m = _mm512_sub_epi64(_mm512_sllv_epi64(two, v), one);
+                let child = _mm512_mask_test_epi64_mask(a, vec, bit);
+                let stop = a & !child;
+                let cc = _mm512_popcnt_epi64(_mm512_and_si512(vec, m));
+                let base1 = _mm512_srli_epi64::<32>(bases);
+                stop_idx[g] = _mm512_mask_mov_epi64(stop_idx[g], stop, st.idx[g]);
+                stop_m[g] = _mm512_mask_mov_epi64(stop_m[g], stop, m);
+                stop_base0[g] =
+                    _mm512_mask_mov_epi64(stop_base0[g], stop, _mm512_and_si512(bases, low32));
+                st.idx[g] = _mm512_mask_mov_epi64(
+                    st.idx[g],
+                    child,
+                    _mm512_sub_epi64(_mm512_add_epi64(base1, cc), one),
+                );
+                stopped[g] |= stop;
+                st.walking[g] = child;
             }
-            let i3 = _mm512_add_epi64(_mm512_slli_epi64::<1>(st.idx[g]), st.idx[g]);
-            let vec = _mm512_mask_i64gather_epi64::<8>(z, a, i3, nodes);
-            let bases = _mm512_mask_i64gather_epi64::<8>(z, a, _mm512_add_epi64(i3, one), nodes);
-            let v = chunk(g, off);
-            let bit = _mm512_sllv_epi64(one, v);
-            let m = _mm512_sub_epi64(_mm512_sllv_epi64(two, v), one);
-            let child = _mm512_mask_test_epi64_mask(a, vec, bit);
-            let stop = a & !child;
-            let cc = _mm512_popcnt_epi64(_mm512_and_si512(vec, m));
-            let base1 = _mm512_srli_epi64::<32>(bases);
-            stop_idx[g] = _mm512_mask_mov_epi64(stop_idx[g], stop, st.idx[g]);
-            stop_m[g] = _mm512_mask_mov_epi64(stop_m[g], stop, m);
-            stop_base0[g] =
-                _mm512_mask_mov_epi64(stop_base0[g], stop, _mm512_and_si512(bases, low32));
-            st.idx[g] = _mm512_mask_mov_epi64(
-                st.idx[g],
-                child,
-                _mm512_sub_epi64(_mm512_add_epi64(base1, cc), one),
-            );
-            stopped[g] |= stop;
-            st.walking[g] = child;
+            off += STRIDE;
         }
-        off += STRIDE;
+        for g in 0..G {
+            if stopped[g] != 0 {
+                // The leaf vector is the node's third word, in the cache line just read.
+                let i3 = _mm512_add_epi64(_mm512_slli_epi64::<1>(stop_idx[g]), stop_idx[g]);
+                let lv = _mm512_mask_i64gather_epi64::<8>(
+                    z,
+                    stopped[g],
+                    _mm512_add_epi64(i3, two),
+                    nodes,
+                );
+                let cl = _mm512_popcnt_epi64(_mm512_and_si512(lv, stop_m[g]));
+                let li = _mm512_sub_epi64(_mm512_add_epi64(stop_base0[g], cl), one);
+                st.lidx[g] = _mm512_mask_mov_epi64(st.lidx[g], stopped[g], li);
+                st.leafing[g] |= stopped[g];
+            }
+            if st.leafing[g] != 0 {
+                let l = _mm512_mask_i64gather_epi32::<2>(
+                    _mm256_setzero_si256(),
+                    st.leafing[g],
+                    st.lidx[g],
+                    leaves,
+                );
+                let l = _mm512_and_si512(_mm512_cvtepu32_epi64(l), _mm512_set1_epi64(0xffff));
+                st.res[g] = _mm512_mask_mov_epi64(st.res[g], st.leafing[g], l);
+            }
+        }
+        st.res
     }
-    for g in 0..G {
-        if stopped[g] != 0 {
-            // The leaf vector is the node's third word, in the cache line just read.
-            let i3 = _mm512_add_epi64(_mm512_slli_epi64::<1>(stop_idx[g]), stop_idx[g]);
-            let lv =
-                _mm512_mask_i64gather_epi64::<8>(z, stopped[g], _mm512_add_epi64(i3, two), nodes);
-            let cl = _mm512_popcnt_epi64(_mm512_and_si512(lv, stop_m[g]));
-            let li = _mm512_sub_epi64(_mm512_add_epi64(stop_base0[g], cl), one);
-            st.lidx[g] = _mm512_mask_mov_epi64(st.lidx[g], stopped[g], li);
-            st.leafing[g] |= stopped[g];
-        }
-        if st.leafing[g] != 0 {
-            let l = _mm512_mask_i64gather_epi32::<2>(
-                _mm256_setzero_si256(),
-                st.leafing[g],
-                st.lidx[g],
-                leaves,
-            );
-            let l = _mm512_and_si512(_mm512_cvtepu32_epi64(l), _mm512_set1_epi64(0xffff));
-            st.res[g] = _mm512_mask_mov_epi64(st.res[g], st.leafing[g], l);
-        }
-    }
-    st.res
 }
 
 /// The direct-pointing entries (zero-extended) of the lanes whose address starts with the 64
@@ -188,55 +205,67 @@ unsafe fn finish(
 /// returned as the entry itself).
 #[inline(always)]
 unsafe fn gather_direct(p: &Parts<'_>, k: __m512i) -> __m512i {
-    let ds = p.direct_bits as i32;
-    let direct = p.direct.as_ptr() as *const i32;
-    if p.top_bits == 0 {
-        let di = _mm512_srl_epi64(k, _mm_cvtsi32_si128(64 - ds));
-        return _mm512_cvtepu32_epi64(_mm512_i64gather_epi32::<4>(di, direct));
+    // SAFETY: the caller checked AVX-512F and VPOPCNTDQ and passes the parts of a built
+    // trie; every gather and load stays inside them by the invariants in the module doc.
+    unsafe {
+        let ds = p.direct_bits as i32;
+        let direct = p.direct.as_ptr() as *const i32;
+        if p.top_bits == 0 {
+            let di = _mm512_srl_epi64(k, _mm_cvtsi32_si128(64 - ds));
+            return _mm512_cvtepu32_epi64(_mm512_i64gather_epi32::<4>(di, direct));
+        }
+        let tb = p.top_bits as i32;
+        let ti = _mm512_srl_epi64(k, _mm_cvtsi32_si128(64 - tb));
+        let t = _mm512_i64gather_epi32::<4>(ti, p.top.as_ptr() as *const i32);
+        let t64 = _mm512_cvtepu32_epi64(t);
+        let block = !_mm512_test_epi64_mask(t64, _mm512_set1_epi64(LEAF as i64));
+        let low = _mm512_srl_epi64(
+            _mm512_sll_epi64(k, _mm_cvtsi32_si128(tb)),
+            _mm_cvtsi32_si128(64 - (ds - tb)),
+        );
+        let di = _mm512_or_si512(_mm512_sll_epi64(t64, _mm_cvtsi32_si128(ds - tb)), low);
+        _mm512_cvtepu32_epi64(_mm512_mask_i64gather_epi32::<4>(t, block, di, direct))
     }
-    let tb = p.top_bits as i32;
-    let ti = _mm512_srl_epi64(k, _mm_cvtsi32_si128(64 - tb));
-    let t = _mm512_i64gather_epi32::<4>(ti, p.top.as_ptr() as *const i32);
-    let t64 = _mm512_cvtepu32_epi64(t);
-    let block = !_mm512_test_epi64_mask(t64, _mm512_set1_epi64(LEAF as i64));
-    let low = _mm512_srl_epi64(
-        _mm512_sll_epi64(k, _mm_cvtsi32_si128(tb)),
-        _mm_cvtsi32_si128(64 - (ds - tb)),
-    );
-    let di = _mm512_or_si512(_mm512_sll_epi64(t64, _mm_cvtsi32_si128(ds - tb)), low);
-    _mm512_cvtepu32_epi64(_mm512_mask_i64gather_epi32::<4>(t, block, di, direct))
 }
 
 /// Prefetches the direct-pointing entry of the address whose first 64 bits are `k` (reading
 /// the small top level on the way when direct pointing is two-level).
 #[inline(always)]
 unsafe fn prefetch_direct(p: &Parts<'_>, k: u64) {
-    let (ds, tb) = (p.direct_bits as u32, p.top_bits as u32);
-    let slot = if ds == 0 {
-        return;
-    } else if tb == 0 {
-        (k >> (64 - ds)) as usize
-    } else {
-        match p.top.get((k >> (64 - tb)) as usize) {
-            Some(&t) if t & LEAF == 0 => {
-                ((t as usize) << (ds - tb)) | ((k << tb) >> (64 - (ds - tb))) as usize
+    // SAFETY: the caller checked AVX-512F and VPOPCNTDQ and passes the parts of a built
+    // trie; every gather and load stays inside them by the invariants in the module doc.
+    unsafe {
+        let (ds, tb) = (p.direct_bits as u32, p.top_bits as u32);
+        let slot = if ds == 0 {
+            return;
+        } else if tb == 0 {
+            (k >> (64 - ds)) as usize
+        } else {
+            match p.top.get((k >> (64 - tb)) as usize) {
+                Some(&t) if t & LEAF == 0 => {
+                    ((t as usize) << (ds - tb)) | ((k << tb) >> (64 - (ds - tb))) as usize
+                }
+                _ => return,
             }
-            _ => return,
-        }
-    };
-    _mm_prefetch::<_MM_HINT_T0>(p.direct.as_ptr().wrapping_add(slot) as *const i8);
+        };
+        _mm_prefetch::<_MM_HINT_T0>(p.direct.as_ptr().wrapping_add(slot) as *const i8);
+    }
 }
 
 /// All lanes idle. Inlined into the `target_feature` callers, like every helper here.
 #[inline(always)]
 unsafe fn empty_lanes() -> Lanes {
-    let z = _mm512_setzero_si512();
-    Lanes {
-        idx: [z; G],
-        walking: [0; G],
-        leafing: [0; G],
-        lidx: [z; G],
-        res: [z; G],
+    // SAFETY: the caller checked AVX-512F and VPOPCNTDQ and passes the parts of a built
+    // trie; every gather and load stays inside them by the invariants in the module doc.
+    unsafe {
+        let z = _mm512_setzero_si512();
+        Lanes {
+            idx: [z; G],
+            walking: [0; G],
+            leafing: [0; G],
+            lidx: [z; G],
+            res: [z; G],
+        }
     }
 }
 
@@ -248,55 +277,63 @@ unsafe fn empty_lanes() -> Lanes {
 /// (see the module doc).
 #[target_feature(enable = "avx512f,avx512vpopcntdq")]
 pub(super) unsafe fn bulk_v4(p: &Parts<'_>, addrs: &[u32], out: &mut [u32]) -> usize {
-    let n = addrs.len().min(out.len());
-    let ds = p.direct_bits as u32;
-    let mut done = 0;
-    while done + G * L <= n {
-        // Warm the next group's direct-pointing entries while this group walks.
-        for &a in addrs.get(done + G * L..done + 2 * G * L).unwrap_or(&[]) {
-            prefetch_direct(p, (a as u64) << 32);
-        }
-        let mut keys = [_mm512_setzero_si512(); G];
-        let mut st = empty_lanes();
-        for g in 0..G {
-            let src = addrs.as_ptr().add(done + g * L) as *const __m256i;
-            let k = _mm512_cvtepu32_epi64(_mm256_loadu_si256(src));
-            keys[g] = _mm512_slli_epi64::<32>(k);
-            if ds == 0 {
-                st.walking[g] = 0xff;
-            } else {
-                let d = gather_direct(p, keys[g]);
-                let s = _mm512_sll_epi64(keys[g], _mm_cvtsi32_si128(ds as i32));
-                start(p, &mut st, g, d, _mm512_srli_epi64::<58>(s));
+    // SAFETY: the caller checked AVX-512F and VPOPCNTDQ and passes the parts of a built
+    // trie; every gather and load stays inside them by the invariants in the module doc.
+    unsafe {
+        let n = addrs.len().min(out.len());
+        let ds = p.direct_bits as u32;
+        let mut done = 0;
+        while done + G * L <= n {
+            // Warm the next group's direct-pointing entries while this group walks.
+            for &a in addrs.get(done + G * L..done + 2 * G * L).unwrap_or(&[]) {
+                prefetch_direct(p, (a as u64) << 32);
             }
+            let mut keys = [_mm512_setzero_si512(); G];
+            let mut st = empty_lanes();
+            for g in 0..G {
+                let src = addrs.as_ptr().add(done + g * L) as *const __m256i;
+                let k = _mm512_cvtepu32_epi64(_mm256_loadu_si256(src));
+                keys[g] = _mm512_slli_epi64::<32>(k);
+                if ds == 0 {
+                    st.walking[g] = 0xff;
+                } else {
+                    let d = gather_direct(p, keys[g]);
+                    let s = _mm512_sll_epi64(keys[g], _mm_cvtsi32_si128(ds as i32));
+                    start(p, &mut st, g, d, _mm512_srli_epi64::<58>(s));
+                }
+            }
+            for g in 0..G {
+                answer_lnodes(p, &mut st, g);
+            }
+            let res = finish(p, st, ds as u8, |g, off| {
+                let s = _mm512_sll_epi64(keys[g], _mm_cvtsi32_si128(off as i32));
+                _mm512_srli_epi64::<58>(s)
+            });
+            for (g, r) in res.iter().enumerate() {
+                let dst = out.as_mut_ptr().add(done + g * L) as *mut __m256i;
+                _mm256_storeu_si256(dst, _mm512_cvtepi64_epi32(*r));
+            }
+            done += G * L;
         }
-        for g in 0..G {
-            answer_lnodes(p, &mut st, g);
-        }
-        let res = finish(p, st, ds as u8, |g, off| {
-            let s = _mm512_sll_epi64(keys[g], _mm_cvtsi32_si128(off as i32));
-            _mm512_srli_epi64::<58>(s)
-        });
-        for (g, r) in res.iter().enumerate() {
-            let dst = out.as_mut_ptr().add(done + g * L) as *mut __m256i;
-            _mm256_storeu_si256(dst, _mm512_cvtepi64_epi32(*r));
-        }
-        done += G * L;
+        done
     }
-    done
 }
 
 /// The 6-bit slot at bit `off` of 128-bit keys split into high and low halves.
 #[inline(always)]
 unsafe fn chunk6(hi: __m512i, lo: __m512i, off: i32) -> __m512i {
-    if off <= 58 {
-        _mm512_srli_epi64::<58>(_mm512_sll_epi64(hi, _mm_cvtsi32_si128(off)))
-    } else if off >= 64 {
-        _mm512_srli_epi64::<58>(_mm512_sll_epi64(lo, _mm_cvtsi32_si128(off - 64)))
-    } else {
-        let h = _mm512_srli_epi64::<58>(_mm512_sll_epi64(hi, _mm_cvtsi32_si128(off)));
-        let l = _mm512_srl_epi64(lo, _mm_cvtsi32_si128(122 - off));
-        _mm512_or_si512(h, l)
+    // SAFETY: the caller checked AVX-512F and VPOPCNTDQ and passes the parts of a built
+    // trie; every gather and load stays inside them by the invariants in the module doc.
+    unsafe {
+        if off <= 58 {
+            _mm512_srli_epi64::<58>(_mm512_sll_epi64(hi, _mm_cvtsi32_si128(off)))
+        } else if off >= 64 {
+            _mm512_srli_epi64::<58>(_mm512_sll_epi64(lo, _mm_cvtsi32_si128(off - 64)))
+        } else {
+            let h = _mm512_srli_epi64::<58>(_mm512_sll_epi64(hi, _mm_cvtsi32_si128(off)));
+            let l = _mm512_srl_epi64(lo, _mm_cvtsi32_si128(122 - off));
+            _mm512_or_si512(h, l)
+        }
     }
 }
 
@@ -306,42 +343,46 @@ unsafe fn chunk6(hi: __m512i, lo: __m512i, off: i32) -> __m512i {
 /// As [`bulk_v4`].
 #[target_feature(enable = "avx512f,avx512vpopcntdq")]
 pub(super) unsafe fn bulk_v6(p: &Parts<'_>, addrs: &[u128], out: &mut [u32]) -> usize {
-    let n = addrs.len().min(out.len());
-    let ds = p.direct_bits as u32;
-    // u128 in memory: low word first. Even qwords are low halves, odd ones high halves.
-    let sel_lo = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
-    let sel_hi = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
-    let mut done = 0;
-    while done + G * L <= n {
-        // Warm the next group's direct-pointing entries while this group walks.
-        for &a in addrs.get(done + G * L..done + 2 * G * L).unwrap_or(&[]) {
-            prefetch_direct(p, (a >> 64) as u64);
-        }
-        let mut hi = [_mm512_setzero_si512(); G];
-        let mut lo = [_mm512_setzero_si512(); G];
-        let mut st = empty_lanes();
-        for g in 0..G {
-            let src = addrs.as_ptr().add(done + g * L) as *const __m512i;
-            let a = _mm512_loadu_si512(src);
-            let b = _mm512_loadu_si512(src.add(1));
-            lo[g] = _mm512_permutex2var_epi64(a, sel_lo, b);
-            hi[g] = _mm512_permutex2var_epi64(a, sel_hi, b);
-            if ds == 0 {
-                st.walking[g] = 0xff;
-            } else {
-                let d = gather_direct(p, hi[g]);
-                start(p, &mut st, g, d, chunk6(hi[g], lo[g], ds as i32));
+    // SAFETY: the caller checked AVX-512F and VPOPCNTDQ and passes the parts of a built
+    // trie; every gather and load stays inside them by the invariants in the module doc.
+    unsafe {
+        let n = addrs.len().min(out.len());
+        let ds = p.direct_bits as u32;
+        // u128 in memory: low word first. Even qwords are low halves, odd ones high halves.
+        let sel_lo = _mm512_set_epi64(14, 12, 10, 8, 6, 4, 2, 0);
+        let sel_hi = _mm512_set_epi64(15, 13, 11, 9, 7, 5, 3, 1);
+        let mut done = 0;
+        while done + G * L <= n {
+            // Warm the next group's direct-pointing entries while this group walks.
+            for &a in addrs.get(done + G * L..done + 2 * G * L).unwrap_or(&[]) {
+                prefetch_direct(p, (a >> 64) as u64);
             }
+            let mut hi = [_mm512_setzero_si512(); G];
+            let mut lo = [_mm512_setzero_si512(); G];
+            let mut st = empty_lanes();
+            for g in 0..G {
+                let src = addrs.as_ptr().add(done + g * L) as *const __m512i;
+                let a = _mm512_loadu_si512(src);
+                let b = _mm512_loadu_si512(src.add(1));
+                lo[g] = _mm512_permutex2var_epi64(a, sel_lo, b);
+                hi[g] = _mm512_permutex2var_epi64(a, sel_hi, b);
+                if ds == 0 {
+                    st.walking[g] = 0xff;
+                } else {
+                    let d = gather_direct(p, hi[g]);
+                    start(p, &mut st, g, d, chunk6(hi[g], lo[g], ds as i32));
+                }
+            }
+            for g in 0..G {
+                answer_lnodes(p, &mut st, g);
+            }
+            let res = finish(p, st, ds as u8, |g, off| chunk6(hi[g], lo[g], off as i32));
+            for (g, r) in res.iter().enumerate() {
+                let dst = out.as_mut_ptr().add(done + g * L) as *mut __m256i;
+                _mm256_storeu_si256(dst, _mm512_cvtepi64_epi32(*r));
+            }
+            done += G * L;
         }
-        for g in 0..G {
-            answer_lnodes(p, &mut st, g);
-        }
-        let res = finish(p, st, ds as u8, |g, off| chunk6(hi[g], lo[g], off as i32));
-        for (g, r) in res.iter().enumerate() {
-            let dst = out.as_mut_ptr().add(done + g * L) as *mut __m256i;
-            _mm256_storeu_si256(dst, _mm512_cvtepi64_epi32(*r));
-        }
-        done += G * L;
+        done
     }
-    done
 }
