@@ -39,18 +39,8 @@ pub use update::{LpmUpdate, RouteMap};
 
 use core::fmt;
 
-/// Asks the CPU to bring the line holding `p` into L1 ahead of a read. Only a hint: it never
-/// faults, whatever the address, so engines may prefetch before they know an index is used.
-#[inline(always)]
-pub(crate) fn prefetch<T>(p: *const T) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is only a hint; it never faults, whatever the address.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(p as *const i8, core::arch::x86_64::_MM_HINT_T0);
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
+/// The cache hint the engines issue before a dependent read (one definition for every crate).
+pub(crate) use vfsr_cpu::prefetch;
 
 /// Why an engine could not be built from a route list.
 #[derive(Clone, Debug, PartialEq, Eq)]
