@@ -1,6 +1,6 @@
 //! Resilient ECMP member selection for a weighted next-hop group.
 //!
-//! The FreeBSD seed (section 4) starts from the stateless rule: member = hash mod n. When a
+//! Li and Macy's FreeBSD routing paper (section 4) starts from the stateless rule: member = hash mod n. When a
 //! member is added or removed, n changes and almost every flow moves to another member; for
 //! server load balancing, where connections end at the members, every moved connection is
 //! reset. Two mechanisms fix this, and vfsr uses both:

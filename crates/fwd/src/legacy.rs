@@ -1,5 +1,5 @@
 //! The unified routing design that the split design replaced, as a baseline to measure
-//! against (the FreeBSD seed's "legacy" design: section 1.2, "Limitations of the Legacy
+//! against (the "legacy" design of Li and Macy's FreeBSD routing paper: section 1.2, "Limitations of the Legacy
 //! Unified Design", and the legacy curves of Figures 7 and 9).
 //!
 //! Before FreeBSD 8, one routing table held everything: every prefix route is an `rtentry`
@@ -26,7 +26,7 @@
 //! route's lock (shared by every route through that gateway; with a default route, by all
 //! traffic).
 //! With one core they cost the uncontended price; with several, the lines bounce between
-//! cores and the head lock serializes the lookups: the seed's flat legacy curves.
+//! cores and the head lock serializes the lookups: the paper's flat legacy curves.
 //!
 //! [`LegacyRouter`] reproduces that with `std::sync::Mutex` (futex-based, an atomic
 //! exchange when uncontended, as the kernel's adaptive mutexes) around a BSD radix tree

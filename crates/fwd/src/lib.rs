@@ -19,7 +19,7 @@
 //!                                                   rewrite ─▶ Verdict::Forward { oif }
 //! ```
 //!
-//! It follows the split L2/L3 design of Li and Macy's FreeBSD work (the seed "Optimizing the
+//! It follows the split L2/L3 design of Li and Macy's FreeBSD work ("Optimizing the
 //! BSD Routing System for Parallel Processing"): the FIB (`vfsr-fib`, Poptrie by default)
 //! maps a destination to a next-hop index; the published next-hop table says which gateway
 //! and interface; the interface's own ARP or ND table (`vfsr-neigh`) says which MAC; a

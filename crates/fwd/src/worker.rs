@@ -62,7 +62,7 @@ pub struct WorkerConfig {
     /// The flow table's size and idle timeout; `None` runs without a flow table.
     pub flow: Option<FlowConfig>,
     /// What a flow is: the 5-tuple ([`KeyMode::FiveTuple`]) or the destination only
-    /// ([`KeyMode::Destination`], the seed's second mode).
+    /// ([`KeyMode::Destination`], the FreeBSD paper's second mode).
     pub flow_key: KeyMode,
     /// Which fields pick an ECMP member.
     pub ecmp_fields: HashFields,

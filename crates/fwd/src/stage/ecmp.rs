@@ -5,7 +5,7 @@
 //! of the buckets in proportion to its weight), so adding or removing a member, or changing a
 //! weight, moves only the buckets that must move. A flow already in the flow table keeps its
 //! member as long as that member is still in the group, whatever the buckets say (stateful
-//! ECMP, the FreeBSD seed's server-load-balancing case); that decision is the worker's, which
+//! ECMP, the FreeBSD paper's server-load-balancing case); that decision is the worker's, which
 //! holds the flow's old member.
 //!
 //! Each worker keeps its own bucket tables, indexed by group index and rebuilt when the

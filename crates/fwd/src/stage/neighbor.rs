@@ -11,7 +11,7 @@
 //! ```
 //!
 //! The worker reads a published snapshot without locking. `(id, gen)` is what a flow entry
-//! keeps: the seed's LLE reference, whose change the worker detects without a lock by
+//! keeps: the FreeBSD paper's LLE reference, whose change the worker detects without a lock by
 //! comparing generations. A failed resolution changes nothing in the FIB: routes stay, only
 //! this neighbor's packets are refused until it answers again.
 

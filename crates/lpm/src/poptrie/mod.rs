@@ -1,8 +1,9 @@
 //! Poptrie: a compressed 64-ary trie searched with population counts.
 //!
 //! This follows H. Asai and Y. Ohara, "Poptrie: A Compressed Trie with Population Count for Fast
-//! and Scalable Software IP Routing Table Lookup" (SIGCOMM 2015), the lookup engine of the
-//! "Very Fast Software Router" seed. The lookup and the build are written here by hand because
+//! and Scalable Software IP Routing Table Lookup" (SIGCOMM 2015), the lookup engine of
+//! H. Asai's "Networking Operating System from Scratch towards High-Performance COTS Network
+//! Facilities" (IIJ-II seminar, 2015). The lookup and the build are written here by hand because
 //! they are the forwarding path's hottest code: no crate offers them at this speed.
 //!
 //! ## The idea, built by hand
