@@ -431,6 +431,7 @@ pub struct RteLpm {
 // SAFETY: after build the table is only read; DPDK's lookups do not write to it, and the
 // pointer is freed once, in Drop.
 unsafe impl Send for RteLpm {}
+// SAFETY: shared use only reads the table (lookups), as above.
 unsafe impl Sync for RteLpm {}
 
 impl Drop for RteLpm {
@@ -627,6 +628,7 @@ pub type RteFib6 = Fib<u128>;
 
 // SAFETY: see RteLpm.
 unsafe impl<K: FibKey> Send for Fib<K> {}
+// SAFETY: see RteLpm: shared use only reads the table.
 unsafe impl<K: FibKey> Sync for Fib<K> {}
 
 impl<K: FibKey> Drop for Fib<K> {
