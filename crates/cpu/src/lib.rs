@@ -10,6 +10,7 @@
 //!                                      back to SCHED_OTHER before clean-up
 //!   idle(tid)                          SCHED_IDLE for a load generator
 //!   prefetch(p)                        a cache-line hint before a dependent read
+//!   rdtsc()                            the time-stamp counter (profiles, TSC frequency)
 //!   default_bench_core()               the last core: away from core 0's system work
 //! ```
 //!
@@ -138,6 +139,24 @@ pub fn prefetch<T>(p: *const T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// The time-stamp counter (0 where there is none): the clock of per-stage profiles and of the
+/// TSC frequency measurement.
+#[inline(always)]
+pub fn rdtsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: RDTSC reads a counter; it has no preconditions in x86-64 user space.
+        #[allow(unused_unsafe)]
+        unsafe {
+            core::arch::x86_64::_rdtsc()
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        0
+    }
 }
 
 #[cfg(test)]

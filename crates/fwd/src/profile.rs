@@ -148,22 +148,8 @@ impl Clock {
     }
 }
 
-/// The time-stamp counter (0 where there is none).
-#[inline(always)]
-pub fn rdtsc() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        // SAFETY: RDTSC reads a counter; it has no preconditions on x86-64 user space.
-        #[allow(unused_unsafe)]
-        unsafe {
-            core::arch::x86_64::_rdtsc()
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        0
-    }
-}
+/// The clock the profile reads (one definition for every crate).
+pub use vfsr_cpu::rdtsc;
 
 #[cfg(test)]
 mod tests {

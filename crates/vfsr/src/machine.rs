@@ -27,8 +27,7 @@ pub fn cpu_model() -> String {
 pub fn tsc_hz_over(span: Duration) -> Option<f64> {
     #[cfg(target_arch = "x86_64")]
     {
-        // SAFETY: rdtsc has no preconditions on x86_64.
-        let read = || unsafe { core::arch::x86_64::_rdtsc() };
+        let read = vfsr_cpu::rdtsc;
         let (t0, c0) = (Instant::now(), read());
         while t0.elapsed() < span {
             std::hint::spin_loop();
