@@ -1,6 +1,6 @@
 //! `vfsr lpm bench`: the lookup-engine benchmark (see `vfsr_bench::lpm` for the method).
 
-use crate::{pin, tables};
+use crate::tables;
 use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
@@ -128,8 +128,8 @@ fn select<K: Key>(v: Vec<Contender<K>>, a: &BenchArgs) -> Vec<Contender<K>> {
 }
 
 pub fn run(a: &BenchArgs) -> Result<(), String> {
-    let core = a.core.unwrap_or_else(pin::default_bench_core);
-    pin::pin_to_core(core)?;
+    let core = a.core.unwrap_or_else(vfsr_cpu::default_bench_core);
+    vfsr_cpu::pin(core)?;
     let t = Instant::now();
     let table = match &a.table {
         Some(p) => tables::load(p, false)?,

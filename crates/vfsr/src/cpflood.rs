@@ -1261,7 +1261,7 @@ pub fn run(a: &CpFloodArgs) -> Result<(), String> {
     vfsrd_exe(a.vfsrd.as_ref())?;
     // Everything this process starts (threads, daemons, vfsrd's control plane) inherits
     // core 0; vfsrd moves its worker to core 1 itself.
-    crate::pin::pin_to_core(GEN_CORE)?;
+    vfsr_cpu::pin(GEN_CORE)?;
     let (spec, routes, source) = match &a.table {
         Some(p) => (
             TableSpec::File(p.clone()),

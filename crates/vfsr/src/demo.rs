@@ -6,7 +6,7 @@
 //! thread looks up, and shows answers before and after; last, the forwarding pipeline: a few
 //! frames and their fate, and one worker's rate.
 
-use crate::{engines, pin, tables};
+use crate::{engines, tables};
 use clap::Args;
 use std::time::Instant;
 use vfsr_bench::lpm::{budget, time_bulk, Params};
@@ -110,8 +110,8 @@ pub fn run(a: &DemoArgs) -> Result<(), String> {
 
 /// The in-memory demo.
 fn offline(a: &DemoArgs) -> Result<(), String> {
-    let core = pin::default_bench_core();
-    if let Err(e) = pin::pin_to_core(core) {
+    let core = vfsr_cpu::default_bench_core();
+    if let Err(e) = vfsr_cpu::pin(core) {
         eprintln!("vfsr: not pinned: {e}");
     }
     let t = Instant::now();
@@ -351,9 +351,9 @@ fn live(table: &tables::Loaded, seed: u64) -> Result<(), String> {
     let stop2 = Arc::clone(&stop);
     let addrs = traffic::matched(&table.v4, seed ^ 0x22, 1 << 16);
     // The writer is the control plane (core 0); the reader a forwarding core.
-    let _ = pin::pin_to_core(0);
+    let _ = vfsr_cpu::pin(0);
     let reader = std::thread::spawn(move || {
-        let _ = pin::pin_to_core(pin::default_bench_core());
+        let _ = vfsr_cpu::pin(vfsr_cpu::default_bench_core());
         let mut out = vec![0; 256];
         let mut n = 0u64;
         while !stop2.load(Ordering::Relaxed) {

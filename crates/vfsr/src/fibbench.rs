@@ -32,7 +32,7 @@ use vfsr_rib::{Rib, RibFamily, RibRoute, RouteTable, Source};
 use vfsr_table::rng::Rng;
 use vfsr_table::{trace, traffic, Table};
 
-use crate::{pin, tables};
+use crate::tables;
 
 #[derive(Args)]
 pub struct FibBenchArgs {
@@ -322,7 +322,7 @@ fn reader_phase(
     let reader = fib.reader();
     let (stop2, done2, addrs2) = (Arc::clone(&stop), Arc::clone(&done), Arc::clone(addrs));
     let h = std::thread::spawn(move || {
-        let _ = pin::pin_to_core(core);
+        let _ = vfsr_cpu::pin(core);
         let mut out = vec![0; 256];
         let mut n = 0u64;
         let mut sink = 0u32;
@@ -476,8 +476,8 @@ fn run_trace<K: Key>(
 }
 
 pub fn run(a: &FibBenchArgs) -> Result<(), String> {
-    let core = a.core.unwrap_or_else(pin::default_bench_core);
-    pin::pin_to_core(0)?;
+    let core = a.core.unwrap_or_else(vfsr_cpu::default_bench_core);
+    vfsr_cpu::pin(0)?;
     let table = match &a.table {
         Some(p) => tables::load(p, false)?,
         None => tables::default_table(a.seed)?,

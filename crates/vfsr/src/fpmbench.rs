@@ -28,8 +28,6 @@ use vfsr_wire::MacAddr;
 use vfsrd::config::FpmPlan;
 use vfsrd::sources::fpm::FpmServer;
 
-use crate::pin;
-
 /// `vfsr fpm bench` arguments.
 #[derive(Args)]
 pub struct FpmBenchArgs {
@@ -189,7 +187,7 @@ pub fn replay(
         // zebra keeps the connection open; so does the writer until the pass ends.
         let _ = stop_rx.recv_timeout(Duration::from_secs(120));
     });
-    if let Err(e) = pin::pin_to_core(core) {
+    if let Err(e) = vfsr_cpu::pin(core) {
         eprintln!("vfsr: {e}");
     }
     let start = Instant::now();
@@ -300,7 +298,7 @@ pub fn run(a: &FpmBenchArgs) -> Result<(), String> {
     // Connected subnets of the four ports are in the FIB too (one v4, one v6 each).
     let connected = 2 * PORTS as usize;
     let expected = v4.len() + v6.len() + connected;
-    let core = a.core.unwrap_or_else(pin::default_bench_core);
+    let core = a.core.unwrap_or_else(vfsr_cpu::default_bench_core);
     let cpu = crate::machine::cpu_model();
     println!(
         "vfsr fpm bench: {what}: {} IPv4 + {} IPv6 prefixes over {} gateways; vfsrd's side on \

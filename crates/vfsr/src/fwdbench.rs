@@ -48,7 +48,7 @@ use vfsr_table::Table;
 use vfsr_wire::checksum;
 use vfsr_wire::MacAddr;
 
-use crate::{pin, tables};
+use crate::tables;
 
 #[derive(Args)]
 pub struct FwdBenchArgs {
@@ -403,7 +403,7 @@ impl<'t> Ring<'t> {
 
 fn cores(workers: usize) -> Vec<usize> {
     if workers == 1 {
-        vec![pin::default_bench_core()]
+        vec![vfsr_cpu::default_bench_core()]
     } else {
         (0..workers).collect()
     }
@@ -438,7 +438,7 @@ fn run_split(
             .enumerate()
             .map(|(k, (mut w, core))| {
                 s.spawn(move || -> Result<Count, String> {
-                    pin::pin_to_core(core)?;
+                    vfsr_cpu::pin(core)?;
                     let mut ring = Ring::new(a.batch, templates);
                     let start = k * templates.len() / workers.max(1);
                     let t0 = Instant::now();
@@ -506,7 +506,7 @@ fn run_legacy(
             .enumerate()
             .map(|(k, core)| {
                 s.spawn(move || -> Result<Count, String> {
-                    pin::pin_to_core(core)?;
+                    vfsr_cpu::pin(core)?;
                     let mut ring = Ring::new(a.batch, templates);
                     let n = templates.len();
                     let start = k * n / workers.max(1);

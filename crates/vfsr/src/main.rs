@@ -22,7 +22,6 @@ mod interrupt;
 mod livedemo;
 mod lookup;
 mod machine;
-mod pin;
 mod replay;
 mod report;
 mod tables;
