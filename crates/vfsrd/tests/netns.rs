@@ -42,10 +42,19 @@ fn skip_reason() -> Option<String> {
     None
 }
 
+/// One router at a time: each pins its worker to core 1, and the throughput checks need
+/// that core to themselves (three at once starve the AF_PACKET worker on a 2-core machine).
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 struct Router {
     lab: NetLab,
     daemon: Option<Child>,
     stats: std::path::PathBuf,
+    api: std::path::PathBuf,
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Drop for Router {
@@ -55,12 +64,16 @@ impl Drop for Router {
             let _ = d.wait();
         }
         let _ = std::fs::remove_file(&self.stats);
+        let _ = std::fs::remove_file(&self.api);
     }
 }
 
 /// The topology and a running vfsrd; `fast`: with the XDP fast path (the hosts' veth ends
 /// then take redirected frames: GRO on).
 fn build(tag: &str, backend: &str, fast: bool) -> Router {
+    let turn = one_at_a_time();
+    let dir = std::env::temp_dir();
+    let api = dir.join(format!("vfsrd-{tag}-{}.sock", std::process::id()));
     let mut lab = NetLab::new(tag);
     for ns in ["h1", "rt", "h2", "n1", "n2"] {
         lab.add_ns(ns).unwrap();
@@ -112,6 +125,9 @@ workers = [1]
 busy_poll_us = 50
 fast_path = {fast}
 
+[api]
+socket = "{api}"
+
 [[interface]]
 name = "r1"
 backend = "{backend}"
@@ -133,9 +149,9 @@ addresses = ["10.4.0.1/24"]
 [[route]]
 prefix = "10.99.0.0/16"
 via = ["10.3.0.2", "10.4.0.2"]
-"#
+"#,
+        api = api.display()
     );
-    let dir = std::env::temp_dir();
     let cfg = dir.join(format!("vfsrd-{tag}-{}.toml", std::process::id()));
     let stats = dir.join(format!("vfsrd-{tag}-{}.json", std::process::id()));
     std::fs::write(&cfg, config).unwrap();
@@ -162,6 +178,8 @@ via = ["10.3.0.2", "10.4.0.2"]
         lab,
         daemon: Some(child),
         stats,
+        api,
+        _turn: turn,
     };
     rx.recv_timeout(Duration::from_secs(30))
         .expect("vfsrd says ready within 30 s");
