@@ -11,7 +11,8 @@
 //!    upper-layer protocol and offset for flow hashing, a hop-by-hop header (slow path, RFC
 //!    8200 4.3) and a fragment header (a later fragment has no ports).
 
-use vfsr_wire::ipv6::walk_extension_headers;
+use vfsr_wire::ipv6::Ipv6Packet;
+use vfsr_wire::{l4, WireError};
 
 use crate::counters::DropReason;
 
@@ -49,15 +50,6 @@ pub enum Ip6Outcome {
 }
 
 #[inline]
-fn be128(b: &[u8], at: usize) -> u128 {
-    let mut a = [0u8; 16];
-    if let Some(s) = b.get(at..at + 16) {
-        a.copy_from_slice(s);
-    }
-    u128::from_be_bytes(a)
-}
-
-#[inline]
 fn is_ext_header(nh: u8) -> bool {
     matches!(nh, 0 | 43 | 44 | 60 | 51)
 }
@@ -68,45 +60,47 @@ pub fn is_multicast6(a: u128) -> bool {
     (a >> 120) == 0xff
 }
 
+/// The drop reason for a header the view refuses.
+#[inline]
+fn refused(e: WireError) -> DropReason {
+    match e {
+        WireError::BadVersion => DropReason::Ip6BadVersion,
+        WireError::BadPayloadLength => DropReason::Ip6BadPayloadLen,
+        _ => DropReason::Ip6Truncated,
+    }
+}
+
 /// Runs the stage on `ip`, the frame's bytes after the Ethernet header.
+///
+/// The header is read through `vfsr_wire::ipv6::Ipv6Packet` (checks 1 and 2 in
+/// `new_checked`), the chain through its walker.
 #[inline]
 pub fn ip6_input(ip: &[u8]) -> Ip6Outcome {
-    let Some(fixed) = ip.get(..IP6_HEADER) else {
-        return Ip6Outcome::Drop(DropReason::Ip6Truncated);
+    let p = match Ipv6Packet::new_checked(ip) {
+        Ok(p) => p,
+        Err(e) => return Ip6Outcome::Drop(refused(e)),
     };
-    if fixed.first().copied().unwrap_or(0) >> 4 != 6 {
-        return Ip6Outcome::Drop(DropReason::Ip6BadVersion);
-    }
-    let payload_len = u16::from_be_bytes([
-        fixed.get(4).copied().unwrap_or(0),
-        fixed.get(5).copied().unwrap_or(0),
-    ]);
-    let end = IP6_HEADER + usize::from(payload_len);
-    if end > ip.len() {
-        return Ip6Outcome::Drop(DropReason::Ip6BadPayloadLen);
-    }
-    let src = be128(fixed, 8);
-    let dst = be128(fixed, 24);
+    let src = u128::from(p.src_addr());
+    let dst = u128::from(p.dst_addr());
     if is_multicast6(src) || src == 1 || (src == 0 && !is_multicast6(dst)) {
         return Ip6Outcome::Drop(DropReason::Ip6MartianSource);
     }
     if dst == 0 || dst == 1 {
         return Ip6Outcome::Drop(DropReason::Ip6MartianDest);
     }
-    let next = fixed.get(6).copied().unwrap_or(0);
+    let next = p.next_header();
     let mut meta = Ip6Meta {
         src,
         dst,
-        hop_limit: fixed.get(7).copied().unwrap_or(0),
+        hop_limit: p.hop_limit(),
         upper: next,
         upper_offset: IP6_HEADER,
-        payload_len,
+        payload_len: p.payload_len(),
         hop_by_hop: false,
         later_fragment: false,
     };
     if is_ext_header(next) {
-        let payload = ip.get(IP6_HEADER..end).unwrap_or(&[]);
-        match walk_extension_headers(next, payload) {
+        match p.ext_headers() {
             Ok(ext) => {
                 meta.upper = ext.upper_protocol;
                 meta.upper_offset = IP6_HEADER + ext.upper_offset;
@@ -126,15 +120,12 @@ pub fn ports6(ip: &[u8], meta: &Ip6Meta) -> (u16, u16) {
     if meta.later_fragment || !matches!(meta.upper, 6 | 17 | 132 | 136) {
         return (0, 0);
     }
-    let at = meta.upper_offset;
-    if IP6_HEADER + usize::from(meta.payload_len) < at + 4 {
-        return (0, 0);
-    }
-    let b = |i: usize| ip.get(at + i).copied().unwrap_or(0);
-    (
-        u16::from_be_bytes([b(0), b(1)]),
-        u16::from_be_bytes([b(2), b(3)]),
-    )
+    // `meta` came from a checked view of these bytes and its walk of the chain.
+    let payload = Ipv6Packet::new_unchecked(ip).into_payload();
+    let upper = payload
+        .get(meta.upper_offset.saturating_sub(IP6_HEADER)..)
+        .unwrap_or(&[]);
+    l4::ports(upper).unwrap_or((0, 0))
 }
 
 #[cfg(test)]
