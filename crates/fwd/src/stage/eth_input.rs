@@ -11,6 +11,7 @@
 //!
 //! VLAN tags (0x8100) are not handled and count as an unknown ethertype.
 
+use vfsr_wire::ethernet::EthernetFrame;
 use vfsr_wire::MacAddr;
 
 use crate::counters::DropReason;
@@ -46,22 +47,18 @@ pub enum EthOutcome {
 /// Runs the stage on `frame`, received on a port whose MAC is `port_mac`.
 #[inline]
 pub fn eth_input(frame: &[u8], port_mac: MacAddr) -> EthOutcome {
-    let Some(hdr) = frame
-        .get(..ETH_HEADER)
-        .and_then(|h| <&[u8; ETH_HEADER]>::try_from(h).ok())
-    else {
+    let Ok(eth) = EthernetFrame::new_checked(frame) else {
         return EthOutcome::Drop(DropReason::EthTruncated);
     };
-    if hdr[6] & 1 != 0 {
+    if eth.src().is_multicast() {
         return EthOutcome::Drop(DropReason::EthMulticastSource);
     }
-    let dst = [hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5]];
-    let link_broadcast = dst[0] & 1 != 0;
-    if !link_broadcast && MacAddr(dst) != port_mac {
+    let dst = eth.dst();
+    let link_broadcast = dst.is_multicast();
+    if !link_broadcast && dst != port_mac {
         return EthOutcome::Drop(DropReason::EthNotForUs);
     }
-    let ethertype = u16::from_be_bytes([hdr[12], hdr[13]]);
-    match ethertype {
+    match eth.ethertype() {
         ETHERTYPE_IPV4 => EthOutcome::Ipv4 { link_broadcast },
         ETHERTYPE_IPV6 => EthOutcome::Ipv6 { link_broadcast },
         ETHERTYPE_ARP => EthOutcome::Arp,

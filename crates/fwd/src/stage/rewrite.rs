@@ -8,9 +8,12 @@
 //! ```
 //!
 //! Nothing else of the packet is read or written, so a forwarded 64-byte frame costs two
-//! 6-byte stores and a few byte operations here.
+//! 6-byte stores and a few byte operations here. The writes go through vfsr-wire's views,
+//! made unchecked: the input stages checked these headers.
 
-use vfsr_wire::checksum::update_word;
+use vfsr_wire::ethernet::EthernetFrame;
+use vfsr_wire::ipv4::Ipv4Packet;
+use vfsr_wire::ipv6::Ipv6Packet;
 use vfsr_wire::MacAddr;
 
 use crate::stage::eth_input::ETH_HEADER;
@@ -18,43 +21,29 @@ use crate::stage::eth_input::ETH_HEADER;
 /// Sets the Ethernet addresses.
 #[inline]
 pub fn set_macs(frame: &mut [u8], dst: MacAddr, src: MacAddr) {
-    if let Some(d) = frame.get_mut(0..6) {
-        d.copy_from_slice(&dst.0);
-    }
-    if let Some(s) = frame.get_mut(6..12) {
-        s.copy_from_slice(&src.0);
-    }
+    let mut eth = EthernetFrame::new_unchecked(frame);
+    eth.set_dst(dst);
+    eth.set_src(src);
 }
 
 /// Decrements the IPv4 TTL of `frame` (the header starts at [`ETH_HEADER`]) and updates the
 /// header checksum. The caller has checked that the TTL is at least 2.
 #[inline]
 pub fn decrement_ttl4(frame: &mut [u8]) {
-    let ttl_at = ETH_HEADER + 8;
-    let ck_at = ETH_HEADER + 10;
-    let (Some(&ttl), Some(&proto)) = (frame.get(ttl_at), frame.get(ttl_at + 1)) else {
-        return;
-    };
-    let (Some(&c0), Some(&c1)) = (frame.get(ck_at), frame.get(ck_at + 1)) else {
-        return;
-    };
-    let new_ttl = ttl.wrapping_sub(1);
-    let old = u16::from_be_bytes([ttl, proto]);
-    let new = u16::from_be_bytes([new_ttl, proto]);
-    let ck = update_word(u16::from_be_bytes([c0, c1]), old, new);
-    if let Some(t) = frame.get_mut(ttl_at) {
-        *t = new_ttl;
-    }
-    if let Some(c) = frame.get_mut(ck_at..ck_at + 2) {
-        c.copy_from_slice(&ck.to_be_bytes());
+    if let Some(ip) = frame.get_mut(ETH_HEADER..) {
+        let mut p = Ipv4Packet::new_unchecked(ip);
+        let ttl = p.ttl().wrapping_sub(1);
+        p.set_ttl_and_update_checksum(ttl);
     }
 }
 
 /// Decrements the IPv6 hop limit of `frame`.
 #[inline]
 pub fn decrement_hop_limit(frame: &mut [u8]) {
-    if let Some(h) = frame.get_mut(ETH_HEADER + 7) {
-        *h = h.wrapping_sub(1);
+    if let Some(ip) = frame.get_mut(ETH_HEADER..) {
+        let mut p = Ipv6Packet::new_unchecked(ip);
+        let hop_limit = p.hop_limit().wrapping_sub(1);
+        p.set_hop_limit(hop_limit);
     }
 }
 
