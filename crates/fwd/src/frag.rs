@@ -39,7 +39,7 @@
 //! The fragmenter borrows the packet and writes one fragment per call into the caller's
 //! buffer, so nothing is allocated and fragments can go straight into transmit buffers.
 
-use vfsr_wire::checksum;
+use vfsr_wire::ipv4::Ipv4Packet;
 
 /// Why a packet cannot be fragmented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,25 +87,18 @@ impl<'a> Fragmenter<'a> {
     /// Prepares to fragment `ip` (a whole IPv4 packet; bytes past its total length are
     /// ignored) to `mtu`.
     pub fn new(ip: &'a [u8], mtu: usize) -> Result<Self, FragError> {
-        let Some(fixed) = ip.get(..20).and_then(|f| <&[u8; 20]>::try_from(f).ok()) else {
-            return Err(FragError::Truncated);
-        };
-        let hl = usize::from(fixed[0] & 0x0f) * 4;
-        let total = usize::from(u16::from_be_bytes([fixed[2], fixed[3]]));
-        if fixed[0] >> 4 != 4 || hl < 20 || total < hl || total > ip.len() {
-            return Err(FragError::Truncated);
-        }
-        let flags = u16::from_be_bytes([fixed[6], fixed[7]]);
-        if flags & 0x4000 != 0 {
+        let p = Ipv4Packet::new_checked(ip).map_err(|_| FragError::Truncated)?;
+        if p.dont_frag() {
             return Err(FragError::DontFragment);
         }
+        let (hl, offset, more) = (p.header_len(), p.frag_offset(), p.more_frags());
         if mtu < hl + 8 {
             return Err(FragError::MtuTooSmall);
         }
         let header = ip.get(..hl).ok_or(FragError::Truncated)?;
-        let data = ip.get(hl..total).ok_or(FragError::Truncated)?;
+        let data = p.into_payload();
         let (copied, copied_len) = copied_options(header.get(20..).unwrap_or(&[]))?;
-        let base = usize::from(flags & 0x1fff) * 8;
+        let base = usize::from(offset);
         // A fragment reaching past byte 65535 of its datagram (RFC 791's largest) has no
         // valid offsets for its pieces: the 13-bit field would wrap.
         if base + data.len() > usize::from(u16::MAX) {
@@ -117,7 +110,7 @@ impl<'a> Fragmenter<'a> {
             copied,
             copied_len,
             base,
-            more: flags & 0x2000 != 0,
+            more,
             mtu,
             pos: 0,
             first: true,
@@ -179,21 +172,19 @@ impl<'a> Fragmenter<'a> {
         } else {
             put(out, 20, self.copied.get(..self.copied_len).unwrap_or(&[]))?;
         }
-        let ihl = (hl / 4) as u8;
-        put(out, 0, &[0x40 | ihl])?;
-        put(out, 2, &(len as u16).to_be_bytes())?;
-        let offset = ((self.base + self.pos) / 8) as u16;
-        let mf = if last { self.more } else { true };
-        let flags = (u16::from(mf) << 13) | (offset & 0x1fff);
-        put(out, 6, &flags.to_be_bytes())?;
-        put(out, 10, &[0, 0])?;
         put(
             out,
             hl,
             self.data.get(self.pos..self.pos + n).unwrap_or(&[]),
         )?;
-        let ck = checksum::checksum(out.get(..hl).ok_or(FragError::NoRoom)?);
-        put(out, 10, &ck.to_be_bytes())?;
+        let mut frag = Ipv4Packet::new_unchecked(out.get_mut(..len).ok_or(FragError::NoRoom)?);
+        frag.set_version_and_header_len(hl);
+        frag.set_total_len(len as u16);
+        let mf = if last { self.more } else { true };
+        // DF is clear (a DF packet is refused in `new`); the offset is below 65536 (checked
+        // there too).
+        frag.set_frag(false, mf, (self.base + self.pos) as u16);
+        frag.fill_checksum();
         self.pos += n;
         self.first = false;
         Ok(Some(len))
@@ -241,6 +232,7 @@ fn put(out: &mut [u8], at: usize, bytes: &[u8]) -> Result<(), FragError> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use vfsr_wire::checksum;
 
     /// An IPv4 packet with `opts` and `payload` bytes of data (0, 1, 2, ...), DF clear.
     fn packet(opts: &[u8], payload: usize, frag: u16) -> Vec<u8> {

@@ -40,10 +40,11 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use vfsr_wire::checksum;
-use vfsr_wire::icmpv4;
-use vfsr_wire::ipv4;
-use vfsr_wire::ipv6::walk_extension_headers;
+use vfsr_wire::icmpv4::{self, Icmpv4Packet};
+use vfsr_wire::icmpv6::{self, Icmpv6Packet};
+use vfsr_wire::ip_proto;
+use vfsr_wire::ipv4::{self, Ipv4Packet};
+use vfsr_wire::ipv6::{self, walk_extension_headers, Ipv6Packet};
 
 /// Largest IPv4 error message (RFC 1812 4.3.2.3).
 pub const MAX_ICMP4: usize = 576;
@@ -216,21 +217,24 @@ pub fn icmp4_error(
     ident: u16,
     out: &mut [u8],
 ) -> Result<usize, Suppressed> {
-    let Some(fixed) = orig.get(..20).and_then(|f| <&[u8; 20]>::try_from(f).ok()) else {
-        return Err(Suppressed::Truncated);
-    };
-    let header = usize::from(fixed[0] & 0x0f) * 4;
-    if fixed[0] >> 4 != 4 || header < 20 || header > orig.len() {
+    // The original may be cut short (quoted as far as it goes): an unchecked view, with the
+    // header's own bounds checked here.
+    if orig.len() < ipv4::MIN_HEADER_LEN {
         return Err(Suppressed::Truncated);
     }
-    let orig_src = [fixed[12], fixed[13], fixed[14], fixed[15]];
-    let orig_dst = u32::from_be_bytes([fixed[16], fixed[17], fixed[18], fixed[19]]);
-    let stated = usize::from(u16::from_be_bytes([fixed[2], fixed[3]]));
-    let later_fragment = u16::from_be_bytes([fixed[6], fixed[7]]) & 0x1fff != 0;
+    let o = Ipv4Packet::new_unchecked(orig);
+    let header = o.header_len();
+    if o.version() != 4 || header < ipv4::MIN_HEADER_LEN || header > orig.len() {
+        return Err(Suppressed::Truncated);
+    }
+    let orig_src = o.src_addr();
+    let orig_dst = u32::from(o.dst_addr());
+    let stated = usize::from(o.total_len());
+    let later_fragment = o.frag_offset() != 0;
     if later_fragment {
         return Err(Suppressed::NotFirstFragment);
     }
-    if fixed[9] == 1 {
+    if o.protocol() == ip_proto::ICMP {
         match orig.get(header) {
             Some(&t) if icmpv4::is_error(t) => return Err(Suppressed::IcmpError),
             Some(_) => {}
@@ -246,7 +250,7 @@ pub fn icmp4_error(
     if link_broadcast {
         return Err(Suppressed::LinkBroadcast);
     }
-    if ipv4::check_source(Ipv4Addr::from(orig_src)).is_err() {
+    if ipv4::check_source(orig_src).is_err() {
         return Err(Suppressed::BadSource);
     }
     let have = orig.len().min(stated.max(header));
@@ -256,43 +260,24 @@ pub fn icmp4_error(
     if out.len() < total {
         return Err(Suppressed::NoRoom);
     }
-    // IPv4 header.
-    let total16 = total as u16; // at most 576
-    let id = ident.to_be_bytes();
-    let tl = total16.to_be_bytes();
-    let s = src.octets();
-    let head: [u8; 20] = [
-        0x45,
-        0,
-        tl[0],
-        tl[1],
-        id[0],
-        id[1],
-        0,
-        0,
-        64,
-        1,
-        0,
-        0,
-        s[0],
-        s[1],
-        s[2],
-        s[3],
-        orig_src[0],
-        orig_src[1],
-        orig_src[2],
-        orig_src[3],
-    ];
-    let (t, c) = kind.type_code();
-    let r = kind.rest();
-    let icmp_head: [u8; 8] = [t, c, 0, 0, r[0], r[1], r[2], r[3]];
-    write(out, 0, &head)?;
-    write(out, 20, &icmp_head)?;
     write(out, 28, orig.get(..q).ok_or(Suppressed::Truncated)?)?;
-    let ipck = checksum::checksum(out.get(..20).ok_or(Suppressed::NoRoom)?);
-    write(out, 10, &ipck.to_be_bytes())?;
-    let ick = checksum::checksum(out.get(20..total).ok_or(Suppressed::NoRoom)?);
-    write(out, 22, &ick.to_be_bytes())?;
+    let (t, c) = kind.type_code();
+    let mut icmp = Icmpv4Packet::new_unchecked(out.get_mut(20..total).ok_or(Suppressed::NoRoom)?);
+    icmp.set_msg_type(t);
+    icmp.set_code(c);
+    icmp.set_rest_of_header(u32::from_be_bytes(kind.rest()));
+    icmp.fill_checksum();
+    let mut ip = Ipv4Packet::new_unchecked(out.get_mut(..total).ok_or(Suppressed::NoRoom)?);
+    ip.set_version_and_header_len(ipv4::MIN_HEADER_LEN);
+    ip.set_dscp_ecn(0, 0);
+    ip.set_total_len(total as u16); // at most 576
+    ip.set_ident(ident);
+    ip.set_frag(false, false, 0);
+    ip.set_ttl(64);
+    ip.set_protocol(ip_proto::ICMP);
+    ip.set_src_addr(src);
+    ip.set_dst_addr(orig_src);
+    ip.fill_checksum();
     Ok(total)
 }
 
@@ -305,31 +290,28 @@ pub fn icmp6_error(
     src: Ipv6Addr,
     out: &mut [u8],
 ) -> Result<usize, Suppressed> {
-    let Some(fixed) = orig.get(..40) else {
-        return Err(Suppressed::Truncated);
-    };
-    if fixed.first().copied().unwrap_or(0) >> 4 != 6 {
+    // The original may be cut short: an unchecked view over at least its fixed header.
+    if orig.len() < ipv6::HEADER_LEN {
         return Err(Suppressed::Truncated);
     }
-    let mut a = [0u8; 16];
-    a.copy_from_slice(fixed.get(8..24).ok_or(Suppressed::Truncated)?);
-    let orig_src = Ipv6Addr::from(a);
-    a.copy_from_slice(fixed.get(24..40).ok_or(Suppressed::Truncated)?);
-    let orig_dst = Ipv6Addr::from(a);
-    let payload_len = usize::from(u16::from_be_bytes([
-        fixed.get(4).copied().unwrap_or(0),
-        fixed.get(5).copied().unwrap_or(0),
-    ]));
-    let have = orig.len().min(40 + payload_len);
-    let next = fixed.get(6).copied().unwrap_or(0);
+    let o = Ipv6Packet::new_unchecked(orig);
+    if o.version() != 6 {
+        return Err(Suppressed::Truncated);
+    }
+    let orig_src = o.src_addr();
+    let orig_dst = o.dst_addr();
+    let have = orig
+        .len()
+        .min(ipv6::HEADER_LEN + usize::from(o.payload_len()));
+    let next = o.next_header();
     // What the packet carries: an unreadable chain is answered as if it held no ICMPv6.
-    if let Ok(ext) = walk_extension_headers(next, orig.get(40..have).unwrap_or(&[])) {
+    if let Ok(ext) = walk_extension_headers(next, orig.get(ipv6::HEADER_LEN..have).unwrap_or(&[])) {
         if ext.is_later_fragment() {
             return Err(Suppressed::NotFirstFragment);
         }
-        if ext.upper_protocol == 58 {
-            match orig.get(40 + ext.upper_offset) {
-                Some(&t) if t < 128 => return Err(Suppressed::IcmpError),
+        if ext.upper_protocol == ip_proto::ICMPV6 {
+            match orig.get(ipv6::HEADER_LEN + ext.upper_offset) {
+                Some(&t) if icmpv6::is_error(t) => return Err(Suppressed::IcmpError),
                 Some(_) => {}
                 None => return Err(Suppressed::Truncated),
             }
@@ -351,18 +333,20 @@ pub fn icmp6_error(
     if out.len() < total {
         return Err(Suppressed::NoRoom);
     }
-    let plen = ((8 + q) as u16).to_be_bytes(); // at most 1240
-    write(out, 0, &[0x60, 0, 0, 0, plen[0], plen[1], 58, 64])?;
-    write(out, 8, &src.octets())?;
-    write(out, 24, &orig_src.octets())?;
-    let (t, c) = kind.type_code();
-    let r = kind.rest();
-    write(out, 40, &[t, c, 0, 0, r[0], r[1], r[2], r[3]])?;
     write(out, 48, orig.get(..q).ok_or(Suppressed::Truncated)?)?;
-    let pseudo = checksum::pseudo_header_v6(&src, &orig_src, 58, (8 + q) as u32);
-    let body = checksum::ones_sum(out.get(40..total).ok_or(Suppressed::NoRoom)?);
-    let ck = !checksum::add(pseudo, body);
-    write(out, 42, &ck.to_be_bytes())?;
+    let (t, c) = kind.type_code();
+    let mut icmp = Icmpv6Packet::new_unchecked(out.get_mut(40..total).ok_or(Suppressed::NoRoom)?);
+    icmp.set_msg_type(t);
+    icmp.set_code(c);
+    icmp.set_body(u32::from_be_bytes(kind.rest()));
+    icmp.fill_checksum(&src, &orig_src);
+    let mut ip = Ipv6Packet::new_unchecked(out.get_mut(..total).ok_or(Suppressed::NoRoom)?);
+    ip.set_version_tc_flow(0, 0);
+    ip.set_payload_len((8 + q) as u16); // at most 1240
+    ip.set_next_header(ip_proto::ICMPV6);
+    ip.set_hop_limit(64);
+    ip.set_src_addr(&src);
+    ip.set_dst_addr(&orig_src);
     Ok(total)
 }
 
@@ -378,6 +362,7 @@ fn write(out: &mut [u8], at: usize, bytes: &[u8]) -> Result<(), Suppressed> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vfsr_wire::checksum;
     use proptest::prelude::*;
 
     const ROUTER4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 254);
