@@ -362,8 +362,8 @@ fn write(out: &mut [u8], at: usize, bytes: &[u8]) -> Result<(), Suppressed> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vfsr_wire::checksum;
     use proptest::prelude::*;
+    use vfsr_wire::checksum;
 
     const ROUTER4: Ipv4Addr = Ipv4Addr::new(192, 0, 2, 254);
 

@@ -7,7 +7,7 @@
 //! ```
 //!
 //! Each stage is a function from what it reads to an outcome enum; drops carry their
-//! [`DropReason`](crate::counters::DropReason). The worker (`worker.rs`) strings them
+//! [`DropReason`](crate::counters::DropReason). The worker (`worker/`) strings them
 //! together, counts, and sends ICMP errors.
 
 pub mod classify;

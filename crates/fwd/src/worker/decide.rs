@@ -1,0 +1,257 @@
+//! Pass 2 and 3 for a transit packet: the flow table's answer checked against the current
+//! snapshots, or route, ECMP and neighbor decided afresh (and cached in the flow table).
+
+use vfsr_fib::nexthop::NhSnapshot;
+use vfsr_flow::{FlowKey, KeyMode, Lookup};
+use vfsr_lpm::Lpm;
+use vfsr_wire::MacAddr;
+
+use crate::counters::{DropReason, Event};
+use crate::packet::{Batch, Verdict};
+use crate::port::Ports;
+use crate::stage::classify::punt_class;
+use crate::stage::ecmp::EcmpOutcome;
+use crate::stage::neighbor::NeighOutcome;
+use crate::stage::rewrite::{decrement_hop_limit, decrement_ttl4, set_macs};
+use crate::stage::route::{route, single, RouteOutcome};
+
+use super::neighbor::{epoch_of, neigh_current};
+use super::{FlowSlot, FlowState, FlowValue, Work, Worker};
+
+impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
+    /// The flow table's answer for `key`, checked against the current snapshots.
+    #[inline]
+    pub(super) fn flow_lookup(
+        &mut self,
+        fkey: &FlowKey,
+        fhash: u64,
+        now: u32,
+        fib_version: u64,
+        nh: &NhSnapshot,
+    ) -> FlowState {
+        let Some(table) = self.flow.as_mut() else {
+            return FlowState::None;
+        };
+        let arp = &mut self.arp;
+        let nd = &mut self.nd;
+        let epochs = &self.epochs;
+        let v6 = fkey.family() == vfsr_flow::Family::V6;
+        let valid = |v: &FlowValue| {
+            v.fib_version == fib_version
+                && entry_matches(nh, v.member, v.member_gen, v.member_version)
+                && (v.route_nh == v.member
+                    || entry_matches(nh, v.route_nh, v.route_gen, v.route_version))
+                && (epoch_of(epochs, v.oif) == v.neigh_epoch
+                    || neigh_current(arp, nd, v6, v.oif, v.neigh_id, v.neigh_gen))
+        };
+        match table.lookup_hashed(fkey, fhash, now, valid) {
+            Lookup::Hit(v) => {
+                self.counters.event(Event::FlowHit, 1);
+                FlowState::Hit(v)
+            }
+            Lookup::Stale(v) => {
+                self.counters.event(Event::FlowStale, 1);
+                FlowState::Stale(v)
+            }
+            Lookup::Miss => {
+                self.counters.event(Event::FlowMiss, 1);
+                FlowState::None
+            }
+        }
+    }
+
+    /// Pass 3 for one transit packet.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(super) fn finish(
+        &mut self,
+        batch: &mut Batch,
+        w: &Work,
+        slot: Option<&FlowSlot>,
+        fib_version: u64,
+        nh: &NhSnapshot,
+        ports: &Ports,
+        fib4: &E4,
+        fib6: &E6,
+        now: u32,
+        now_ns: u64,
+    ) -> Verdict {
+        let state = slot.map_or(FlowState::None, |f| f.state);
+        let value = match state {
+            FlowState::Hit(v) => v,
+            FlowState::None | FlowState::Stale(_) => {
+                let stale = match state {
+                    FlowState::Stale(v) => Some(v),
+                    _ => None,
+                };
+                match self.decide(batch, w, stale, fib_version, nh, ports, fib4, fib6, now_ns) {
+                    Ok(v) => {
+                        if let (Some(f), Some(slot)) = (self.flow.as_mut(), slot) {
+                            f.insert_hashed(slot.fkey, slot.fhash, v, now);
+                        }
+                        v
+                    }
+                    Err(verdict) => return verdict,
+                }
+            }
+        };
+        self.output(batch, w, &value, ports, fib4, fib6, nh, now_ns)
+    }
+
+    /// Route, ECMP and neighbor for a packet the flow table did not answer: the value to
+    /// cache, or the packet's final verdict.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn decide(
+        &mut self,
+        batch: &mut Batch,
+        w: &Work,
+        stale: Option<FlowValue>,
+        fib_version: u64,
+        nh: &NhSnapshot,
+        ports: &Ports,
+        fib4: &E4,
+        fib6: &E6,
+        now_ns: u64,
+    ) -> Result<FlowValue, Verdict> {
+        let (route_gen, route_version) = nh.get(w.nh).map_or((0, 0), |e| (e.gen, e.version));
+        let outcome = route(w.nh, nh);
+        let single_out = match outcome {
+            RouteOutcome::Group {
+                nh: g,
+                members,
+                weights,
+            } => {
+                // Stateful ECMP: a known flow keeps its member while it is in the group.
+                let kept = stale.and_then(|old| {
+                    (members.contains(&old.member)
+                        && entry_matches(nh, old.member, old.member_gen, old.member_version))
+                    .then_some(old.member)
+                });
+                let member = match kept {
+                    Some(m) => {
+                        if stale
+                            .is_some_and(|o| o.route_nh != g || o.route_version != route_version)
+                        {
+                            self.counters.event(Event::EcmpKept, 1);
+                        }
+                        m
+                    }
+                    None => {
+                        let hash = self.hasher.hash_fields(&w.key(), self.config.ecmp_fields);
+                        let from = stale.map(|o| o.route_nh).filter(|&o| o != g);
+                        match self.groups.select(
+                            g,
+                            route_gen,
+                            route_version,
+                            members,
+                            weights,
+                            hash,
+                            from,
+                        ) {
+                            EcmpOutcome::Member(m) => m,
+                            EcmpOutcome::Drop(r) => return Err(self.drop(r)),
+                        }
+                    }
+                };
+                match nh.get(member).and_then(|e| single(member, &e.forward)) {
+                    Some(o) => o,
+                    None => return Err(self.drop(DropReason::EcmpEmpty)),
+                }
+            }
+            o => o,
+        };
+        let (member, ifindex, gateway) = match single_out {
+            RouteOutcome::Via {
+                nh: m,
+                ifindex,
+                gateway,
+            } => (m, ifindex, gateway),
+            RouteOutcome::Local => {
+                let (proto, ports_l4) = (w.proto, (w.sport, w.dport));
+                let icmp6 = None;
+                return Err(self.punt(punt_class(proto, ports_l4, icmp6)));
+            }
+            RouteOutcome::Drop { reason, icmp } => {
+                if icmp {
+                    self.unreachable(batch, w, reason, ports, fib4, fib6, nh, now_ns);
+                }
+                return Err(self.drop(reason));
+            }
+            RouteOutcome::Group { .. } => return Err(self.drop(DropReason::EcmpEmpty)),
+        };
+        let (member_gen, member_version) = nh.get(member).map_or((0, 0), |e| (e.gen, e.version));
+        if ports.get(ifindex).is_none() {
+            return Err(self.drop(DropReason::NoEgressPort));
+        }
+        let target = gateway.unwrap_or_else(|| w.dst_addr());
+        let found = if gateway.is_some() {
+            self.neighbor_of_gateway(member, member_gen, member_version, ifindex, target)
+        } else {
+            self.neighbor_lookup(ifindex, target)
+        };
+        match found {
+            NeighOutcome::Resolved { mac, id, gen } => Ok(FlowValue {
+                fib_version,
+                neigh_gen: gen,
+                route_nh: w.nh,
+                route_gen,
+                route_version,
+                member,
+                member_gen,
+                member_version,
+                oif: ifindex,
+                neigh_id: id,
+                neigh_epoch: epoch_of(&self.epochs, ifindex),
+                mac,
+            }),
+            NeighOutcome::Miss => {
+                // The control plane holds it; it goes out with TTL already decremented.
+                if let Some(p) = batch.packets.get_mut(w.idx) {
+                    if let Some(port) = ports.get(ifindex) {
+                        let frame = p.frame_mut();
+                        if w.v6 {
+                            decrement_hop_limit(frame);
+                        } else {
+                            decrement_ttl4(frame);
+                        }
+                        set_macs(frame, MacAddr([0; 6]), port.mac);
+                    }
+                    p.oif = ifindex;
+                }
+                self.counters.held();
+                Err(Verdict::Resolve {
+                    ifindex,
+                    nexthop: target,
+                })
+            }
+            NeighOutcome::Failed => {
+                let reason = DropReason::NeighborFailed;
+                self.unreachable(batch, w, reason, ports, fib4, fib6, nh, now_ns);
+                Err(self.drop(reason))
+            }
+        }
+    }
+}
+
+/// The flow table's key for a packet's 5-tuple.
+#[inline]
+pub(super) fn flow_key(mode: KeyMode, key: &FlowKey) -> FlowKey {
+    match mode {
+        KeyMode::FiveTuple => *key,
+        KeyMode::Addresses => key.l3_only(),
+        KeyMode::Destination => FlowKey::destination(key.dst()),
+    }
+}
+
+/// Milliseconds, the flow table's tick.
+#[inline]
+pub(super) fn tick(now_ns: u64) -> u32 {
+    (now_ns / 1_000_000) as u32
+}
+
+/// Whether next hop `index` still has generation `gen` and version `version`.
+#[inline]
+pub(super) fn entry_matches(nh: &NhSnapshot, index: u32, gen: u32, version: u32) -> bool {
+    nh.get(index)
+        .is_some_and(|e| e.gen == gen && e.version == version)
+}

@@ -1,0 +1,545 @@
+//! A forwarding worker: the stages strung together over a batch.
+//!
+//! ```text
+//!   Batch.packets ─┬─ pass 1, per packet: eth_input → ip4/ip6_input → classify → ttl
+//!                  │     punts, drops and expiries end here; transit packets become work
+//!                  ├─ pass 2: flow table lookup per packet (split+flow), then one bulk FIB
+//!                  │     lookup per family for the misses and stale entries
+//!                  └─ pass 3, per packet: route → ecmp → neighbor → mtu → rewrite → verdict
+//!                        (a flow hit skips route, ecmp and neighbor: its entry holds them)
+//! ```
+//!
+//! **What a worker owns** (nothing of it is shared or locked): its flow table, its ECMP
+//! bucket tables, its ICMP token bucket, its counters and scratch arrays. **What it reads**:
+//! the published FIB snapshots (one `load` per family per batch, held for the batch), the
+//! published next-hop table, and each port's ARP and ND snapshots through per-worker caches
+//! (one atomic read per use while nothing changed). It never waits for the control plane.
+//!
+//! **Flow entries are checked, not trusted.** An entry holds the FIB version it was made
+//! under, the route's and the member's next-hop generation and version, and the neighbor's
+//! `(id, gen)`. A hit is used only if all still match; otherwise the entry is stale and is
+//! recomputed, and the flow keeps its ECMP member if the member is still in the route's
+//! group (stateful ECMP), even when the group itself changed.
+//!
+//! **Counting.** Every packet ends in one [`Outcome`](crate::counters::Outcome); drops carry
+//! a [`DropReason`]. After each batch the worker copies its counters to its
+//! [`SharedCounters`] for readers on other threads.
+//!
+//! **Files.** This one holds the worker's state and [`Worker::process`], the orchestration of
+//! the passes. The rest, one concern each:
+//!
+//! | file | what |
+//! | --- | --- |
+//! | `input.rs` | pass 1: the input stages for one packet, a transit packet becoming work |
+//! | `decide.rs` | the flow table's answer checked against the snapshots; route, ECMP, neighbor |
+//! | `neighbor.rs` | per-port snapshot epochs, the gateway neighbor memo, table lookups |
+//! | `output.rs` | MTU, rewrite and verdict; fragmentation; buffers and Ethernet headers |
+//! | `icmp.rs` | ICMP errors the worker originates, rate-limited, routed back |
+
+mod decide;
+mod icmp;
+mod input;
+mod neighbor;
+mod output;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
+
+use vfsr_cpu::prefetch;
+use vfsr_fib::nexthop::NhReader;
+use vfsr_fib::FibReader;
+use vfsr_flow::{FlowConfig, FlowHasher, FlowKey, FlowTable, HashFields, KeyMode};
+use vfsr_lpm::Lpm;
+use vfsr_neigh::NeighborCache;
+use vfsr_wire::MacAddr;
+
+use self::decide::{flow_key, tick};
+use crate::counters::{Counters, DropReason, Event, PuntClass, SharedCounters};
+use crate::packet::{Batch, Packet, Verdict};
+use crate::port::Ports;
+use crate::profile::{Clock, Profile, Stage};
+use crate::ratelimit::TokenBucket;
+use crate::stage::ecmp::EcmpGroups;
+
+/// How a worker behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// Packets per batch the runtime hands over (the worker takes any size).
+    pub batch_size: usize,
+    /// The flow table's size and idle timeout; `None` runs without a flow table.
+    pub flow: Option<FlowConfig>,
+    /// What a flow is: the 5-tuple ([`KeyMode::FiveTuple`]) or the destination only
+    /// ([`KeyMode::Destination`], the FreeBSD paper's second mode).
+    pub flow_key: KeyMode,
+    /// Which fields pick an ECMP member.
+    pub ecmp_fields: HashFields,
+    /// Fragment IPv4 packets without DF that exceed the egress MTU (else drop them).
+    pub fragment: bool,
+    /// ICMP errors per second this worker may send.
+    pub icmp_rate: u32,
+    /// ICMP errors it may send at once.
+    pub icmp_burst: u32,
+    /// Flow-table buckets visited for idle entries after each batch.
+    pub gc_budget: usize,
+    /// List the packets whose forwarding decision depends on the destination alone in
+    /// [`Batch::offload`].
+    pub report_offload: bool,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig {
+            batch_size: 32,
+            flow: Some(FlowConfig::default()),
+            flow_key: KeyMode::FiveTuple,
+            ecmp_fields: HashFields::FiveTuple,
+            fragment: true,
+            icmp_rate: TokenBucket::DEFAULT_RATE,
+            icmp_burst: TokenBucket::DEFAULT_BURST,
+            gc_budget: 16,
+            report_offload: false,
+        }
+    }
+}
+
+/// What a flow entry caches: the forwarding decision and the versions it was made from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FlowValue {
+    fib_version: u64,
+    neigh_gen: u64,
+    /// The FIB's answer (a single next hop or a group).
+    route_nh: u32,
+    route_gen: u32,
+    route_version: u32,
+    /// The single next hop used (equal to `route_nh` without ECMP).
+    member: u32,
+    member_gen: u32,
+    member_version: u32,
+    oif: u32,
+    neigh_id: u32,
+    /// The egress port's epoch when the neighbor was looked up (or last checked).
+    neigh_epoch: u32,
+    mac: MacAddr,
+}
+
+/// What a worker knows of a port's neighbor snapshots at the start of a batch.
+#[derive(Clone, Copy, Debug, Default)]
+struct PortEpoch {
+    /// Publication serials of the ARP and ND snapshots (not their addresses: a freed
+    /// snapshot's address can come back for a newer one).
+    arp: u64,
+    nd: u64,
+    /// Moves whenever `arp` or `nd` does; never 0 once seen.
+    epoch: u32,
+}
+
+/// A worker's memo of a gateway next hop's neighbor: the LLE reference the FreeBSD design
+/// lets L3 keep, checked by generation on every use (never trusted).
+#[derive(Clone, Copy, Debug, Default)]
+struct Adj {
+    /// The next-hop entry it was made for (index + 1, generation, version; 0 = empty).
+    tag: u32,
+    nh_gen: u32,
+    nh_version: u32,
+    ifindex: u32,
+    id: u32,
+    gen: u64,
+    mac: MacAddr,
+    /// The port's epoch when last checked.
+    epoch: u32,
+}
+
+/// Batches between two copies of the counters to the shared block (about 30 µs at line
+/// rate; a copy is some 70 stores).
+pub const COUNTER_FLUSH: u64 = 16;
+
+/// Largest next-hop index with a neighbor memo.
+const MAX_ADJ: u32 = 1 << 20;
+
+/// Where a transit packet stands between the passes.
+#[derive(Clone, Copy, Debug)]
+struct Work {
+    idx: usize,
+    v6: bool,
+    link_bcast: bool,
+    /// IP length (total length, or 40 + payload length).
+    ip_len: usize,
+    df: bool,
+    /// Addresses (IPv4 in the low 32 bits), protocol and ports: the flow key is made from
+    /// them only when something needs it (flow table, ECMP, a punt's class).
+    src: u128,
+    dst: u128,
+    proto: u8,
+    sport: u16,
+    dport: u16,
+    /// The FIB's answer, once looked up.
+    nh: u32,
+}
+
+impl Work {
+    /// The packet's 5-tuple key.
+    #[inline]
+    fn key(&self) -> FlowKey {
+        if self.v6 {
+            FlowKey::v6(
+                Ipv6Addr::from(self.src),
+                Ipv6Addr::from(self.dst),
+                self.proto,
+                self.sport,
+                self.dport,
+            )
+        } else {
+            FlowKey::v4(
+                Ipv4Addr::from(self.src as u32),
+                Ipv4Addr::from(self.dst as u32),
+                self.proto,
+                self.sport,
+                self.dport,
+            )
+        }
+    }
+
+    /// The destination address.
+    #[inline]
+    fn dst_addr(&self) -> IpAddr {
+        if self.v6 {
+            IpAddr::V6(Ipv6Addr::from(self.dst))
+        } else {
+            IpAddr::V4(Ipv4Addr::from(self.dst as u32))
+        }
+    }
+}
+
+/// A work item's flow-table state (kept apart: only a worker with a flow table has them).
+#[derive(Clone, Copy, Debug)]
+struct FlowSlot {
+    fkey: FlowKey,
+    fhash: u64,
+    state: FlowState,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum FlowState {
+    /// No flow table, or a miss.
+    None,
+    /// A stale entry: recompute, keeping its member if possible.
+    Stale(FlowValue),
+    /// A valid entry: use it.
+    Hit(FlowValue),
+}
+
+/// A forwarding worker over IPv4 engine `E4` and IPv6 engine `E6`.
+pub struct Worker<E4, E6> {
+    config: WorkerConfig,
+    fib4: FibReader<E4>,
+    fib6: FibReader<E6>,
+    nh: NhReader,
+    /// Taken out for the length of a batch (no reference-count traffic shared with the
+    /// other workers), put back at its end.
+    ports: Option<Arc<Ports>>,
+    arp: Vec<Option<NeighborCache<Ipv4Addr>>>,
+    nd: Vec<Option<NeighborCache<Ipv6Addr>>>,
+    /// Per port: the ARP and ND snapshots seen at the start of the batch (by address) and
+    /// an epoch that moves when either changes. A cached neighbor reference made in the
+    /// current epoch needs no further check.
+    epochs: Vec<PortEpoch>,
+    flow: Option<FlowTable<FlowValue>>,
+    hasher: FlowHasher,
+    groups: EcmpGroups,
+    adj: Vec<Adj>,
+    icmp: TokenBucket,
+    counters: Counters,
+    shared: Arc<SharedCounters>,
+    ident: u16,
+    batches: u64,
+    spare: Vec<Packet>,
+    work: Vec<Work>,
+    flows: Vec<FlowSlot>,
+    dst4: Vec<u32>,
+    nh4: Vec<u32>,
+    dst6: Vec<u128>,
+    nh6: Vec<u32>,
+    /// Cycles per stage, when profiling (`None`: one branch per stage boundary).
+    profile: Option<Box<Profile>>,
+}
+
+impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
+    /// A worker reading these FIBs, next-hop table and ports.
+    pub fn new(
+        config: WorkerConfig,
+        fib4: FibReader<E4>,
+        fib6: FibReader<E6>,
+        nh: NhReader,
+        ports: Arc<Ports>,
+    ) -> Self {
+        let bound = ports.index_bound();
+        let mut arp = Vec::with_capacity(bound);
+        let mut nd = Vec::with_capacity(bound);
+        for i in 0..bound {
+            let p = u32::try_from(i).ok().and_then(|i| ports.get(i));
+            arp.push(p.map(|p| p.arp.cache()));
+            nd.push(p.map(|p| p.nd.cache()));
+        }
+        let seed = config.flow.map_or(0, |f| f.seed);
+        let cap = config.batch_size.max(1);
+        Worker {
+            flow: config.flow.map(FlowTable::new),
+            hasher: FlowHasher::new(seed ^ 0x6563_6d70),
+            groups: EcmpGroups::new(),
+            adj: Vec::new(),
+            icmp: TokenBucket::new(config.icmp_rate, config.icmp_burst),
+            counters: Counters::default(),
+            shared: Arc::new(SharedCounters::default()),
+            ident: 0,
+            batches: 0,
+            spare: Vec::new(),
+            work: Vec::with_capacity(cap),
+            flows: Vec::with_capacity(cap),
+            dst4: Vec::with_capacity(cap),
+            nh4: Vec::with_capacity(cap),
+            dst6: Vec::with_capacity(cap),
+            nh6: Vec::with_capacity(cap),
+            profile: None,
+            config,
+            fib4,
+            fib6,
+            nh,
+            ports: Some(ports),
+            epochs: vec![PortEpoch::default(); bound],
+            arp,
+            nd,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &WorkerConfig {
+        &self.config
+    }
+
+    /// This worker's counters (its own copy, current).
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    /// The block this worker publishes its counters to after each batch.
+    pub fn shared(&self) -> Arc<SharedCounters> {
+        Arc::clone(&self.shared)
+    }
+
+    /// The flow table's counters, if it has one.
+    pub fn flow_counters(&self) -> Option<vfsr_flow::FlowCounters> {
+        self.flow.as_ref().map(|f| *f.counters())
+    }
+
+    /// Entries in the flow table.
+    pub fn flow_len(&self) -> usize {
+        self.flow.as_ref().map_or(0, |f| f.len())
+    }
+
+    /// Resizes the flow table at run time (entries are kept while they fit); returns the
+    /// new capacity, or 0 without a flow table.
+    pub fn resize_flow_table(&mut self, capacity: usize, now_ns: u64) -> usize {
+        match self.flow.as_mut() {
+            Some(f) => {
+                f.resize(capacity, tick(now_ns));
+                f.capacity()
+            }
+            None => 0,
+        }
+    }
+
+    /// Sets the flow table's idle timeout, in milliseconds.
+    pub fn set_flow_idle_timeout(&mut self, ms: u32) {
+        if let Some(f) = self.flow.as_mut() {
+            f.set_idle_timeout(ms);
+        }
+    }
+
+    /// Gives buffers back for the packets the worker generates (ICMP errors, fragments).
+    pub fn recycle(&mut self, packets: impl IntoIterator<Item = Packet>) {
+        for p in packets {
+            if self.spare.len() < 1024 {
+                self.spare.push(p);
+            }
+        }
+    }
+
+    /// Starts (or restarts) a per-stage profile of this worker's batches (see
+    /// [`crate::profile`]): TSC timestamps around each stage, seven reads per batch.
+    pub fn enable_profile(&mut self) {
+        self.profile = Some(Box::default());
+    }
+
+    /// The profile taken since [`Worker::enable_profile`], if any.
+    pub fn profile(&self) -> Option<&Profile> {
+        self.profile.as_deref()
+    }
+
+    /// Processes one batch at time `now_ns` (monotonic nanoseconds): fills
+    /// `batch.verdicts` (one per packet) and appends generated packets to
+    /// `batch.generated`.
+    pub fn process(&mut self, batch: &mut Batch, now_ns: u64) {
+        let mut clock = self.profile.is_some().then(Clock::start);
+        macro_rules! mark {
+            ($stage:expr) => {
+                if let (Some(c), Some(p)) = (clock.as_mut(), self.profile.as_deref_mut()) {
+                    c.mark(p, $stage);
+                }
+            };
+        }
+        let n = batch.packets.len();
+        batch.verdicts.clear();
+        batch.verdicts.resize(n, Verdict::Consumed);
+        batch.offload.clear();
+        self.work.clear();
+        self.refresh_epochs();
+        let fib4 = self.fib4.load();
+        let fib6 = self.fib6.load();
+        let nh = self.nh.load();
+        self.counters.event(Event::Rx, n as u64);
+        let Some(ports) = self.ports.take() else {
+            // Only a batch that panicked half-way could leave it out; none can.
+            for v in batch.verdicts.iter_mut() {
+                *v = self.drop(DropReason::NoIngressPort);
+            }
+            return;
+        };
+        // The headers of the whole batch are requested from memory at once: frames arrive
+        // in buffers the NIC (or the previous batch) wrote a while ago, no longer in L1.
+        for p in &batch.packets {
+            prefetch(p.frame().as_ptr());
+        }
+        mark!(Stage::Rx);
+
+        // Pass 1: input, classification, TTL.
+        for idx in 0..n {
+            let v = self.input(batch, idx, &ports, &fib4.engine, &fib6.engine, &nh, now_ns);
+            if let Some(v) = v {
+                if let Some(slot) = batch.verdicts.get_mut(idx) {
+                    *slot = v;
+                }
+            }
+        }
+        mark!(Stage::Input);
+
+        // Pass 2: flow table, then bulk FIB lookups for what it did not answer.
+        let now = tick(now_ns);
+        let mut work = std::mem::take(&mut self.work);
+        let mut flows = std::mem::take(&mut self.flows);
+        flows.clear();
+        if let Some(table) = self.flow.as_ref() {
+            // Hash and prefetch the whole batch first, so the misses overlap.
+            let mode = self.config.flow_key;
+            for w in &work {
+                let fkey = flow_key(mode, &w.key());
+                let fhash = table.hash(&fkey);
+                table.prefetch_hash(fhash);
+                flows.push(FlowSlot {
+                    fkey,
+                    fhash,
+                    state: FlowState::None,
+                });
+            }
+            for (w, f) in work.iter().zip(flows.iter_mut()) {
+                let version = if w.v6 { fib6.version } else { fib4.version };
+                f.state = self.flow_lookup(&f.fkey, f.fhash, now, version, &nh);
+            }
+        }
+        mark!(Stage::Flow);
+        let hit = |flows: &[FlowSlot], i: usize| {
+            flows
+                .get(i)
+                .is_some_and(|f| matches!(f.state, FlowState::Hit(_)))
+        };
+        self.dst4.clear();
+        self.dst6.clear();
+        for (i, w) in work.iter().enumerate() {
+            if hit(&flows, i) {
+                continue;
+            }
+            if w.v6 {
+                self.dst6.push(w.dst);
+            } else {
+                self.dst4.push(w.dst as u32);
+            }
+        }
+        self.nh4.clear();
+        self.nh4.resize(self.dst4.len(), 0);
+        fib4.engine.lookup_bulk(&self.dst4, &mut self.nh4);
+        self.nh6.clear();
+        self.nh6.resize(self.dst6.len(), 0);
+        fib6.engine.lookup_bulk(&self.dst6, &mut self.nh6);
+        let (mut i4, mut i6) = (0usize, 0usize);
+        for (i, w) in work.iter_mut().enumerate() {
+            if hit(&flows, i) {
+                continue;
+            }
+            if w.v6 {
+                w.nh = self.nh6.get(i6).copied().unwrap_or(0);
+                i6 += 1;
+            } else {
+                w.nh = self.nh4.get(i4).copied().unwrap_or(0);
+                i4 += 1;
+            }
+        }
+        mark!(Stage::Fib);
+
+        // Pass 3: next hop, neighbor, MTU, rewrite.
+        for (i, w) in work.iter().enumerate() {
+            let version = if w.v6 { fib6.version } else { fib4.version };
+            let v = self.finish(
+                batch,
+                w,
+                flows.get(i),
+                version,
+                &nh,
+                &ports,
+                &fib4.engine,
+                &fib6.engine,
+                now,
+                now_ns,
+            );
+            if let Some(slot) = batch.verdicts.get_mut(w.idx) {
+                *slot = v;
+            }
+        }
+        mark!(Stage::Output);
+        self.work = work;
+        self.flows = flows;
+        self.ports = Some(ports);
+
+        if let Some(f) = self.flow.as_mut() {
+            let before = f.counters().evictions;
+            f.gc(now, self.config.gc_budget);
+            let evicted = f.counters().evictions - before;
+            self.counters.event(Event::FlowEvicted, evicted);
+        }
+        self.batches = self.batches.wrapping_add(1);
+        if self.batches.is_multiple_of(COUNTER_FLUSH) {
+            self.shared.store(&self.counters);
+        }
+        mark!(Stage::Counters);
+        if let Some(p) = self.profile.as_deref_mut() {
+            p.packets += n as u64;
+            p.batches += 1;
+        }
+    }
+
+    /// Copies the counters to the shared block now (the worker does so every
+    /// `COUNTER_FLUSH` batches by itself; a runtime calls this when a worker goes idle).
+    pub fn flush_counters(&self) {
+        self.shared.store(&self.counters);
+    }
+
+    #[inline]
+    fn drop(&mut self, reason: DropReason) -> Verdict {
+        self.counters.drop(reason);
+        Verdict::Drop(reason)
+    }
+
+    #[inline]
+    fn punt(&mut self, class: PuntClass) -> Verdict {
+        self.counters.punt(class);
+        Verdict::Punt(class)
+    }
+}

@@ -1,0 +1,158 @@
+//! The end of a forwarded packet: MTU, rewrite and the verdict; IPv4 fragmentation; the
+//! buffers and Ethernet headers of packets the worker makes.
+
+use vfsr_fib::nexthop::NhSnapshot;
+use vfsr_lpm::Lpm;
+use vfsr_wire::ethernet::EthernetFrame;
+use vfsr_wire::MacAddr;
+
+use crate::counters::{DropReason, Event};
+use crate::frag::Fragmenter;
+use crate::icmp_error::{Icmp4Error, Icmp6Error};
+use crate::packet::{Batch, Packet, Verdict, DEFAULT_BUFFER};
+use crate::port::{Port, Ports};
+use crate::stage::eth_input::{ETHERTYPE_IPV4, ETH_HEADER};
+use crate::stage::mtu::{mtu4, mtu6, MtuOutcome};
+use crate::stage::rewrite::{decrement_hop_limit, decrement_ttl4, set_macs};
+
+use super::icmp::ErrorKind;
+use super::{FlowValue, Work, Worker};
+
+impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
+    /// MTU and rewrite, once the next hop and its MAC are known.
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    pub(super) fn output(
+        &mut self,
+        batch: &mut Batch,
+        w: &Work,
+        v: &FlowValue,
+        ports: &Ports,
+        fib4: &E4,
+        fib6: &E6,
+        nh: &NhSnapshot,
+        now_ns: u64,
+    ) -> Verdict {
+        let Some(port) = ports.get(v.oif) else {
+            return self.drop(DropReason::NoEgressPort);
+        };
+        let verdict = if w.v6 {
+            mtu6(w.ip_len, port.mtu)
+        } else {
+            mtu4(
+                u16::try_from(w.ip_len).unwrap_or(u16::MAX),
+                w.df,
+                port.mtu,
+                self.config.fragment,
+            )
+        };
+        match verdict {
+            MtuOutcome::Fits => {
+                let Some(p) = batch.packets.get_mut(w.idx) else {
+                    return self.drop(DropReason::NoEgressPort);
+                };
+                let frame = p.frame_mut();
+                if w.v6 {
+                    decrement_hop_limit(frame);
+                } else {
+                    decrement_ttl4(frame);
+                }
+                set_macs(frame, v.mac, port.mac);
+                p.oif = v.oif;
+                if self.config.report_offload && v.route_nh == v.member {
+                    batch.offload.push(w.idx as u32);
+                }
+                self.counters.forwarded();
+                Verdict::Forward { oif: v.oif }
+            }
+            MtuOutcome::FragNeeded { mtu } => {
+                let kind = Icmp4Error::FragNeeded { mtu };
+                self.error_for(batch, w, ErrorKind::V4(kind), ports, fib4, fib6, nh, now_ns);
+                self.drop(DropReason::MtuExceededDf)
+            }
+            MtuOutcome::TooBig { mtu } => {
+                let kind = Icmp6Error::PacketTooBig {
+                    mtu: u32::from(mtu),
+                };
+                self.error_for(batch, w, ErrorKind::V6(kind), ports, fib4, fib6, nh, now_ns);
+                self.drop(DropReason::MtuExceeded6)
+            }
+            MtuOutcome::Disabled => self.drop(DropReason::FragmentationDisabled),
+            MtuOutcome::Fragment { mtu } => self.fragment(batch, w, v, port, mtu),
+        }
+    }
+
+    /// Splits an IPv4 packet into fragments that fit `mtu` and queues them.
+    pub(super) fn fragment(
+        &mut self,
+        batch: &mut Batch,
+        w: &Work,
+        v: &FlowValue,
+        port: &Port,
+        mtu: u16,
+    ) -> Verdict {
+        let Some(p) = batch.packets.get_mut(w.idx) else {
+            return self.drop(DropReason::FragmentFailed);
+        };
+        decrement_ttl4(p.frame_mut());
+        let ip = p
+            .frame()
+            .get(ETH_HEADER..ETH_HEADER + w.ip_len)
+            .unwrap_or(&[]);
+        let mut frags = match Fragmenter::new(ip, usize::from(mtu)) {
+            Ok(f) => f,
+            Err(_) => return self.drop(DropReason::FragmentFailed),
+        };
+        let start = batch.generated.len();
+        loop {
+            let mut out = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| Packet::with_capacity(DEFAULT_BUFFER));
+            let need = ETH_HEADER + usize::from(mtu);
+            if out.capacity() < need {
+                out = Packet::with_capacity(need.max(DEFAULT_BUFFER));
+            }
+            let buf = out.buffer_mut();
+            write_eth(buf, v.mac, port.mac, ETHERTYPE_IPV4);
+            match frags.write_next(buf.get_mut(ETH_HEADER..).unwrap_or(&mut [])) {
+                Ok(Some(len)) => {
+                    out.set_len(ETH_HEADER + len);
+                    out.iif = p.iif;
+                    out.oif = v.oif;
+                    batch.generated.push(out);
+                }
+                Ok(None) => {
+                    self.spare.push(out);
+                    break;
+                }
+                Err(_) => {
+                    self.spare.push(out);
+                    let made: Vec<Packet> = batch.generated.drain(start..).collect();
+                    self.recycle(made);
+                    return self.drop(DropReason::FragmentFailed);
+                }
+            }
+        }
+        let made = (batch.generated.len() - start) as u64;
+        self.counters.event(Event::FragmentsMade, made);
+        self.counters.forwarded();
+        Verdict::Consumed
+    }
+
+    /// A buffer for a packet the worker makes: a recycled one, else a new one.
+    pub(super) fn take_buffer(&mut self) -> Packet {
+        self.spare
+            .pop()
+            .unwrap_or_else(|| Packet::with_capacity(DEFAULT_BUFFER))
+    }
+}
+
+/// Writes an Ethernet header at the start of `buf`.
+#[inline]
+pub(super) fn write_eth(buf: &mut [u8], dst: MacAddr, src: MacAddr, ethertype: u16) {
+    let mut eth = EthernetFrame::new_unchecked(buf);
+    eth.set_dst(dst);
+    eth.set_src(src);
+    eth.set_ethertype(ethertype);
+}
