@@ -18,33 +18,17 @@
 //! that after random sequences of changes.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Bound;
+
+use rustc_hash::FxBuildHasher;
 
 use crate::key::Key;
 use crate::prefix::{NextHop, Prefix, Route, NO_ROUTE};
 use crate::{BuildError, LpmBuild};
 
-/// A multiplicative hash for bucket numbers (already well spread integers); SipHash would
-/// cost more than the bucket's own search.
-#[derive(Default)]
-struct BucketHasher(u64);
-
-impl Hasher for BucketHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-    fn write_u64(&mut self, v: u64) {
-        self.0 = v.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
-    }
-}
-
-type Buckets<K> = HashMap<u64, BTreeMap<Prefix<K>, NextHop>, BuildHasherDefault<BucketHasher>>;
+/// Buckets by number: rustc-hash's Fx hash (bucket numbers are already well spread integers;
+/// SipHash would cost more than the bucket's own search).
+type Buckets<K> = HashMap<u64, BTreeMap<Prefix<K>, NextHop>, FxBuildHasher>;
 
 /// The canonical table of one address family: one next hop per prefix, in (address, length)
 /// order, so that the routes inside a prefix form one contiguous range.
