@@ -32,7 +32,8 @@
 //! and length and has no duplicates.
 
 use std::collections::HashSet;
-use std::hash::{BuildHasherDefault, Hasher};
+
+use rustc_hash::FxBuildHasher;
 
 use vfsr_lpm::{Key, Prefix};
 
@@ -139,31 +140,9 @@ const V6_RIR_BLOCKS: usize = 6;
 /// Attempts to place one nested prefix before giving up on it.
 const NESTED_TRIES: usize = 32;
 
-/// A fast, fixed hasher for the per-length duplicate check (keys are generator-made).
-#[derive(Default)]
-struct MixHasher(u64);
-
-impl Hasher for MixHasher {
-    fn finish(&self) -> u64 {
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-        }
-    }
-
-    fn write_u128(&mut self, v: u128) {
-        let folded = (v as u64) ^ ((v >> 64) as u64).rotate_left(29);
-        self.0 = (self.0 ^ folded).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-}
-
-type FastSet = HashSet<u128, BuildHasherDefault<MixHasher>>;
+/// The per-length duplicate check: rustc-hash's Fx hash (keys are generator-made, no seed
+/// needed; only insertion is used, so the table does not depend on the hash).
+type FastSet = HashSet<u128, FxBuildHasher>;
 
 /// The left-aligned mask of the first `len` bits (`len <= 128`).
 fn mask(len: u8) -> u128 {
