@@ -645,9 +645,7 @@ impl Backend for PacketPort {
                 self.stats.rx_invalid += u64::from(self.cursor.left);
                 self.cursor.left = 0;
             }
-            let mut p = pool
-                .pop()
-                .unwrap_or_else(|| Packet::with_capacity(vfsr_packet::DEFAULT_BUFFER));
+            let mut p = Packet::take(pool);
             if !f.truncated && self.copy_frame(&f, &mut p) {
                 p.iif = self.ifindex;
                 p.oif = 0;

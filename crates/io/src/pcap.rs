@@ -289,9 +289,7 @@ impl Backend for PcapReader {
                 }
                 Err(e) => return Err(e),
             };
-            let mut p = pool
-                .pop()
-                .unwrap_or_else(|| Packet::with_capacity(vfsr_packet::DEFAULT_BUFFER));
+            let mut p = Packet::take(pool);
             if r.data.len() > p.capacity() || r.data.len() < r.orig_len as usize {
                 // Too large for a buffer, or cut short by the capture's snapshot length:
                 // forwarding a partial frame would send something that was never sent.

@@ -33,6 +33,15 @@ impl Packet {
         }
     }
 
+    /// A buffer from `pool` (the packets a backend or worker keeps for reuse), or a new one of
+    /// [`DEFAULT_BUFFER`] bytes when the pool is empty. What is taken keeps its old frame
+    /// and interfaces until the taker sets them.
+    #[inline]
+    pub fn take(pool: &mut Vec<Packet>) -> Packet {
+        pool.pop()
+            .unwrap_or_else(|| Packet::with_capacity(DEFAULT_BUFFER))
+    }
+
     /// A packet holding a copy of `frame`, received on `iif` (the buffer is at least
     /// [`DEFAULT_BUFFER`] bytes).
     pub fn from_frame(frame: &[u8], iif: u32) -> Packet {

@@ -259,9 +259,7 @@ pub fn run(a: &ReplayArgs) -> Result<(), String> {
             let Some(rec) = reader.next_record().map_err(|e| e.to_string())? else {
                 break;
             };
-            let mut p = pool
-                .pop()
-                .unwrap_or_else(|| Packet::with_capacity(vfsr_fwd::DEFAULT_BUFFER));
+            let mut p = Packet::take(&mut pool);
             if rec.data.len() > p.capacity() || rec.data.len() < rec.orig_len as usize {
                 // Larger than a buffer, or cut short by the capture's snapshot length.
                 refused += 1;

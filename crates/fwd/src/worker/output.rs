@@ -142,9 +142,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
 
     /// A buffer for a packet the worker makes: a recycled one, else a new one.
     pub(super) fn take_buffer(&mut self) -> Packet {
-        self.spare
-            .pop()
-            .unwrap_or_else(|| Packet::with_capacity(DEFAULT_BUFFER))
+        Packet::take(&mut self.spare)
     }
 }
 

@@ -302,9 +302,7 @@ impl Backend for XdpPort {
                 self.stats.rx_invalid += 1;
                 continue;
             }
-            let mut p = pool
-                .pop()
-                .unwrap_or_else(|| Packet::with_capacity(vfsr_packet::DEFAULT_BUFFER));
+            let mut p = Packet::take(pool);
             if d.len as usize > p.capacity() {
                 self.stats.rx_invalid += 1;
                 pool.push(p);
