@@ -98,9 +98,7 @@ impl Backend for MemPort {
         let mut n = 0;
         while n < max {
             let Some(frame) = q.rx.pop_front() else { break };
-            let mut p = pool
-                .pop()
-                .unwrap_or_else(|| Packet::with_capacity(vfsr_packet::DEFAULT_BUFFER));
+            let mut p = Packet::take(pool);
             if frame.len() > p.capacity() {
                 self.stats.rx_invalid += 1;
                 pool.push(p);

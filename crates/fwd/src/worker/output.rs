@@ -105,10 +105,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         };
         let start = batch.generated.len();
         loop {
-            let mut out = self
-                .spare
-                .pop()
-                .unwrap_or_else(|| Packet::with_capacity(DEFAULT_BUFFER));
+            let mut out = Packet::take(&mut self.spare);
             let need = ETH_HEADER + usize::from(mtu);
             if out.capacity() < need {
                 out = Packet::with_capacity(need.max(DEFAULT_BUFFER));
