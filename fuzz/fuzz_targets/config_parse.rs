@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::net::IpAddr;
 
 use libfuzzer_sys::fuzz_target;
-use vfsr_lpm::poptrie::Poptrie;
+use vfsr_lpm::radix::Radix;
 use vfsr_rib::{IpPrefix, Source};
 use vfsr_router::Router;
 use vfsr_wire::MacAddr;
@@ -87,8 +87,8 @@ fuzz_target!(|data: &[u8]| {
     let macs: Vec<MacAddr> = (0..plan.interfaces.len())
         .map(|i| MacAddr([2, 0, 0, 0, 0, i as u8 + 1]))
         .collect();
-    type R = Router<Poptrie<u32>, Poptrie<u128>>;
-    let Ok((built, _)) = router::build::<Poptrie<u32>, Poptrie<u128>>(&plan, &macs) else {
+    type R = Router<Radix<u32>, Radix<u128>>;
+    let Ok((built, _)) = router::build::<Radix<u32>, Radix<u128>>(&plan, &macs) else {
         return;
     };
     let built: R = built;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use vfsr_fwd::{Packet, PuntClass};
-use vfsr_lpm::poptrie::Poptrie;
+use vfsr_lpm::radix::Radix;
 use vfsr_router::Router;
 use vfsr_wire::ethernet::ethertype;
 use vfsr_wire::{checksum, ip_proto, EthernetFrame, Ipv4Packet, Ipv6Packet, MacAddr};
@@ -29,7 +29,7 @@ use vfsrd::control::{classify, frames, Control, CtlPort};
 use vfsrd::link::{MemLink, Wake};
 use vfsrd::router;
 
-type C = Control<Poptrie<u32>, Poptrie<u128>>;
+type C = Control<Radix<u32>, Radix<u128>>;
 
 const MACS: [MacAddr; 2] = [MacAddr([2, 0, 0, 0, 0, 1]), MacAddr([2, 0, 0, 0, 0, 2])];
 
@@ -54,9 +54,9 @@ via = "fd00::2"
 /// The control plane, the far ends of the ports' wires and of the TAPs.
 fn control() -> (C, Vec<MemLink>, Vec<MemLink>) {
     let plan = config::parse(CONFIG, None).expect("the fixed configuration checks");
-    let (r, _) = router::build::<Poptrie<u32>, Poptrie<u128>>(&plan, &MACS)
+    let (r, _) = router::build::<Radix<u32>, Radix<u128>>(&plan, &MACS)
         .expect("the fixed router builds");
-    let r: Router<Poptrie<u32>, Poptrie<u128>> = r;
+    let r: Router<Radix<u32>, Radix<u128>> = r;
     let specs = router::port_specs(&plan, &MACS);
     let (mut ports, mut wires, mut taps) = (Vec::new(), Vec::new(), Vec::new());
     for (i, spec) in specs.iter().enumerate() {

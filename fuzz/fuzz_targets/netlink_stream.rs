@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use libfuzzer_sys::fuzz_target;
-use vfsr_lpm::poptrie::Poptrie;
+use vfsr_lpm::radix::Radix;
 use vfsr_lpm::{Lpm, RouteMap};
 use vfsr_netlink::msg::{Message, Op, Route};
 use vfsr_netlink::{decode_into_marked, DecodeStats, DumpKind};
@@ -33,7 +33,7 @@ use vfsr_router::translate::{prefix_of, translate, Objects, Skip, SourceCounters
 use vfsr_router::{IfMap, PortSpec, Router, RouterConfig};
 use vfsr_wire::MacAddr;
 
-type R = Router<Poptrie<u32>, Poptrie<u128>>;
+type R = Router<Radix<u32>, Radix<u128>>;
 
 /// Port 1: kernel interface 2, its TAP 3; port 2: interface 4, no TAP.
 const PORTS: [(u32, u32, Option<u32>); 2] = [(1, 2, Some(3)), (2, 4, None)];
