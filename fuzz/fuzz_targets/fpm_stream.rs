@@ -10,9 +10,7 @@
 use std::io::Cursor;
 
 use libfuzzer_sys::fuzz_target;
-use vfsr_netlink::{
-    decode, decode_into, encode_into, DecodeStats, FpmReader, FpmStream, Message,
-};
+use vfsr_netlink::{decode, decode_into, encode_into, DecodeStats, FpmReader, FpmStream, Message};
 
 fn round_trip(msgs: &[Message]) {
     let mut bytes = Vec::new();

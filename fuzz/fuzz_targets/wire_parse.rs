@@ -32,7 +32,10 @@ fn ipv4(data: &[u8]) {
         return;
     };
     assert!((20..=60).contains(&p.header_len()));
-    assert_eq!(p.header_len() + p.payload().len(), usize::from(p.total_len()));
+    assert_eq!(
+        p.header_len() + p.payload().len(),
+        usize::from(p.total_len())
+    );
     let _ = (p.check_source(), p.options(), p.frag_offset());
     let t = five_tuple_v4(&p);
     assert_eq!(t.protocol, p.protocol());

@@ -115,3 +115,32 @@ proptest! {
         prop_assert_eq!(c.counters.frames_in, 1);
     }
 }
+
+/// Found by fuzzing (`fuzz/fuzz_targets/control_frames.rs`): an echo request sent to the
+/// Ethernet broadcast address (or to another station's MAC) was answered with that address
+/// as the reply's source MAC; the reply must leave from the port's own MAC.
+#[test]
+fn echo_reply_comes_from_the_port_mac_whatever_the_request_was_sent_to() {
+    let (mut c, wire) = control();
+    let mut ip = vec![
+        0x45, 0, 0, 32, 0, 1, 0x40, 0, 64, 1, 0, 0, 10, 0, 0, 2, 10, 0, 0, 1,
+    ];
+    let sum = vfsr_wire::checksum::checksum(&ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    let mut icmp = vec![8, 0, 0, 0, 0x12, 0x34, 0, 1, 1, 2, 3, 4];
+    let sum = vfsr_wire::checksum::checksum(&icmp);
+    icmp[2..4].copy_from_slice(&sum.to_be_bytes());
+    for dst in [MacAddr::BROADCAST, MacAddr([2, 0, 0, 0, 0x80, 1]), US] {
+        let mut f = Vec::new();
+        f.extend_from_slice(&dst.0);
+        f.extend_from_slice(&THEM.0);
+        f.extend_from_slice(&0x0800u16.to_be_bytes());
+        f.extend_from_slice(&ip);
+        f.extend_from_slice(&icmp);
+        c.input(0, &f, None);
+        let sent = wire.take();
+        assert_eq!(sent.len(), 1, "one echo reply to a request sent to {dst:?}");
+        assert_eq!(&sent[0][0..6], &THEM.0, "to the requester");
+        assert_eq!(&sent[0][6..12], &US.0, "from the port's MAC, not {dst:?}");
+    }
+}

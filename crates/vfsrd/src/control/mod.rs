@@ -493,9 +493,17 @@ where
     }
 
     fn echo(&mut self, i: usize, frame: &[u8]) -> bool {
+        let Some(mac) = self.ports.get(i).map(|p| p.mac) else {
+            return false;
+        };
         let mut reply = frame.to_vec();
         if !frames::echo_reply_in_place(&mut reply) {
             return false;
+        }
+        // The reply leaves from the port's own MAC, whatever the request was sent to: a
+        // broadcast (a source MAC must be unicast) or another station's MAC.
+        if let Ok(mut eth) = EthernetFrame::new_checked(&mut reply[..]) {
+            eth.set_src(mac);
         }
         self.counters.echo_replies += 1;
         self.send(i, &reply);
