@@ -236,6 +236,44 @@ mod tests {
     }
 
     #[test]
+    fn a_withdrawal_before_an_announcement_that_is_not_taken_still_withdraws() {
+        let mut rib = Rib::new();
+        let mut m = KernelMirror::new(KernelConfig::default());
+        let ifmap = IfMap::new();
+        m.messages(
+            &[route(Op::New, 1), route(Op::New, 2)],
+            &mut rib,
+            &ifmap,
+            10,
+        );
+        assert!(has(&rib, 1) && has(&rib, 2));
+        // Deleted, then announced again by an excluded protocol (kernel, 2): the announcement
+        // is refused, the deletion must still happen.
+        let mut excluded = route(Op::New, 1);
+        if let Message::Route(r) = &mut excluded {
+            r.protocol = PROTO_KERNEL;
+        }
+        m.messages(&[route(Op::Del, 1), excluded], &mut rib, &ifmap, 10);
+        assert!(!has(&rib, 1), "the deleted route stayed");
+        // Deleted, then announced as a local route (not a forwarding route): gone too.
+        let mut local = route(Op::New, 2);
+        if let Message::Route(r) = &mut local {
+            r.kind = RouteType::Local;
+        }
+        m.messages(&[route(Op::Del, 2), local], &mut rib, &ifmap, 10);
+        assert!(!has(&rib, 2), "the deleted route stayed");
+        // A deletion and a taken announcement is still an update in place.
+        m.messages(&[route(Op::New, 3)], &mut rib, &ifmap, 10);
+        m.messages(
+            &[route(Op::Del, 3), route(Op::New, 3)],
+            &mut rib,
+            &ifmap,
+            10,
+        );
+        assert!(has(&rib, 3));
+    }
+
+    #[test]
     fn a_dump_listing_older_than_a_notification_is_not_taken() {
         let mut rib = Rib::new();
         let mut m = KernelMirror::new(KernelConfig::default());

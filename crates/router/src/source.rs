@@ -77,6 +77,8 @@ impl SourceState {
         accept: impl Fn(&Route) -> Option<Skip>,
     ) {
         let mut i = 0usize;
+        // The previous message was a withdrawal of this announcement's route, left out.
+        let mut replacing = false;
         while let Some(m) = msgs.get(i) {
             i += 1;
             self.counters.messages += 1;
@@ -86,18 +88,24 @@ impl SourceState {
                         self.counters.skip(why);
                         continue;
                     }
+                    // The withdrawal is left out only when the announcement will be taken;
+                    // one the filter refuses would otherwise lose the withdrawal and leave
+                    // the old route in the RIB.
                     if r.op == Op::Del {
                         if let Some(Message::Route(next)) = msgs.get(i) {
                             if next.op == Op::New
                                 && next.dst == r.dst
                                 && next.table == r.table
                                 && self.metric(next) == self.metric(r)
+                                && accept(next).is_none()
                             {
+                                replacing = true;
                                 continue;
                             }
                         }
                     }
-                    self.route(r, cx);
+                    self.route(r, cx, replacing);
+                    replacing = false;
                 }
                 Message::NextHop(n) => self.nexthop(n),
                 Message::Link(_) | Message::Addr(_) | Message::Done | Message::Error(_) => {}
@@ -105,7 +113,9 @@ impl SourceState {
         }
     }
 
-    fn route(&mut self, r: &Route, cx: &mut Apply<'_>) {
+    /// `replacing`: a withdrawal of the same route came right before and was left out; if
+    /// this announcement gives no forwarding route, the withdrawal is made instead.
+    fn route(&mut self, r: &Route, cx: &mut Apply<'_>, replacing: bool) {
         let metric = self.metric(r);
         match r.op {
             Op::New => {
@@ -143,6 +153,13 @@ impl SourceState {
                     // it for a message that was never a route of ours).
                     Err(why) => {
                         self.counters.skip(why);
+                        if replacing {
+                            let del = Route {
+                                op: Op::Del,
+                                ..r.clone()
+                            };
+                            return self.route(&del, cx, false);
+                        }
                         if let Some(prefix) = prefix_of(r.dst) {
                             match prefix {
                                 IpPrefix::V4(p) => cx.rib.touch(p, self.source, metric),
@@ -264,7 +281,7 @@ impl SourceState {
             .collect();
         for ((prefix, metric), id) in revive {
             let (addr, len) = prefix.addr_len();
-            self.route(&object_route(addr, len, metric, id), cx);
+            self.route(&object_route(addr, len, metric, id), cx, false);
             n += 1;
         }
         self.counters.object_updates += n as u64;
@@ -297,7 +314,7 @@ impl SourceState {
             sets.dedup();
             for (metric, nhid) in sets {
                 let (addr, len) = IpPrefix::from(p).addr_len();
-                self.route(&object_route(addr, len, metric, nhid), cx);
+                self.route(&object_route(addr, len, metric, nhid), cx, false);
                 n += 1;
             }
         }
