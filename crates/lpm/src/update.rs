@@ -28,7 +28,7 @@ use crate::{BuildError, LpmBuild};
 /// A multiplicative hash for bucket numbers (already well spread integers); SipHash would
 /// cost more than the bucket's own search.
 #[derive(Default)]
-struct BucketHasher(u64);
+pub(crate) struct BucketHasher(u64);
 
 impl Hasher for BucketHasher {
     fn finish(&self) -> u64 {
