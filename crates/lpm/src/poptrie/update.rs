@@ -28,6 +28,28 @@
 //! blocks written before it. Sibling blocks below the copied path are shared, not copied:
 //! an IPv4 change copies at most three small blocks below s = 18.
 //!
+//! ## A batch: one set of fresh blocks and one store per slot
+//!
+//! A batch's changes longer than s are taken slot by slot, in canonical order. The first
+//! change below a node copies its path as above; the copies are not reachable until the
+//! slot's store, so the next changes of the slot modify them where they are and copy only
+//! the blocks of their own paths that are still the published ones (the writer marks the
+//! node blocks it allocated for the slot). A change inside a subtree the batch already
+//! rebuilt from the (final) table is skipped. Then ONE store switches the slot:
+//!
+//! ```text
+//!   changes p, p' below one slot:   A' and [B0 B1'B2] copied once (for p); p' under B2
+//!   direct[slot] ══▶ A' ─▶ [B0 B1'B2'] ─▶ ...      copies only B2's child block
+//! ```
+//!
+//! So a lookup during the batch answers, for each slot, from the table before the batch or
+//! after all its changes there, never from a mix; a leaf slot whose cover changes is also
+//! stored once, after all the batch's changes to the cover. Every block the new tree stops
+//! pointing to is retired once: a published block when it is copied, a block below N when
+//! N is rebuilt. Changes in a childless-node record go into one new record per slot. A
+//! session reset, thousands of IPv6 changes below a few slots, copies each path once
+//! instead of once per change.
+//!
 //! ## Retiring and reusing blocks
 //!
 //! A replaced block is *retired*: a lookup that loaded the old entry may still be in it. It
@@ -222,9 +244,12 @@ impl<K: Key> Builder<'_, K> {
         let mut deep: Vec<Prefix<K>> = Vec::new();
         // Prefixes within one stride below the direct bits, in childless-node slots.
         let mut shallow: Vec<Prefix<K>> = Vec::new();
-        let repaint = |b: &mut Self, s: usize, cover: &Cover, whole: &mut Vec<usize>| {
+        // Leaf slots whose cover changed: stored once, after all the batch's changes to the
+        // cover (an earlier store could show one change of the batch without the next).
+        let mut leaves: Vec<usize> = Vec::new();
+        let repaint = |b: &Self, s: usize, whole: &mut Vec<usize>, leaves: &mut Vec<usize>| {
             if b.direct(s) & LEAF != 0 {
-                b.set_direct(s, LEAF | cover.nh[s] as u32);
+                leaves.push(s);
             } else {
                 whole.push(s);
             }
@@ -247,7 +272,7 @@ impl<K: Key> Builder<'_, K> {
             if fresh {
                 // The cover was made from the changed table: every slot may differ.
                 for s in a..z {
-                    repaint(self, s, cover, &mut whole);
+                    repaint(self, s, &mut whole, &mut leaves);
                 }
                 continue;
             }
@@ -265,12 +290,19 @@ impl<K: Key> Builder<'_, K> {
                 if mine && (cover.nh[s] != nh || cover.len1[s] != l1) {
                     cover.nh[s] = nh;
                     cover.len1[s] = l1;
-                    repaint(self, s, cover, &mut whole);
+                    repaint(self, s, &mut whole, &mut leaves);
                 }
             }
         }
         whole.sort_unstable();
         whole.dedup();
+        leaves.sort_unstable();
+        leaves.dedup();
+        for &s in &leaves {
+            if whole.binary_search(&s).is_err() {
+                self.set_direct(s, LEAF | cover.nh[s] as u32);
+            }
+        }
         for &s in &whole {
             self.rebuild_slot(ds, cover, table, s)?;
         }
