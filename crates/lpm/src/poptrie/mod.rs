@@ -261,6 +261,11 @@ struct Writer {
     /// every direct-pointing slot: what updates need to repaint a slot. Made by the first
     /// update (lookups never need it).
     cover: Option<Box<update::Cover>>,
+    /// While an update builds the changes below one direct slot (`marking`): the starts of
+    /// the node blocks it allocated there and has not switched in yet. No reader can reach
+    /// them, so later changes of the same slot modify them instead of copying them again.
+    fresh: update::Fresh,
+    marking: bool,
 }
 
 /// Which arena a block is in.
@@ -310,6 +315,7 @@ impl Writer {
             + self.free.bytes()
             + self.retired.capacity() * core::mem::size_of::<(u64, Block)>()
             + self.cover.as_ref().map_or(0, |c| c.bytes())
+            + self.fresh.capacity() * 16
     }
 }
 
@@ -1151,6 +1157,9 @@ impl<K: Key> Builder<'_, K> {
         let k = self.take(Kind::Nodes, n)?;
         if self.w.ndef.len() < k + n {
             self.w.ndef.resize(k + n, 0);
+        }
+        if self.w.marking {
+            self.w.fresh.insert(k as u64);
         }
         Ok(k)
     }

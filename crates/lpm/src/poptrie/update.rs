@@ -28,6 +28,28 @@
 //! blocks written before it. Sibling blocks below the copied path are shared, not copied:
 //! an IPv4 change copies at most three small blocks below s = 18.
 //!
+//! ## A batch: one set of fresh blocks and one store per slot
+//!
+//! A batch's changes longer than s are taken slot by slot, in canonical order. The first
+//! change below a node copies its path as above; the copies are not reachable until the
+//! slot's store, so the next changes of the slot modify them where they are and copy only
+//! the blocks of their own paths that are still the published ones (the writer marks the
+//! node blocks it allocated for the slot). A change inside a subtree the batch already
+//! rebuilt from the (final) table is skipped. Then ONE store switches the slot:
+//!
+//! ```text
+//!   changes p, p' below one slot:   A' and [B0 B1'B2] copied once (for p); p' under B2
+//!   direct[slot] ══▶ A' ─▶ [B0 B1'B2'] ─▶ ...      copies only B2's child block
+//! ```
+//!
+//! So a lookup during the batch answers, for each slot, from the table before the batch or
+//! after all its changes there, never from a mix; a leaf slot whose cover changes is also
+//! stored once, after all the batch's changes to the cover. Every block the new tree stops
+//! pointing to is retired once: a published block when it is copied, a block below N when
+//! N is rebuilt. Changes in a childless-node record go into one new record per slot. A
+//! session reset, thousands of IPv6 changes below a few slots, copies each path once
+//! instead of once per change.
+//!
 //! ## Retiring and reusing blocks
 //!
 //! A replaced block is *retired*: a lookup that loaded the old entry may still be in it. It
@@ -222,9 +244,12 @@ impl<K: Key> Builder<'_, K> {
         let mut deep: Vec<Prefix<K>> = Vec::new();
         // Prefixes within one stride below the direct bits, in childless-node slots.
         let mut shallow: Vec<Prefix<K>> = Vec::new();
-        let repaint = |b: &mut Self, s: usize, cover: &Cover, whole: &mut Vec<usize>| {
+        // Leaf slots whose cover changed: stored once, after all the batch's changes to the
+        // cover (an earlier store could show one change of the batch without the next).
+        let mut leaves: Vec<usize> = Vec::new();
+        let repaint = |b: &Self, s: usize, whole: &mut Vec<usize>, leaves: &mut Vec<usize>| {
             if b.direct(s) & LEAF != 0 {
-                b.set_direct(s, LEAF | cover.nh[s] as u32);
+                leaves.push(s);
             } else {
                 whole.push(s);
             }
@@ -247,7 +272,7 @@ impl<K: Key> Builder<'_, K> {
             if fresh {
                 // The cover was made from the changed table: every slot may differ.
                 for s in a..z {
-                    repaint(self, s, cover, &mut whole);
+                    repaint(self, s, &mut whole, &mut leaves);
                 }
                 continue;
             }
@@ -265,34 +290,49 @@ impl<K: Key> Builder<'_, K> {
                 if mine && (cover.nh[s] != nh || cover.len1[s] != l1) {
                     cover.nh[s] = nh;
                     cover.len1[s] = l1;
-                    repaint(self, s, cover, &mut whole);
+                    repaint(self, s, &mut whole, &mut leaves);
                 }
             }
         }
         whole.sort_unstable();
         whole.dedup();
+        leaves.sort_unstable();
+        leaves.dedup();
+        for &s in &leaves {
+            if whole.binary_search(&s).is_err() {
+                self.set_direct(s, LEAF | cover.nh[s] as u32);
+            }
+        }
         for &s in &whole {
             self.rebuild_slot(ds, cover, table, s)?;
         }
-        for p in shallow {
-            let s = p.addr().chunk(0, ds);
+        // The rest by direct slot: each slot's changes are built into the same fresh blocks
+        // and switched in with one store.
+        // In canonical order (address, then length), so a slot's changes are together and
+        // a prefix comes before those it covers.
+        shallow.sort_unstable();
+        shallow.dedup();
+        deep.sort_unstable();
+        deep.dedup();
+        let slot = |p: &Prefix<K>| p.addr().chunk(0, ds);
+        for (s, group) in by_slot(&shallow, slot) {
             if whole.binary_search(&s).is_err() {
-                self.update_lnode(ds, cover, table, p, s)?;
+                self.update_lnode(ds, cover, table, group, s)?;
             }
         }
-        for p in deep {
-            let s = p.addr().chunk(0, ds);
+        for (s, group) in by_slot(&deep, slot) {
             if whole.binary_search(&s).is_err() {
-                self.update_below(ds, cover, table, p, s)?;
+                self.update_below(ds, cover, table, group, s)?;
             }
         }
         Ok(())
     }
 
-    /// Repaints, for a prefix ending within the stride below the direct bits, the slots it
-    /// covers in a childless-node record, without reading the rest of the direct slot's
-    /// routes: they take the route just above the prefix (or the slot's cover), then the
-    /// prefix and the routes inside it. The new record goes to a fresh block. It stays a
+    /// Repaints, for prefixes ending within the stride below the direct bits, the slots they
+    /// cover in a childless-node record, without reading the rest of the direct slot's
+    /// routes: each prefix's slots take the route just above it (or the slot's cover), then
+    /// the prefix and the routes inside it. That makes each prefix's range final whatever
+    /// the order, so all of `changed` go into one new record in a fresh block. It stays a
     /// record even when all its slots agree with the cover: a leaf entry promises that no
     /// route of the slot is longer than the direct bits, which a route carrying the cover's
     /// own next hop would break.
@@ -301,7 +341,7 @@ impl<K: Key> Builder<'_, K> {
         ds: u8,
         cover: &Cover,
         table: &RouteMap<K>,
-        p: Prefix<K>,
+        changed: &[Prefix<K>],
         s: usize,
     ) -> Result<(), BuildError> {
         let end = ds + STRIDE;
@@ -319,22 +359,24 @@ impl<K: Key> Builder<'_, K> {
             }
             *v = self.mem.lnodes.get(li);
         }
-        let mut above = cover.nh[s];
-        for l in (ds + 1..p.len()).rev() {
-            if let Some(nh) = table.get(&Prefix::new_masked(p.addr(), l)) {
-                above = leaf(nh)?;
-                break;
+        for &p in changed {
+            let mut above = cover.nh[s];
+            for l in (ds + 1..p.len()).rev() {
+                if let Some(nh) = table.get(&Prefix::new_masked(p.addr(), l)) {
+                    above = leaf(nh)?;
+                    break;
+                }
             }
-        }
-        let c = p.addr().chunk(ds, STRIDE);
-        slots[c..c + (1usize << (end - p.len()))].fill(above);
-        for r in table.within(p) {
-            if r.prefix.len() > end {
-                // Cannot happen while the slot is a childless node; rebuild it whole.
-                return self.rebuild_slot(ds, cover, table, s);
+            let c = p.addr().chunk(ds, STRIDE);
+            slots[c..c + (1usize << (end - p.len()))].fill(above);
+            for r in table.within(p) {
+                if r.prefix.len() > end {
+                    // Cannot happen while the slot is a childless node; rebuild it whole.
+                    return self.rebuild_slot(ds, cover, table, s);
+                }
+                let c = r.prefix.addr().chunk(ds, STRIDE);
+                slots[c..c + (1usize << (end - r.prefix.len()))].fill(leaf(r.nexthop)?);
             }
-            let c = r.prefix.addr().chunk(ds, STRIDE);
-            slots[c..c + (1usize << (end - r.prefix.len()))].fill(leaf(r.nexthop)?);
         }
         let mut rec = [0u16; LNODE_HEADER + 64];
         let (leafvec, n) = emit_leaves(&slots, 0, &mut rec[LNODE_HEADER..]);
@@ -362,105 +404,181 @@ impl<K: Key> Builder<'_, K> {
         table: &RouteMap<K>,
         s: usize,
     ) -> Result<(), BuildError> {
-        let run = run_below(table, slot_prefix::<K>(s, ds), ds)?;
         let old = self.direct(s);
-        let e = if run.is_empty() {
-            LEAF | cover.nh[s] as u32
-        } else {
-            self.slot_entry(&run, ds, cover.nh[s])?
-        };
+        let e = self.slot_from_table(ds, cover, table, s)?;
         self.set_direct(s, e);
         self.retire_entry(old);
         Ok(())
     }
 
-    /// Rebuilds, for a prefix longer than the direct bits in a slot holding a node, the
-    /// subtree of the node N where the prefix ends or the deepest node on its path, copying
-    /// the path above it (see the module doc).
+    /// Applies `changed`, prefixes longer than the direct bits in direct slot `s`, which
+    /// holds a node: each one rebuilds the subtree of the node N where it ends or of the
+    /// deepest node on its path, below a copy of the path above N (see the module doc). The
+    /// copies are fresh blocks no reader sees until the slot's one store at the end, so a
+    /// later change of the slot that passes through them changes them where they are: the
+    /// path is copied once per slot and batch, not once per change.
     fn update_below(
         &mut self,
         ds: u8,
         cover: &Cover,
         table: &RouteMap<K>,
-        p: Prefix<K>,
+        changed: &[Prefix<K>],
         s: usize,
     ) -> Result<(), BuildError> {
-        let root = self.direct(s);
-        if root & (LEAF | LNODE) != 0 {
-            // An earlier change of the batch emptied the slot's node.
-            return self.rebuild_slot(ds, cover, table, s);
+        let old = self.direct(s);
+        self.w.fresh.clear();
+        self.w.marking = true;
+        let mut cur = old;
+        let mut r = Ok(());
+        // Subtrees rebuilt from the table so far, innermost last: a change inside one (and
+        // longer than its top) is already there.
+        let mut done: Vec<Prefix<K>> = Vec::new();
+        for &p in changed {
+            while done.last().is_some_and(|q| !q.covers(&p)) {
+                done.pop();
+            }
+            if done.last().is_some_and(|q| p.len() > q.len()) {
+                continue;
+            }
+            if cur & (LEAF | LNODE) != 0 {
+                // A change of the batch left the slot without routes longer than the direct
+                // bits: the rest of the slot is rebuilt from the table.
+                r = self.slot_from_table(ds, cover, table, s).map(|e| {
+                    self.retire_entry(cur);
+                    cur = e;
+                });
+                break;
+            }
+            match self.change_below(ds, cover.nh[s], table, p, cur as usize) {
+                Ok((e, q)) => {
+                    cur = e;
+                    done.push(q);
+                }
+                Err(e) => {
+                    r = Err(e);
+                    break;
+                }
+            }
         }
-        // The nodes above N: each one's index and the rank of the next one in its child block.
-        let mut path: Vec<(usize, usize)> = Vec::new();
-        let mut idx = root as usize;
+        self.w.marking = false;
+        self.w.fresh.clear();
+        r?;
+        // One store switches the slot from the old blocks (retired above, as each was
+        // replaced in the fresh tree) to the new ones.
+        if cur != old {
+            self.set_direct(s, cur);
+        }
+        Ok(())
+    }
+
+    /// One change below the node `root` of a direct slot whose new blocks are being built
+    /// (`self.w.fresh` marks them); returns the slot's new entry and the prefix of the node
+    /// whose subtree was rebuilt from the table. Every block the fresh tree
+    /// stops pointing to is retired once: a block of the published tree when it is copied,
+    /// any block below N when N is rebuilt.
+    fn change_below(
+        &mut self,
+        ds: u8,
+        slot_default: u16,
+        table: &RouteMap<K>,
+        p: Prefix<K>,
+        root: usize,
+    ) -> Result<(u32, Prefix<K>), BuildError> {
+        let root = if self.is_fresh(root) {
+            root
+        } else {
+            let top = self.alloc_nodes(1)?;
+            self.copy_node(root, top);
+            self.retire(Kind::Nodes, root, 1);
+            top
+        };
+        let mut idx = root;
         let mut off = ds;
         while p.len() > off + STRIDE {
-            let n = self.node(idx);
+            let mut n = self.node(idx);
             let v = p.addr().chunk(off, STRIDE);
             if n.vector & (1u64 << v) == 0 {
                 break;
             }
             let rank = (n.vector & super::upto(v)).count_ones() as usize - 1;
-            path.push((idx, rank));
+            let base = n.base1 as usize;
+            if !self.is_fresh(base) {
+                // The child block of a fresh node is still the published one: copy it.
+                let nc = n.vector.count_ones() as usize;
+                let blk = self.alloc_nodes(nc)?;
+                for t in 0..nc {
+                    self.copy_node(base + t, blk + t);
+                }
+                self.retire(Kind::Nodes, base, nc);
+                n.base1 = blk as u32;
+                self.set_node(idx, n);
+            }
             idx = n.base1 as usize + rank;
             off += STRIDE;
         }
         let q = Prefix::new_masked(p.addr(), off);
         let run = run_below(table, q, off)?;
         if run.is_empty() && off == ds {
-            self.set_direct(s, LEAF | cover.nh[s] as u32);
-            self.retire_entry(root);
-            return Ok(());
+            // Nothing longer than the direct bits is left in the slot.
+            self.retire_entry(root as u32);
+            return Ok((LEAF | slot_default as u32, q));
         }
-        let default = self.w.ndef[idx];
-        // From N up: each parent's child block is copied to a fresh block, where the copy of
-        // the child on the path gets the new block below it (N: its rebuilt subtree).
-        let mut below: Option<usize> = None;
-        for &(parent, rank) in path.iter().rev() {
-            let pn = self.node(parent);
-            let nc = pn.vector.count_ones() as usize;
-            let blk = self.alloc_nodes(nc)?;
-            for t in 0..nc {
-                let from = pn.base1 as usize + t;
-                self.set_node(blk + t, self.node(from));
-                self.w.ndef[blk + t] = self.w.ndef[from];
-            }
-            match below {
-                None => self.fill(&run, blk + rank, off, default)?,
-                Some(nb) => {
-                    let mut c = self.node(blk + rank);
-                    c.base1 = nb as u32;
-                    self.set_node(blk + rank, c);
-                }
-            }
-            below = Some(blk);
-        }
-        let top = self.alloc_nodes(1)?;
-        match below {
-            None => self.fill(&run, top, off, default)?,
-            Some(nb) => {
-                let mut n = self.node(root as usize);
-                n.base1 = nb as u32;
-                self.set_node(top, n);
-                self.w.ndef[top] = self.w.ndef[root as usize];
-            }
-        }
-        // One store switches the slot to the new path; then the old one is retired: N's
-        // subtree, the child blocks on the path and the old top node.
-        self.set_direct(s, top as u32);
+        let default = self.w.ndef.get(idx).copied().unwrap_or(slot_default);
         self.retire_below(idx);
-        for &(parent, _) in &path {
-            let pn = self.node(parent);
-            self.retire(
-                Kind::Nodes,
-                pn.base1 as usize,
-                pn.vector.count_ones() as usize,
-            );
+        self.fill(&run, idx, off, default)?;
+        Ok((root as u32, q))
+    }
+
+    /// Whether the node block starting at `at` was allocated for the changes of the direct
+    /// slot being updated (and is not reachable by readers yet).
+    fn is_fresh(&self, at: usize) -> bool {
+        self.w.marking && self.w.fresh.contains(&(at as u64))
+    }
+
+    /// Copies node `from` (and its default) to `to`, a fresh slot.
+    fn copy_node(&mut self, from: usize, to: usize) {
+        self.set_node(to, self.node(from));
+        let d = self.w.ndef.get(from).copied().unwrap_or(0);
+        if let Some(t) = self.w.ndef.get_mut(to) {
+            *t = d;
         }
-        self.retire(Kind::Nodes, root as usize, 1);
-        Ok(())
+    }
+
+    /// The entry of direct slot `s` built from the table in fresh blocks (not stored).
+    fn slot_from_table(
+        &mut self,
+        ds: u8,
+        cover: &Cover,
+        table: &RouteMap<K>,
+        s: usize,
+    ) -> Result<u32, BuildError> {
+        let run = run_below(table, slot_prefix::<K>(s, ds), ds)?;
+        if run.is_empty() {
+            Ok(LEAF | cover.nh[s] as u32)
+        } else {
+            self.slot_entry(&run, ds, cover.nh[s])
+        }
     }
 }
+
+/// Each direct slot of `changed` (sorted by slot) with its changes.
+fn by_slot<'a, K: Key>(
+    changed: &'a [Prefix<K>],
+    slot: impl Fn(&Prefix<K>) -> usize + 'a,
+) -> impl Iterator<Item = (usize, &'a [Prefix<K>])> + 'a {
+    let mut rest = changed;
+    core::iter::from_fn(move || {
+        let s = slot(rest.first()?);
+        let n = rest.iter().take_while(|p| slot(p) == s).count();
+        let (group, tail) = rest.split_at(n);
+        rest = tail;
+        Some((s, group))
+    })
+}
+
+/// The starts of fresh node blocks (see `Writer::fresh`), hashed by rustc-hash like the
+/// route map's buckets.
+pub(super) type Fresh = std::collections::HashSet<u64, rustc_hash::FxBuildHasher>;
 
 impl<K: Key> LpmUpdate<K> for Poptrie<K> {
     const MAX_NEXTHOP: NextHop = MAX_NEXTHOP;
@@ -778,6 +896,174 @@ mod tests {
             assert_eq!(p.lookup(r.prefix.addr()), r.nexthop);
         }
         assert_eq!(p.route_count(), 4096);
+    }
+
+    /// A small deterministic generator for the batch tests.
+    struct Mix(u64);
+
+    impl Mix {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0 % n
+        }
+    }
+
+    /// Rounds of batches, each with many changes below the same direct slots: announces,
+    /// withdrawals and next-hop changes of nested prefixes drawn from `pool`, a change and
+    /// its undo, an announce and its withdrawal; once the withdrawal of every route in the
+    /// pool with a few announced again in the same batch, once the withdrawal of every route
+    /// below the direct bits (the slots become leaves). After every batch the trie,
+    /// and a reader's handle taken before it, answer every address of `probe` as a fresh
+    /// build of the final table (and the golden reference) does.
+    fn check_batches_in_one_slot<K: Key>(base: &[Route<K>], pool: &[Prefix<K>], probe: &[K]) {
+        let cfg = PoptrieConfig::default();
+        let mut m = RouteMap::from_routes(base);
+        let mut w = Poptrie::build(&m.to_routes(), &cfg).unwrap();
+        w.prepare(&m);
+        let mut mix = Mix(0x9e37_79b9_7f4a_7c15);
+        let mut held = std::collections::VecDeque::new();
+        for round in 0..8 {
+            let mut changed = Vec::new();
+            let mut set = |m: &mut RouteMap<K>, p: Prefix<K>, nh: NextHop| {
+                m.set(p, nh);
+                changed.push(p);
+            };
+            if round == 5 || round == 6 {
+                for &p in pool {
+                    set(&mut m, p, 0);
+                }
+            }
+            if round == 5 {
+                for &p in pool.iter().step_by(7) {
+                    set(&mut m, p, 40);
+                }
+            }
+            let n = if round == 6 { 0 } else { pool.len() * 2 };
+            for _ in 0..n {
+                let p = pool[mix.next(pool.len() as u64) as usize];
+                match mix.next(4) {
+                    0 => set(&mut m, p, 0),
+                    _ => set(&mut m, p, 1 + mix.next(30) as NextHop),
+                }
+            }
+            // A change and its undo, and an announce and its withdrawal, in one batch.
+            let p = pool[mix.next(pool.len() as u64) as usize];
+            let was = m.get(&p).unwrap_or(0);
+            set(&mut m, p, was + 100);
+            set(&mut m, p, was);
+            let q = pool[mix.next(pool.len() as u64) as usize];
+            if m.get(&q).is_none() {
+                set(&mut m, q, 77);
+                set(&mut m, q, 0);
+            }
+            let view = w.share();
+            let before_mem = Arc::as_ptr(&w.mem);
+            w.update(&m, &changed).unwrap();
+            assert!(
+                Arc::as_ptr(&w.mem) == before_mem,
+                "round {round}: the batch was applied in place, not rebuilt"
+            );
+            let routes = m.to_routes();
+            let fresh = Poptrie::build(&routes, &cfg).unwrap();
+            let want: Vec<NextHop> = probe.iter().map(|&a| fresh.lookup(a)).collect();
+            let what = format!("round {round}, {} changes", changed.len());
+            crate::testkit::check_against_golden(&w, &routes, probe, &what);
+            for (e, name) in [(&w, "writer"), (&view, "reader")] {
+                let got: Vec<NextHop> = probe.iter().map(|&a| e.lookup(a)).collect();
+                let bad = got.iter().zip(&want).position(|(g, f)| g != f);
+                assert!(bad.is_none(), "{name}, {what}: {:?}", bad.map(|i| probe[i]));
+            }
+            held.push_back((view, w.retire_group()));
+            if held.len() > 1 {
+                let (old, g) = held.pop_front().unwrap();
+                drop(old);
+                w.reclaim(g);
+            }
+        }
+    }
+
+    #[test]
+    fn v4_batches_below_one_slot_match_a_fresh_build() {
+        // 10.1.0.0/18 (a node: routes to /32) and 10.1.64.0/18 (a childless-node record:
+        // routes to /24), below a /8 and a /18 cover; every address of both slots probed.
+        let at = |o: u32, len: u8| Prefix::new_masked(0x0a01_0000u32 + o, len);
+        let mut pool = Vec::new();
+        for (o, lens) in [
+            (0u32, &[19u8, 20, 22, 24, 25, 26, 28, 30, 32][..]),
+            (0x0200, &[23, 24, 26, 27, 29, 31, 32]),
+            (0x0280, &[25, 26, 32]),
+            (0x1000, &[20, 21, 24, 28]),
+            (0x2f40, &[24, 26, 29]),
+            (0x4000, &[19, 20, 21, 22, 23, 24]),
+            (0x4a00, &[21, 23, 24]),
+            (0x7f00, &[20, 24]),
+            (0x0281, &[32]),
+            (0x0a00, &[24]),
+        ] {
+            for &l in lens {
+                pool.push(at(o, l));
+            }
+        }
+        let base = [
+            v4([10, 0, 0, 0], 8, 1),
+            v4([10, 1, 0, 0], 18, 2),
+            v4([10, 1, 2, 0], 24, 3),
+            v4([10, 1, 2, 128], 25, 4),
+            v4([10, 1, 2, 129], 32, 5),
+            v4([10, 1, 64, 0], 20, 6),
+            v4([10, 1, 74, 0], 24, 7),
+        ];
+        let probe: Vec<u32> = (0x0a00_ff00u32..0x0a01_8100).collect();
+        check_batches_in_one_slot(&base, &pool, &probe);
+    }
+
+    #[test]
+    fn v6_batches_below_one_slot_match_a_fresh_build() {
+        // Nested prefixes of 2001:db8::/48 (one direct slot) down to /64, and a /32 and a
+        // /40 over them: every /64 of the /48 answers as one address, probed at both ends.
+        let doc = 0x2001_0db8u128 << 96;
+        let at = |net: u128, len: u8| Prefix::new_masked(doc | net << 64, len);
+        let mut pool = vec![
+            Prefix::new_masked(doc, 32),
+            Prefix::new_masked(doc, 36),
+            Prefix::new_masked(doc, 40),
+            Prefix::new_masked(doc, 44),
+        ];
+        for (net, lens) in [
+            (0u128, &[48u8, 50, 52, 56, 58, 60, 63, 64][..]),
+            (0x0100, &[56, 60, 64]),
+            (0x0140, &[58, 62, 64]),
+            (0x1234, &[52, 56, 64]),
+            (0x8000, &[49, 50, 54, 64]),
+            (0xff00, &[56, 57, 64]),
+            (0xffff, &[64]),
+            (0x0142, &[64]),
+        ] {
+            for &l in lens {
+                pool.push(at(net, l));
+            }
+        }
+        let base = [
+            v6(doc, 32, 1),
+            v6(doc, 48, 2),
+            v6(doc | 0x0100 << 64, 56, 3),
+            v6(doc | 0x0142 << 64, 64, 4),
+            v6(doc | 0x8000 << 64, 49, 5),
+        ];
+        let mut probe = Vec::new();
+        for net in 0..=0xffffu128 {
+            probe.push(doc | net << 64);
+            probe.push(doc | net << 64 | u64::MAX as u128);
+        }
+        probe.extend([
+            doc - 1,
+            doc | 1 << 80,
+            doc | 0xf << 88,
+            doc | ((1u128 << 96) - 1),
+        ]);
+        check_batches_in_one_slot(&base, &pool, &probe);
     }
 
     proptest! {
