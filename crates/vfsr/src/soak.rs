@@ -906,8 +906,11 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
             v.iter().sum::<f64>() / v.len() as f64
         }
     };
-    let first = window(0.0, tenth.max(a.sample_s));
-    let last = window(churn_s - tenth.max(a.sample_s), churn_s);
+    // Each window holds at least one sample, however short the run.
+    let first_t = samples.first().map_or(0.0, |s| s.t);
+    let last_t = samples.last().map_or(churn_s, |s| s.t);
+    let first = window(0.0, tenth.max(first_t));
+    let last = window((churn_s - tenth).min(last_t), f64::INFINITY);
     let drift = (last - first) / first * 100.0;
     let rss_ok = drift.is_finite() && drift.abs() <= a.rss_bound;
     let balance = balance(&final_stats, sink_total);
