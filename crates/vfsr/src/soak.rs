@@ -304,7 +304,7 @@ fn churn(
     let b = &mut c.believed;
     // A prefix to change: a quarter of the time one the traffic goes to.
     let pick = |rng: &mut Rng| -> usize {
-        if !c.hot.is_empty() && rng.next() % 4 == 0 {
+        if !c.hot.is_empty() && rng.next().is_multiple_of(4) {
             c.hot.get(rng.below(c.hot.len())).copied().unwrap_or(0)
         } else {
             rng.below(n)
@@ -639,7 +639,8 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
             a.destinations
         ));
     }
-    if !(a.minutes > 0.0) || !(a.sample_s > 0.0) {
+    let positive = |x: f64| x.is_finite() && x > 0.0;
+    if !positive(a.minutes) || !positive(a.sample_s) {
         return Err("--minutes and --sample-s must be positive".into());
     }
     let exe = vfsrd_exe(a.vfsrd.as_ref())?;
@@ -854,7 +855,8 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
         prev_t = t;
     }
     stop.store(true, Ordering::Relaxed);
-    let churn_s = t0.elapsed().as_secs_f64();
+    let stopped = Instant::now();
+    let churn_s = stopped.duration_since(t0).as_secs_f64();
     let believed = match writer.join() {
         Ok(Ok((b, sock))) => Some((b, sock)),
         Ok(Err(e)) => {
@@ -866,14 +868,15 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
             None
         }
     };
+    let (believed, sock) = believed.ok_or_else(|| writer_error.unwrap_or_default())?;
+    let frames_total = load_frames + counts.frames.load(Ordering::Relaxed);
+    catch_up(&d, frames_total, believed.installed() as u64, "catching up")?;
+    let caught = stopped.elapsed();
     // Traffic stops after the churn; the counters settle (the generator finishes the test
     // run it is in, and vfsrd rewrites its stats file every second).
     gen.pause();
     let sent_total = settle(|| gen.sent());
     settle(|| u(&d.stats()["rx"]));
-    let (believed, sock) = believed.ok_or_else(|| writer_error.unwrap_or_default())?;
-    let frames_total = load_frames + counts.frames.load(Ordering::Relaxed);
-    let caught = catch_up(&d, frames_total, believed.installed() as u64, "catching up")?;
     // Publication follows within `max_delay_us` (1 ms); a second covers it.
     std::thread::sleep(Duration::from_secs(1));
     let final_stats = d.stats();
