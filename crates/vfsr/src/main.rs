@@ -8,6 +8,8 @@
 //! vfsr fib bench                    live FIB: load, update rates, readers under updates
 //! vfsr fwd bench                    forwarding pipeline in memory: legacy, split, split+flow
 //! vfsr replay --in A --out B        forward a pcap capture offline through the pipeline
+//! vfsr soak                         vfsrd between namespaces for 30 min under route churn and
+//!                                   traffic; memory, counters and FIB checked at the end
 //! ```
 
 mod bench;
@@ -24,6 +26,7 @@ mod lookup;
 mod machine;
 mod replay;
 mod report;
+mod soak;
 mod tables;
 mod vethbench;
 
@@ -70,6 +73,10 @@ enum Command {
     /// One self-contained HTML page with the papers' figures drawn from the benchmarks' JSON
     /// (the newest of each kind in --from; --run runs the benchmarks first, for minutes).
     Report(report::ReportArgs),
+    /// vfsrd as a router between namespaces for --minutes under route churn over FPM and
+    /// traffic; checks at the end that its resident memory stayed flat, its counters balance
+    /// and its FIB equals the routes sent.
+    Soak(soak::SoakArgs),
 }
 
 #[derive(Subcommand)]
@@ -142,6 +149,7 @@ fn main() -> ExitCode {
         Command::Cp(CpCommand::Bench(a)) => cpbench::run(&a),
         Command::Cp(CpCommand::Flood(a)) => cpflood::run(&a),
         Command::Report(a) => report::run(&a),
+        Command::Soak(a) => soak::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
