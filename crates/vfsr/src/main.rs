@@ -8,6 +8,7 @@
 //! vfsr fib bench                    live FIB: load, update rates, readers under updates
 //! vfsr fwd bench                    forwarding pipeline in memory: legacy, split, split+flow
 //! vfsr replay --in A --out B        forward a pcap capture offline through the pipeline
+//! vfsr stress                       vfsrd under floods and faults between namespaces
 //! ```
 
 mod bench;
@@ -24,6 +25,7 @@ mod lookup;
 mod machine;
 mod replay;
 mod report;
+mod stress;
 mod tables;
 mod vethbench;
 
@@ -70,6 +72,11 @@ enum Command {
     /// One self-contained HTML page with the papers' figures drawn from the benchmarks' JSON
     /// (the newest of each kind in --from; --run runs the benchmarks first, for minutes).
     Report(report::ReportArgs),
+    /// vfsrd between namespaces under floods (ARP, ND, scans, new flows, echo, ICMP errors,
+    /// malformed frames, every punt class) and faults (a starved worker, a link flap, the TAP
+    /// deleted, an unwritable directory, SIGKILL): the legitimate flow's rate, the control
+    /// plane's latency, memory and the drop counters beside each case.
+    Stress(stress::StressArgs),
 }
 
 #[derive(Subcommand)]
@@ -142,6 +149,7 @@ fn main() -> ExitCode {
         Command::Cp(CpCommand::Bench(a)) => cpbench::run(&a),
         Command::Cp(CpCommand::Flood(a)) => cpflood::run(&a),
         Command::Report(a) => report::run(&a),
+        Command::Stress(a) => stress::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
