@@ -489,7 +489,6 @@ pub(crate) fn flood(
         let mut sent = 0u64;
         let mut k = 0usize;
         const BATCH: usize = 64;
-        let mut idle = 0u32;
         while t0.elapsed() < end {
             let want = if pps == 0 {
                 BATCH as u64
@@ -511,13 +510,11 @@ pub(crate) fn flood(
             if got < n {
                 // The ring is full: let the kernel drain it.
                 let _ = port.flush();
-                idle += 1;
                 std::thread::sleep(Duration::from_micros(50));
             }
         }
         let _ = port.flush();
         let refused = port.stats().tx_dropped;
-        let _ = idle;
         Ok(FloodSent {
             frames: sent,
             secs: t0.elapsed().as_secs_f64(),

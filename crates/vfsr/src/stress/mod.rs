@@ -953,10 +953,13 @@ fn flood_case(
     Ok(r)
 }
 
+/// A punt class: its name, its index in the control plane's counters, its default limit
+/// (frames per second) and frames of it.
+type PuntStep = (&'static str, usize, f64, Vec<Vec<u8>>);
+
 /// The punt classes, their default limits (`vfsrd::config::PuntSection`) and a frame of each.
-fn punt_classes(lab: &Lab, rng: &mut Rng) -> Vec<(&'static str, usize, f64, Vec<Vec<u8>>)> {
+fn punt_classes(lab: &Lab, rng: &mut Rng) -> Vec<PuntStep> {
     let macs = (lab.mac_a, lab.mac_gen);
-    let gen6 = Ipv6Addr::new(0xfd00, 0x10, 0, 0, 0, 0, 0, 2);
     let r6 = Ipv6Addr::new(0xfd00, 0x10, 0, 0, 0, 0, 0, 1);
     let mut arp = Vec::new();
     let mut nd = Vec::new();
@@ -968,7 +971,6 @@ fn punt_classes(lab: &Lab, rng: &mut Rng) -> Vec<(&'static str, usize, f64, Vec<
         let s6 = Ipv6Addr::new(0xfd00, 0x10, 0, 0, 0, 0, 1, k as u16);
         nd.push(frames::neighbor_solicit(rng.mac(), s6, r6));
     }
-    let _ = gen6;
     let echo: Vec<Vec<u8>> = (0..256)
         .map(|s| frames::echo4(macs, lab::GEN4, lab::ROUTER_A4, s))
         .collect();
