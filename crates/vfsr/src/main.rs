@@ -10,6 +10,7 @@
 //! vfsr replay --in A --out B        forward a pcap capture offline through the pipeline
 //! vfsr soak                         vfsrd between namespaces for 30 min under route churn and
 //!                                   traffic; memory, counters and FIB checked at the end
+//! vfsr stress                       vfsrd under floods and faults between namespaces
 //! ```
 
 mod bench;
@@ -27,6 +28,7 @@ mod machine;
 mod replay;
 mod report;
 mod soak;
+mod stress;
 mod tables;
 mod vethbench;
 
@@ -77,6 +79,11 @@ enum Command {
     /// traffic; checks at the end that its resident memory stayed flat, its counters balance
     /// and its FIB equals the routes sent.
     Soak(soak::SoakArgs),
+    /// vfsrd between namespaces under floods (ARP, ND, scans, new flows, echo, ICMP errors,
+    /// malformed frames, every punt class) and faults (a starved worker, a link flap, the TAP
+    /// deleted, an unwritable directory, SIGKILL): the legitimate flow's rate, the control
+    /// plane's latency, memory and the drop counters beside each case.
+    Stress(stress::StressArgs),
 }
 
 #[derive(Subcommand)]
@@ -150,6 +157,7 @@ fn main() -> ExitCode {
         Command::Cp(CpCommand::Flood(a)) => cpflood::run(&a),
         Command::Report(a) => report::run(&a),
         Command::Soak(a) => soak::run(&a),
+        Command::Stress(a) => stress::run(&a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,6 +11,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::os::fd::RawFd;
+use std::path::PathBuf;
 
 use vfsr_io::packet::{PacketConfig, PacketPort};
 use vfsr_io::raw::RawSocket;
@@ -125,39 +126,116 @@ fn sysctl(path: &str, value: &str) -> Result<(), String> {
     std::fs::write(path, value).map_err(|e| format!("{path}: {e}"))
 }
 
+/// Where the values a running router changed are kept until it puts them back: a router
+/// killed with SIGKILL cannot restore them, and the next one must not take the changed
+/// values for the interface's own (it would "restore" them on its clean stop). `/run` is
+/// emptied at boot, as the sysctls are.
+pub const SYSCTL_RECORDS: &str = "/run/vfsrd/sysctl";
+
 /// Keeps the kernel's own stack quiet on a port the router drives (see the module doc).
-/// The returned guard puts every value back as it was when dropped, so a stopped router
-/// leaves the interface as it found it.
+/// The returned guard puts every value back as it was before the first router touched the
+/// port when dropped, so a stopped router leaves the interface as it found it, also after
+/// an earlier router was killed without its clean-up (the original values are recorded in
+/// [`SYSCTL_RECORDS`] while the port is driven).
 pub fn quiet_port(name: &str) -> Result<SysctlGuard, String> {
-    let mut g = SysctlGuard { old: Vec::new() };
-    g.set(&format!("/proc/sys/net/ipv4/conf/{name}/arp_ignore"), "8")?;
-    g.set(&format!("/proc/sys/net/ipv4/conf/{name}/rp_filter"), "1")?;
+    let record = record_path(std::path::Path::new(SYSCTL_RECORDS), name);
+    let earlier = record.as_ref().and_then(|p| read_record(p));
+    if earlier.is_some() {
+        tracing::warn!(
+            port = %name,
+            "a router that was not stopped cleanly left this port's sysctls changed;              the values recorded before it are restored on stop"
+        );
+    }
+    let mut g = SysctlGuard {
+        old: Vec::new(),
+        record: None,
+    };
+    let mut wanted = vec![
+        (format!("/proc/sys/net/ipv4/conf/{name}/arp_ignore"), "8"),
+        (format!("/proc/sys/net/ipv4/conf/{name}/rp_filter"), "1"),
+    ];
     // IPv6 may be absent from the kernel: then there is nothing to quiet.
     let v6 = format!("/proc/sys/net/ipv6/conf/{name}/disable_ipv6");
     if std::path::Path::new(&v6).exists() {
-        g.set(&v6, "1")?;
+        wanted.push((v6, "1"));
+    }
+    for (path, value) in &wanted {
+        let recorded = earlier
+            .as_ref()
+            .and_then(|e| e.iter().find(|(p, _)| p == path))
+            .map(|(_, v)| v.clone());
+        g.set(path, value, recorded)?;
+    }
+    if let Some(p) = record {
+        if earlier.is_none() {
+            if let Err(e) = write_record(&p, &g.old) {
+                tracing::warn!(port = %name, error = %e,
+                    "cannot record the port's sysctls; a killed router would leave them changed");
+            }
+        }
+        g.record = Some(p);
     }
     Ok(g)
+}
+
+/// The record of interface `name` under `dir`: named by the network namespace (its inode)
+/// and the interface's index, so an interface of the same name made anew, or in another
+/// namespace, is not mistaken for it.
+fn record_path(dir: &std::path::Path, name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let ns = std::fs::metadata("/proc/thread-self/ns/net").ok()?.ino();
+    let index = ifindex_of(name).ok()?;
+    Some(dir.join(format!("{ns}-{index}-{name}")))
+}
+
+/// `path value` lines.
+fn read_record(p: &std::path::Path) -> Option<Vec<(String, String)>> {
+    let text = std::fs::read_to_string(p).ok()?;
+    let v: Vec<(String, String)> = text
+        .lines()
+        .filter_map(|l| l.split_once(' '))
+        .map(|(a, b)| (a.to_string(), b.trim().to_string()))
+        .collect();
+    (!v.is_empty()).then_some(v)
+}
+
+fn write_record(p: &std::path::Path, values: &[(String, String)]) -> std::io::Result<()> {
+    if let Some(d) = p.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    let text: String = values.iter().map(|(a, b)| format!("{a} {b}\n")).collect();
+    let tmp = p.with_extension("tmp");
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, p)
 }
 
 /// Sysctl values changed by the router, restored (last change first) when dropped.
 pub struct SysctlGuard {
     old: Vec<(String, String)>,
+    /// The record of the original values, removed once they are back.
+    record: Option<PathBuf>,
 }
 
 impl SysctlGuard {
-    fn set(&mut self, path: &str, value: &str) -> Result<(), String> {
-        let old = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    /// Sets `path` to `value`, remembering `original` (when a killed router's record gives
+    /// it) or else the value found.
+    fn set(&mut self, path: &str, value: &str, original: Option<String>) -> Result<(), String> {
+        let found = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
         sysctl(path, value)?;
-        self.old.push((path.to_string(), old.trim().to_string()));
+        let old = original.unwrap_or_else(|| found.trim().to_string());
+        self.old.push((path.to_string(), old));
         Ok(())
     }
 }
 
 impl Drop for SysctlGuard {
     fn drop(&mut self) {
+        let mut all = true;
         for (path, value) in self.old.drain(..).rev() {
-            let _ = std::fs::write(&path, value);
+            all &= std::fs::write(&path, value).is_ok();
+        }
+        if let (true, Some(p)) = (all, self.record.take()) {
+            let _ = std::fs::remove_file(p);
         }
     }
 }
@@ -338,5 +416,45 @@ impl Link for Tap {
 
     fn fd(&self) -> Option<RawFd> {
         Some(Tap::fd(self))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_round_trips_and_an_empty_one_is_none() {
+        let dir = std::env::temp_dir().join(format!("vfsrd-sysctl-test-{}", std::process::id()));
+        let p = dir.join("1-2-eth9");
+        let values = vec![
+            (
+                "/proc/sys/net/ipv4/conf/eth9/arp_ignore".to_string(),
+                "0".to_string(),
+            ),
+            (
+                "/proc/sys/net/ipv4/conf/eth9/rp_filter".to_string(),
+                "2".to_string(),
+            ),
+        ];
+        write_record(&p, &values).expect("write");
+        assert_eq!(read_record(&p), Some(values));
+        std::fs::write(&p, "").expect("empty");
+        assert_eq!(read_record(&p), None);
+        assert_eq!(read_record(&dir.join("absent")), None);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn records_are_named_by_namespace_and_index() {
+        // The loopback exists everywhere, with index 1.
+        let p = record_path(std::path::Path::new("/x"), "lo").expect("lo");
+        let name = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        assert!(name.ends_with("-1-lo"), "{name}");
+        assert!(record_path(std::path::Path::new("/x"), "no-such-if0").is_none());
     }
 }

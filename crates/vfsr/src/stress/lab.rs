@@ -1,0 +1,677 @@
+//! The stress run's topology and measuring tools: the three namespaces of
+//! `vfsr fwd bench --veth` (generator, router, sink) with IPv6 added, vfsrd in the router's
+//! namespace through [`vfsrd::harness::Vfsrd`], the legitimate flow (the XDP generator, paced),
+//! a flood sender (AF_PACKET transmit ring in the generator's namespace), the TCP
+//! request/response prober to the router's host stack, and vfsrd's memory and counters.
+//!
+//! ```text
+//!  ns gen                           ns rtr (vfsrd)                          ns sink
+//!  gen0 10.10.0.2/24 fd00:10::2 ─── A 10.10.0.1/24 fd00:10::1/64
+//!   legit: XDP generator, 198.18.1.x, UDP port 9, paced     B 10.20.0.1/16 fd00:20::1/64 ─── 10.20.0.2
+//!   flood: AF_PACKET ring, bounded in time                  198.18.0.0/16 via 10.20.0.2       XDP: counts
+//!   TCP RR ─▶ 10.10.0.1:7000 (TAP vA, the host stack)                                         port 9
+//! ```
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use vfsr_io::bpf::{self, BpfObject};
+use vfsr_io::packet::{PacketConfig, PacketPort};
+use vfsr_io::Backend;
+use vfsrd::harness::Vfsrd;
+
+use crate::vethbench::{self, Generator, Lab3, GEN_CORE, ROUTER_CORE};
+
+/// The legitimate flow's rate: well below what the router forwards, so any loss is the
+/// case's doing.
+pub(crate) const LEGIT_PPS: u64 = 50_000;
+/// Destinations of the legitimate flow (198.18.1.0 + i).
+const LEGIT_DESTS: u32 = 256;
+/// The TCP request/response server's port (bound on every address of the router's
+/// namespace: the TAP's come and go with vfsrd).
+pub(crate) const RR_PORT: u16 = 7000;
+/// Spacing of the TCP transactions.
+const RR_EVERY: Duration = Duration::from_millis(2);
+/// A transaction unanswered this long counts as lost.
+const RR_GIVE_UP: Duration = Duration::from_millis(1000);
+/// vfsrd's priorities (its defaults).
+pub(crate) const WORKER_PRIORITY: u8 = 10;
+pub(crate) const CONTROL_PRIORITY: u8 = 20;
+
+pub(crate) const ROUTER_A4: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 1);
+pub(crate) const GEN4: Ipv4Addr = Ipv4Addr::new(10, 10, 0, 2);
+
+/// The namespaces, the legitimate flow and vfsrd.
+pub(crate) struct Lab {
+    /// Declared first, dropped first: vfsrd goes before its namespaces.
+    pub(crate) vfsrd: Option<Vfsrd>,
+    legit: Option<Generator>,
+    rr_stop: Arc<AtomicBool>,
+    rr_server: Option<JoinHandle<()>>,
+    _gen_obj: BpfObject,
+    pub(crate) exe: PathBuf,
+    pub(crate) backend: String,
+    pub(crate) mac_a: [u8; 6],
+    pub(crate) mac_gen: [u8; 6],
+    pub(crate) tag: String,
+    /// Declared last, dropped last.
+    pub(crate) l: Lab3,
+}
+
+/// vfsrd's files are named after this.
+const TAG: &str = "stress";
+
+impl Lab {
+    pub(crate) fn build(exe: PathBuf, backend: &str, limit: Duration) -> Result<Lab, String> {
+        let l = vethbench::build_lab()?;
+        l.lab.ip(
+            "gen",
+            &["-6", "addr", "add", "fd00:10::2/64", "dev", "gen0", "nodad"],
+        )?;
+        let sink_if = interface_in(&l, "sink")?;
+        l.lab.ip(
+            "sink",
+            &[
+                "-6",
+                "addr",
+                "add",
+                "fd00:20::2/64",
+                "dev",
+                &sink_if,
+                "nodad",
+            ],
+        )?;
+        let mac_a = vethbench::mac_in(&l.lab, "rtr", &l.a)?;
+        let mac_gen = vethbench::mac_in(&l.lab, "gen", "gen0")?;
+        // The legitimate flow: the XDP generator, 64-byte UDP to port 9 (what the sink counts).
+        let obj = BpfObject::load("bench", bpf::objects::BENCH).map_err(|e| e.to_string())?;
+        let e = |e: vfsr_io::IoError| e.to_string();
+        let dmap = obj.map_fd("dests").map_err(e)?;
+        for i in 0..LEGIT_DESTS {
+            let d = u32::from(Ipv4Addr::new(198, 18, 1, 0)) + i;
+            bpf::map_update(dmap, &i.to_ne_bytes(), &d.to_be_bytes()).map_err(e)?;
+        }
+        let cmap = obj.map_fd("conf").map_err(e)?;
+        bpf::map_update(
+            cmap,
+            &0u32.to_ne_bytes(),
+            &u64::from(LEGIT_DESTS - 1).to_ne_bytes(),
+        )
+        .map_err(e)?;
+        let counts = obj.map_fd("counts").map_err(e)?;
+        let frame = vethbench::template(mac_a, mac_gen);
+        let tmap = obj.map_fd("tmpl").map_err(e)?;
+        bpf::map_update(tmap, &0u32.to_ne_bytes(), frame.get(..42).unwrap_or(&[])).map_err(e)?;
+        let gen_if = vethbench::ifindex_in(&l.lab, "gen", "gen0")?;
+        let prog = obj.prog_fd("gen").map_err(e)?;
+        let ns_path = format!("/var/run/netns/{}", l.lab.name("gen"));
+        // SCHED_IDLE: it takes only what core 0 has left, behind vfsrd's control plane and
+        // the measuring threads (as in `cp flood`).
+        let legit = std::thread::spawn(move || {
+            let _ = vfsr_cpu::idle(0);
+            Generator::start(ns_path, prog, cmap, counts, gen_if, frame, limit)
+        })
+        .join()
+        .map_err(|_| "starting the generator failed".to_string())?;
+        let listener = l
+            .lab
+            .in_ns("rtr", || {
+                let s = TcpListener::bind((Ipv4Addr::UNSPECIFIED, RR_PORT))?;
+                s.set_nonblocking(true)?;
+                Ok::<_, std::io::Error>(s)
+            })?
+            .map_err(|e| format!("TCP server on port {RR_PORT}: {e}"))?;
+        let rr_stop = Arc::new(AtomicBool::new(false));
+        let s = Arc::clone(&rr_stop);
+        let rr_server = std::thread::Builder::new()
+            .name("stress-rr-server".into())
+            .spawn(move || rr_server(listener, &s))
+            .map_err(|e| e.to_string())?;
+        Ok(Lab {
+            vfsrd: None,
+            legit: Some(legit),
+            rr_stop,
+            rr_server: Some(rr_server),
+            _gen_obj: obj,
+            exe,
+            backend: backend.to_string(),
+            mac_a,
+            mac_gen,
+            tag: TAG.into(),
+            l,
+        })
+    }
+
+    /// vfsrd's configuration: both ports, a static route for the legitimate flow, the API
+    /// socket, no metrics endpoint.
+    pub(crate) fn config(&self, api_socket: &str) -> String {
+        let b = &self.backend;
+        format!(
+            "[router]\ncontrol_core = {GEN_CORE}\nworkers = [{ROUTER_CORE}]\n\
+             control_priority = {CONTROL_PRIORITY}\nworker_priority = {WORKER_PRIORITY}\n\n\
+             [[interface]]\nname = \"{}\"\nbackend = \"{b}\"\n\
+             addresses = [\"10.10.0.1/24\", \"fd00:10::1/64\"]\n\n\
+             [[interface]]\nname = \"{}\"\nbackend = \"{b}\"\n\
+             addresses = [\"10.20.0.1/16\", \"fd00:20::1/64\"]\n\n\
+             [[route]]\nprefix = \"198.18.0.0/16\"\nvia = [\"10.20.0.2\"]\n\n\
+             [[route]]\nprefix = \"2001:db8:18::/48\"\nvia = [\"fd00:20::2\"]\n\n\
+             [api]\nsocket = \"{api_socket}\"\nmetrics = \"off\"\n",
+            self.l.a, self.l.b
+        )
+    }
+
+    /// Starts vfsrd (stopping one that runs) and gives port A's receive thread the core
+    /// and priority `cp flood` gives it.
+    pub(crate) fn start_vfsrd(&mut self) -> Result<(), String> {
+        self.vfsrd = None;
+        let cfg = self.config("@SOCKET@");
+        let d = Vfsrd::start(&self.l.lab, "rtr", &self.exe, &self.tag, &cfg)?;
+        self.vfsrd = Some(d);
+        vethbench::threaded_napi(&self.l.lab, "rtr", &self.l.a, ROUTER_CORE, 5);
+        Ok(())
+    }
+
+    /// Whether vfsrd runs.
+    pub(crate) fn running(&mut self) -> bool {
+        self.vfsrd.as_mut().is_some_and(Vfsrd::running)
+    }
+
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.vfsrd.as_ref().and_then(Vfsrd::pid)
+    }
+
+    pub(crate) fn socket(&self) -> Option<PathBuf> {
+        self.vfsrd.as_ref().map(|d| d.socket().to_path_buf())
+    }
+
+    /// One request to vfsrd's control API.
+    pub(crate) fn api(&self, req: &vfsr_api::Request) -> Result<Value, String> {
+        let path = self.socket().ok_or("vfsrd is not running")?;
+        api_call(&path, req)
+    }
+
+    /// The stats file (rewritten every second).
+    pub(crate) fn stats(&self) -> Value {
+        self.vfsrd.as_ref().map_or(Value::Null, Vfsrd::stats)
+    }
+
+    /// Starts the legitimate flow at [`LEGIT_PPS`].
+    pub(crate) fn legit_on(&self) {
+        if let Some(g) = &self.legit {
+            g.set_rate(LEGIT_PPS);
+        }
+    }
+
+    pub(crate) fn legit_off(&self) {
+        if let Some(g) = &self.legit {
+            g.pause();
+        }
+    }
+
+    /// (legitimate frames sent, legitimate frames the sink counted) so far.
+    pub(crate) fn legit_counts(&self) -> (u64, u64) {
+        (
+            self.legit.as_ref().map_or(0, Generator::sent),
+            self.l.forwarded(),
+        )
+    }
+
+    /// The legitimate flow's delivered rate over `d` (frames per second), measured now.
+    pub(crate) fn legit_rate_over(&self, d: Duration) -> f64 {
+        let (_, f0) = self.legit_counts();
+        let t0 = Instant::now();
+        std::thread::sleep(d);
+        let (_, f1) = self.legit_counts();
+        (f1 - f0) as f64 / t0.elapsed().as_secs_f64()
+    }
+
+    /// Stops the generator thread (its own time limit would also stop it).
+    pub(crate) fn finish(&mut self) -> Result<(), String> {
+        self.vfsrd = None;
+        match self.legit.take() {
+            Some(g) => g.finish(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        self.vfsrd = None;
+        self.legit = None;
+        self.rr_stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.rr_server.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// One request to the control API at `path`.
+pub(crate) fn api_call(path: &Path, req: &vfsr_api::Request) -> Result<Value, String> {
+    let mut c = vfsr_api::Client::connect(path).map_err(|e| e.to_string())?;
+    c.call(req).map_err(|e| e.to_string())
+}
+
+/// The first interface of namespace `ns` that is not the loopback.
+fn interface_in(l: &Lab3, ns: &str) -> Result<String, String> {
+    let out = l.lab.ip(ns, &["-o", "link", "show"])?;
+    out.lines()
+        .filter_map(|line| line.split(':').nth(1))
+        .map(|n| n.trim().split('@').next().unwrap_or("").to_string())
+        .find(|n| !n.is_empty() && n != "lo")
+        .ok_or_else(|| format!("no interface in {ns}"))
+}
+
+/// Answers each byte with itself, one connection at a time, until `stop`.
+fn rr_server(listener: TcpListener, stop: &AtomicBool) {
+    use std::io::{Read, Write};
+    while !stop.load(Ordering::Relaxed) {
+        let mut s = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+        };
+        let _ = s.set_nonblocking(false);
+        let _ = s.set_nodelay(true);
+        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+        let mut b = [0u8; 1];
+        while !stop.load(Ordering::Relaxed) {
+            match s.read(&mut b) {
+                Ok(1) => {
+                    if s.write_all(&b).is_err() {
+                        break;
+                    }
+                }
+                Ok(_) => break,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// What the TCP prober measured.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RrOutcome {
+    /// Round trips of the answered transactions, µs, sorted.
+    pub(crate) samples: Vec<f64>,
+    pub(crate) lost: u32,
+    pub(crate) error: Option<String>,
+}
+
+impl RrOutcome {
+    pub(crate) fn pct(&self, p: f64) -> Option<f64> {
+        pct(&self.samples, p)
+    }
+}
+
+/// Nearest-rank percentile `p` (0..=1) of sorted `v`.
+pub(crate) fn pct(v: &[f64], p: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let k = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v.get(k).copied()
+}
+
+/// One-byte transactions to the router's host stack (through vfsrd's control plane and the
+/// TAP), one every [`RR_EVERY`], for `secs`; the thread runs on core 0 at ordinary priority.
+pub(crate) fn rr_probe(l: &Lab3, secs: f64) -> Result<JoinHandle<RrOutcome>, String> {
+    use std::io::{Read, Write};
+    let addr = SocketAddr::from((ROUTER_A4, RR_PORT));
+    let conn = l.lab.in_ns("gen", move || {
+        TcpStream::connect_timeout(&addr, Duration::from_secs(2))
+    })?;
+    std::thread::Builder::new()
+        .name("stress-rr".into())
+        .spawn(move || {
+            let _ = vfsr_cpu::pin(GEN_CORE);
+            let mut out = RrOutcome::default();
+            let mut c = match conn {
+                Ok(c) => c,
+                Err(e) => {
+                    out.error = Some(format!("connecting to {addr}: {e}"));
+                    return out;
+                }
+            };
+            let _ = c.set_nodelay(true);
+            let _ = c.set_read_timeout(Some(Duration::from_millis(50)));
+            let t0 = Instant::now();
+            let mut next = t0;
+            let mut seq: u8 = 0;
+            while t0.elapsed().as_secs_f64() < secs {
+                let now = Instant::now();
+                if now < next {
+                    std::thread::sleep(next - now);
+                }
+                seq = seq % 250 + 1;
+                let t = Instant::now();
+                next = t + RR_EVERY;
+                if let Err(e) = c.write_all(&[seq]) {
+                    out.error = Some(format!("send: {e}"));
+                    break;
+                }
+                let mut b = [0u8; 1];
+                loop {
+                    match c.read(&mut b) {
+                        Ok(1) if b[0] == seq => {
+                            out.samples.push(t.elapsed().as_secs_f64() * 1e6);
+                            break;
+                        }
+                        Ok(1) => continue,
+                        Ok(_) => {
+                            out.error = Some("the server closed the connection".into());
+                            out.samples.sort_by(f64::total_cmp);
+                            return out;
+                        }
+                        Err(e)
+                            if matches!(
+                                e.kind(),
+                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                            ) =>
+                        {
+                            if t.elapsed() > RR_GIVE_UP {
+                                out.lost += 1;
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            out.error = Some(format!("receive: {e}"));
+                            out.samples.sort_by(f64::total_cmp);
+                            return out;
+                        }
+                    }
+                }
+            }
+            out.samples.sort_by(f64::total_cmp);
+            out
+        })
+        .map_err(|e| e.to_string())
+}
+
+/// A process's resident memory: (VmRSS, VmHWM) in KiB.
+pub(crate) fn rss_kib(pid: u32) -> Option<(u64, u64)> {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| -> Option<u64> {
+        s.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse().ok())
+    };
+    Some((field("VmRSS:")?, field("VmHWM:")?))
+}
+
+/// Samples a process's resident memory every 100 ms until stopped: the largest VmRSS seen.
+pub(crate) struct RssWatch {
+    stop: Arc<AtomicBool>,
+    peak: Arc<Mutex<u64>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RssWatch {
+    pub(crate) fn start(pid: Option<u32>) -> RssWatch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let peak = Arc::new(Mutex::new(0u64));
+        let (s, p) = (Arc::clone(&stop), Arc::clone(&peak));
+        let thread = pid.map(|pid| {
+            std::thread::spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    if let Some((rss, _)) = rss_kib(pid) {
+                        let mut g = p.lock().unwrap_or_else(|e| e.into_inner());
+                        *g = (*g).max(rss);
+                    }
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+            })
+        });
+        RssWatch { stop, peak, thread }
+    }
+
+    pub(crate) fn finish(mut self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        *self.peak.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What a flood sent.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct FloodSent {
+    pub(crate) frames: u64,
+    pub(crate) secs: f64,
+    /// Frames the transmit ring refused (full).
+    pub(crate) refused: u64,
+}
+
+impl FloodSent {
+    pub(crate) fn pps(&self) -> f64 {
+        self.frames as f64 / self.secs.max(1e-9)
+    }
+}
+
+/// Sends `frames` round and round out of the generator's interface for `secs` (at `pps`
+/// frames per second, 0: as fast as the ring takes them), from a thread in the generator's
+/// namespace on core 0 at `SCHED_IDLE`. Returns when done: the loop is bounded by its time.
+pub(crate) fn flood(
+    l: &Lab3,
+    frames: Arc<Vec<Vec<u8>>>,
+    pps: u64,
+    secs: f64,
+) -> Result<FloodSent, String> {
+    if frames.is_empty() {
+        return Ok(FloodSent::default());
+    }
+    l.lab.in_ns("gen", move || -> Result<FloodSent, String> {
+        let _ = vfsr_cpu::pin(GEN_CORE);
+        let _ = vfsr_cpu::idle(0);
+        let cfg = PacketConfig {
+            block_size: 1 << 16,
+            block_count: 2,
+            tx_frames: 2048,
+            ..PacketConfig::default()
+        };
+        let mut port = PacketPort::with_config("gen0", &cfg).map_err(|e| e.to_string())?;
+        let t0 = Instant::now();
+        let end = Duration::from_secs_f64(secs);
+        let mut sent = 0u64;
+        let mut k = 0usize;
+        const BATCH: usize = 64;
+        while t0.elapsed() < end {
+            let want = if pps == 0 {
+                BATCH as u64
+            } else {
+                let due = (t0.elapsed().as_secs_f64() * pps as f64) as u64;
+                if due <= sent {
+                    std::thread::sleep(Duration::from_micros(200));
+                    continue;
+                }
+                (due - sent).min(BATCH as u64)
+            };
+            let n = want as usize;
+            let start = k;
+            k = (k + n) % frames.len();
+            let mut it =
+                (0..n).filter_map(|i| frames.get((start + i) % frames.len()).map(Vec::as_slice));
+            let got = port.send(&mut it).map_err(|e| e.to_string())?;
+            sent += got as u64;
+            if got < n {
+                // The ring is full: let the kernel drain it.
+                let _ = port.flush();
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        let _ = port.flush();
+        let refused = port.stats().tx_dropped;
+        Ok(FloodSent {
+            frames: sent,
+            secs: t0.elapsed().as_secs_f64(),
+            refused,
+        })
+    })?
+}
+
+/// The worker's books from the stats file: received against forwarded + punted + held +
+/// each named drop. (imbalance, the parts as JSON).
+pub(crate) fn accounting(before: &Value, after: &Value) -> (i64, Value) {
+    let d = |v: &Value, k: &str| v[k].as_u64().unwrap_or(0);
+    let delta = |k: &str| d(after, k).saturating_sub(d(before, k));
+    let mut drops = serde_json::Map::new();
+    let mut named: u64 = 0;
+    if let Some(m) = after["drops"].as_object() {
+        for (k, v) in m {
+            let n = v
+                .as_u64()
+                .unwrap_or(0)
+                .saturating_sub(before["drops"][k].as_u64().unwrap_or(0));
+            if n > 0 {
+                drops.insert(k.clone(), json!(n));
+            }
+            named += n;
+        }
+    }
+    let (rx, fwd, punt, held, dropped) = (
+        delta("rx"),
+        delta("forwarded"),
+        delta("punted"),
+        delta("held"),
+        delta("dropped"),
+    );
+    let imbalance = rx as i64 - (fwd + punt + held + named) as i64;
+    (
+        imbalance,
+        json!({"received": rx, "forwarded": fwd, "punted": punt, "held": held,
+               "dropped": dropped, "named_drops": named, "drops": drops,
+               "ring_rx_dropped": after["io"]["rx_dropped"].as_u64().unwrap_or(0)
+                   .saturating_sub(before["io"]["rx_dropped"].as_u64().unwrap_or(0)),
+               "imbalance": imbalance}),
+    )
+}
+
+/// The control plane's counters over a window.
+pub(crate) fn control_delta(before: &Value, after: &Value) -> Value {
+    let c = |v: &Value, k: &str| v["control"][k].as_u64().unwrap_or(0);
+    let mut m = serde_json::Map::new();
+    if let Some(o) = after["control"].as_object() {
+        for (k, v) in o {
+            if let Some(n) = v.as_u64() {
+                m.insert(k.clone(), json!(n.saturating_sub(c(before, k))));
+            }
+        }
+    }
+    let mut limited = serde_json::Map::new();
+    for (i, class) in ["arp_nd", "routing", "icmp", "local", "slow_path"]
+        .iter()
+        .enumerate()
+    {
+        let g = |v: &Value| v["control"]["rate_limited"][i].as_u64().unwrap_or(0);
+        limited.insert((*class).into(), json!(g(after).saturating_sub(g(before))));
+    }
+    m.insert("rate_limited".into(), Value::Object(limited));
+    m.insert(
+        "punts_limited_by_workers".into(),
+        json!(after["punts_limited"]
+            .as_u64()
+            .unwrap_or(0)
+            .saturating_sub(before["punts_limited"].as_u64().unwrap_or(0))),
+    );
+    Value::Object(m)
+}
+
+/// The workers' event counters (`show counters`), summed: name → count.
+pub(crate) fn events(counters: &Value) -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for w in counters["workers"].as_array().into_iter().flatten() {
+        if let Some(m) = w["counters"].as_object() {
+            for (k, v) in m {
+                *out.entry(k.clone()).or_insert(0) += v.as_u64().unwrap_or(0);
+            }
+        }
+    }
+    out
+}
+
+/// A sysctl's value in namespace `ns`.
+pub(crate) fn sysctl(l: &Lab3, ns: &str, path: &str) -> String {
+    l.lab
+        .sh(ns, &["cat", path])
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|e| format!("unreadable: {e}"))
+}
+
+/// The sysctls vfsrd changes on a port (see `vfsrd::sys::quiet_port`).
+pub(crate) fn port_sysctls(l: &Lab3, port: &str) -> Vec<(String, String)> {
+    [
+        format!("/proc/sys/net/ipv4/conf/{port}/arp_ignore"),
+        format!("/proc/sys/net/ipv4/conf/{port}/rp_filter"),
+        format!("/proc/sys/net/ipv6/conf/{port}/disable_ipv6"),
+    ]
+    .into_iter()
+    .map(|p| {
+        let v = sysctl(l, "rtr", &p);
+        (p, v)
+    })
+    .collect()
+}
+
+/// Whether `ip -d link show PORT` in the router's namespace shows an XDP program.
+pub(crate) fn xdp_attached(l: &Lab3, port: &str) -> bool {
+    l.lab
+        .ip("rtr", &["-d", "link", "show", "dev", port])
+        .map(|s| s.contains("prog/xdp") || s.contains(" xdp"))
+        .unwrap_or(false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accounting_balances_and_shows_the_gap() {
+        let before = json!({"rx": 10, "forwarded": 5, "punted": 1, "held": 0, "dropped": 4,
+                            "drops": {"no_route": 4}, "io": {"rx_dropped": 0}});
+        let after = json!({"rx": 114, "forwarded": 55, "punted": 11, "held": 4, "dropped": 40,
+                           "drops": {"no_route": 14, "ip4_bad_checksum": 30}, "io": {"rx_dropped": 7}});
+        let (imb, v) = accounting(&before, &after);
+        assert_eq!(imb, 0);
+        assert_eq!(v["named_drops"], 40);
+        assert_eq!(v["ring_rx_dropped"], 7);
+        let after2 = json!({"rx": 115, "forwarded": 55, "punted": 11, "held": 4, "dropped": 40,
+                            "drops": {"no_route": 14, "ip4_bad_checksum": 30}});
+        assert_eq!(accounting(&before, &after2).0, 1);
+    }
+
+    #[test]
+    fn control_counters_and_events_are_differenced_and_summed() {
+        let b = json!({"control": {"frames_in": 3, "rate_limited": [1, 0, 0, 0, 0]}, "punts_limited": 2});
+        let a = json!({"control": {"frames_in": 13, "rate_limited": [4, 0, 2, 0, 0]}, "punts_limited": 5});
+        let d = control_delta(&b, &a);
+        assert_eq!(d["frames_in"], 10);
+        assert_eq!(d["rate_limited"]["arp_nd"], 3);
+        assert_eq!(d["rate_limited"]["icmp"], 2);
+        assert_eq!(d["punts_limited_by_workers"], 3);
+        let c = json!({"workers": [{"counters": {"event.icmp4_sent": 3}},
+                                   {"counters": {"event.icmp4_sent": 4}}]});
+        assert_eq!(events(&c).get("event.icmp4_sent"), Some(&7));
+    }
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(pct(&v, 0.5), Some(50.0));
+        assert_eq!(pct(&v, 0.99), Some(99.0));
+        assert_eq!(pct(&[], 0.5), None);
+    }
+}
