@@ -903,7 +903,7 @@ fn two_routers_share_the_flows_and_take_over_from_each_other() {
         false,
         bfd,
     );
-    let settle = Duration::from_secs(40);
+    let settle = Duration::from_secs(60);
     sessions_up(&up, "up", &["10.1.1.2", "10.1.2.2"], bfd, settle);
     sessions_up(&dn, "dn", &["10.2.1.1", "10.2.2.1"], bfd, settle);
     up_has_both(&up, settle);
@@ -932,7 +932,7 @@ fn two_routers_share_the_flows_and_take_over_from_each_other() {
     let t1 = t.now_ns();
     let before = t.frames_into(0);
     ra.spawn(&lab).unwrap();
-    traffic_into(&t, 0, before, 100, Duration::from_secs(40), || {
+    traffic_into(&t, 0, before, 100, Duration::from_secs(90), || {
         state(&lab, &up, &fa, &ra)
     });
     vfsr_has_prefixes(&ra, settle);
@@ -947,7 +947,7 @@ fn two_routers_share_the_flows_and_take_over_from_each_other() {
     let t3 = t.now_ns();
     let before = t.frames_into(1);
     lab.ip("rb", &["link", "set", "up0", "up"]).unwrap();
-    traffic_into(&t, 1, before, 100, Duration::from_secs(40), || {
+    traffic_into(&t, 1, before, 100, Duration::from_secs(90), || {
         state(&lab, &up, &fb, &rb)
     });
     vfsr_has_prefixes(&rb, settle);
@@ -975,7 +975,7 @@ fn two_routers_share_the_flows_and_take_over_from_each_other() {
     let before = t.frames_into(0);
     fa.configure("router bgp 65001\nno neighbor 10.1.1.1 shutdown")
         .unwrap();
-    traffic_into(&t, 0, before, 100, Duration::from_secs(40), || {
+    traffic_into(&t, 0, before, 100, Duration::from_secs(90), || {
         state(&lab, &up, &fa, &ra)
     });
     up_has_both(&up, settle);
