@@ -14,42 +14,13 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
-/// Why the test cannot run here, if it cannot.
-fn skip_reason(exe: &std::path::Path) -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("needs root".into());
-    }
-    let probe = format!("soakprobe{}", std::process::id());
-    let ok = Command::new("ip")
-        .args(["netns", "add", &probe])
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        return Some("`ip netns add` does not work here".into());
-    }
-    let _ = Command::new("ip").args(["netns", "del", &probe]).status();
-    if !exe.with_file_name("vfsrd").exists() {
-        return Some("vfsrd is not built next to vfsr (cargo build -p vfsrd)".into());
-    }
-    None
-}
-
-/// Removes a file when dropped, so a failing test leaves nothing behind.
-struct TempFile(PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
+mod common;
+use common::{netns_skip_reason, TempFile};
 
 #[test]
 fn a_short_soak_passes_its_three_checks() {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_vfsr"));
-    if let Some(why) = skip_reason(&exe) {
+    if let Some(why) = netns_skip_reason(Some(&exe)) {
         println!("skipped: {why}");
         return;
     }

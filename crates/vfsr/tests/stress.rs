@@ -10,37 +10,10 @@
 use std::path::PathBuf;
 use std::process::Command;
 
+mod common;
+use common::{netns_skip_reason, TempFile};
+
 use serde_json::Value;
-
-/// Why the test cannot run here, if it cannot.
-fn skip_reason(exe: &std::path::Path) -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("needs root".into());
-    }
-    if !exe.with_file_name("vfsrd").exists() {
-        return Some("vfsrd is not built next to vfsr (cargo build -p vfsrd)".into());
-    }
-    let probe = format!("vsprobe{}", std::process::id());
-    let ok = Command::new("ip")
-        .args(["netns", "add", &probe])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        return Some("`ip netns add` does not work here".into());
-    }
-    let _ = Command::new("ip").args(["netns", "del", &probe]).status();
-    None
-}
-
-struct TempFile(PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 fn case<'a>(doc: &'a Value, name: &str) -> &'a Value {
     doc["cases"]
@@ -61,7 +34,7 @@ fn check_ok(c: &Value, name: &str) -> bool {
 #[test]
 fn short_stress_run_keeps_the_books_and_restores_the_ports() {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_vfsr"));
-    if let Some(why) = skip_reason(&exe) {
+    if let Some(why) = netns_skip_reason(Some(&exe)) {
         println!("skipped: {why}");
         return;
     }

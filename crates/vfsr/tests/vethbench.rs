@@ -7,36 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+mod common;
+use common::{netns_skip_reason, TempFile};
+
 /// The benchmark floods both cores: the tests of this file take turns.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-/// Why the test cannot run here, if it cannot.
-fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("needs root".into());
-    }
-    let probe = format!("vbprobe{}", std::process::id());
-    let ok = Command::new("ip")
-        .args(["netns", "add", &probe])
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        return Some("`ip netns add` does not work here".into());
-    }
-    let _ = Command::new("ip").args(["netns", "del", &probe]).status();
-    None
-}
-
-/// Removes a file when dropped, so a failing test leaves nothing behind.
-struct TempFile(PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 /// A small table: 512 IPv4 prefixes of lengths 16 to 24 in 11.0.0.0/8 and a few IPv6 ones.
 fn small_table(path: &Path) {
@@ -63,7 +38,7 @@ fn small_table(path: &Path) {
 #[test]
 fn veth_bench_reports_every_router() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip_reason() {
+    if let Some(why) = netns_skip_reason(None) {
         println!("skipped: {why}");
         return;
     }
@@ -173,7 +148,7 @@ fn veth_bench_reports_every_router() {
 #[test]
 fn an_interrupted_run_leaves_nothing_behind() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = skip_reason() {
+    if let Some(why) = netns_skip_reason(None) {
         println!("skipped: {why}");
         return;
     }
