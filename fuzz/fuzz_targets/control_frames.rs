@@ -54,8 +54,8 @@ via = "fd00::2"
 /// The control plane, the far ends of the ports' wires and of the TAPs.
 fn control() -> (C, Vec<MemLink>, Vec<MemLink>) {
     let plan = config::parse(CONFIG, None).expect("the fixed configuration checks");
-    let (r, _) = router::build::<Radix<u32>, Radix<u128>>(&plan, &MACS)
-        .expect("the fixed router builds");
+    let (r, _) =
+        router::build::<Radix<u32>, Radix<u128>>(&plan, &MACS).expect("the fixed router builds");
     let r: Router<Radix<u32>, Radix<u128>> = r;
     let specs = router::port_specs(&plan, &MACS);
     let (mut ports, mut wires, mut taps) = (Vec::new(), Vec::new(), Vec::new());

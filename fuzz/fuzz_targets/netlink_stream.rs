@@ -1,12 +1,10 @@
 //! The kernel route source on arbitrary datagrams: each decoded by
 //! `vfsr_netlink::decode_into_marked` (what `RouteSocket::recv_marked` does with each
-//! datagram the kernel sends) and applied to a router's RIB by the kernel mirror
-//! (`vfsr_router::kernel::KernelMirror`) in the order vfsrd's netlink source
-//! (`vfsrd::sources::netlink`) drives it: a dump of links, next-hop objects and both route
-//! families started at open and after an overrun or a malformed datagram, route messages
-//! in runs between links and dump ends, link changes taking a port up or down, the mark
-//! and sweep when the IPv6 route dump ends (or the dumps again when it was interrupted),
-//! and the next-hop objects' re-expansion after each read.
+//! datagram the kernel sends) and applied by vfsrd's own `KernelFeed`
+//! (`vfsrd::sources::netlink`), the socket-free part of its netlink source, as that source
+//! drives it: the dumps started at open and again when the feed asks (an overrun, a
+//! malformed datagram, a route dump the table changed under), each read applied, then the
+//! mirror's batch ended.
 //!
 //! The input is a sequence of datagrams, each `flags | len (u16 LE) | bytes`; flag bit 0
 //! ends a read after the datagram, bit 1 makes the read report an overrun.
@@ -15,23 +13,27 @@
 //! whose last message in the read the mirror took (table, protocol, not a dump listing a
 //! notification superseded) and that names no next-hop object, the RIB holds exactly the
 //! kernel routes that message translates to: none for a deletion or a route whose next
-//! hops are all unusable. At the end the published FIB answers as the RIB says.
+//! hops are all unusable. The model of which messages the mirror takes sees each run of
+//! route messages just before the mirror does (`FeedWatch`). At the end the published FIB
+//! answers as the RIB says.
 
 #![no_main]
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, HashSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use libfuzzer_sys::fuzz_target;
 use vfsr_lpm::radix::Radix;
 use vfsr_lpm::{Lpm, RouteMap};
+use vfsr_netlink::decode_into_marked;
 use vfsr_netlink::msg::{Message, Op, Route};
-use vfsr_netlink::{decode_into_marked, DecodeStats, DumpKind};
 use vfsr_rib::{IpPrefix, Rib, RibRoute, Source};
 use vfsr_router::kernel::{KernelConfig, KernelMirror};
 use vfsr_router::translate::{prefix_of, translate, Objects, Skip, SourceCounters};
 use vfsr_router::{IfMap, PortSpec, Router, RouterConfig};
 use vfsr_wire::MacAddr;
+use vfsrd::sources::netlink::{FeedWatch, KernelFeed, Next};
+use vfsrd::sources::KernelIds;
 
 type R = Router<Radix<u32>, Radix<u128>>;
 
@@ -51,57 +53,23 @@ fn router() -> R {
 /// What the RIB must hold for a key after a read: `None` when it cannot be told cheaply.
 type Expect = HashMap<(IpPrefix, u32), Option<Vec<RibRoute>>>;
 
-struct Feed {
-    mirror: KernelMirror,
+/// The check's model: what each route message the feed gives the mirror must leave.
+struct Model {
     ifmap: IfMap,
-    /// Per port: interface up, TAP up.
-    up: [(bool, bool); 2],
-    expected: VecDeque<DumpKind>,
-    stats: DecodeStats,
-    intr_at_dump: u64,
+    distance: u8,
     /// Prefixes notifications changed since the dump began (the mirror's rule, followed
     /// here to know which listings it leaves out).
     touched: HashSet<IpPrefix>,
+    want: Expect,
 }
 
-impl Feed {
-    fn dump(&mut self, rib: &mut Rib) {
-        self.expected = [
-            DumpKind::Links,
-            DumpKind::NextHops,
-            DumpKind::Routes4,
-            DumpKind::Routes6,
-        ]
-        .into();
-        self.mirror.begin_dump(rib);
-        self.touched.clear();
-        self.intr_at_dump = self.stats.dump_interrupted;
-    }
-
-    fn link(&mut self, l: &vfsr_netlink::Link, router: &mut R) {
-        let deleted = l.op == Op::Del;
-        for (k, (port, iface, tap)) in PORTS.iter().enumerate() {
-            let before = self.up[k].0 && self.up[k].1;
-            if *iface == l.ifindex {
-                self.up[k].0 = !deleted && l.admin_up && l.lower_up;
-            } else if *tap == Some(l.ifindex) {
-                self.up[k].1 = !deleted && l.admin_up;
-            } else {
-                continue;
-            }
-            let up = self.up[k].0 && self.up[k].1;
-            if up != before {
-                router.set_port_up(*port, up);
-            }
-        }
-    }
-
+impl Model {
     /// What the mirror does with route message `r` (after its filters), for the check.
-    fn expect(&mut self, r: &Route, listing: bool, distance: u8, out: &mut Expect) {
+    fn expect(&mut self, r: &Route, listing: bool, mirror: &KernelMirror) {
         let Some(prefix) = prefix_of(r.dst) else {
             return;
         };
-        if self.mirror.dumping() {
+        if mirror.dumping() {
             if listing {
                 if self.touched.contains(&prefix) {
                     return; // superseded: left out
@@ -110,7 +78,7 @@ impl Feed {
                 self.touched.insert(prefix);
             }
         }
-        let config = self.mirror.config();
+        let config = mirror.config();
         if r.table != config.table || config.exclude_protocols.contains(&r.protocol) {
             return;
         }
@@ -124,7 +92,7 @@ impl Feed {
                 match translate(
                     r,
                     Source::Kernel,
-                    distance,
+                    self.distance,
                     metric,
                     &self.ifmap,
                     &Objects::default(),
@@ -136,50 +104,21 @@ impl Feed {
                 }
             }
         };
-        out.insert((prefix, metric), want);
+        self.want.insert((prefix, metric), want);
     }
+}
 
-    /// `NetlinkSource::apply`: route runs to the mirror, links and dump ends in order.
-    /// `false`: a dump was started again (the rest of the read is dropped).
-    fn apply(&mut self, msgs: &[Message], multi: &[bool], router: &mut R, out: &mut Expect) {
-        let distance = router.distance(Source::Kernel);
-        let mut start = 0usize;
-        let run = |feed: &mut Feed, router: &mut R, from: usize, to: usize, out: &mut Expect| {
-            let (Some(ms), Some(marks)) = (msgs.get(from..to), multi.get(from..to)) else {
-                return;
-            };
-            if ms.is_empty() {
-                return;
-            }
-            for (m, listing) in ms.iter().zip(marks) {
-                if let Message::Route(r) = m {
-                    feed.expect(r, *listing, distance, out);
-                }
-            }
-            feed.mirror
-                .messages_marked(ms, marks, router.rib_mut(), &feed.ifmap, distance);
-        };
-        for (i, m) in msgs.iter().enumerate() {
-            if !matches!(m, Message::Link(_) | Message::Done | Message::Error(_)) {
-                continue;
-            }
-            run(self, router, start, i, out);
-            start = i + 1;
-            match m {
-                Message::Link(l) => self.link(l, router),
-                _ => {
-                    if self.expected.pop_front() == Some(DumpKind::Routes6) {
-                        if self.stats.dump_interrupted > self.intr_at_dump {
-                            self.dump(router.rib_mut());
-                            return;
-                        }
-                        self.mirror.dump_complete(router.rib_mut());
-                        self.touched.clear();
-                    }
-                }
+impl FeedWatch for Model {
+    fn run(&mut self, msgs: &[Message], marks: &[bool], mirror: &KernelMirror) {
+        for (m, listing) in msgs.iter().zip(marks) {
+            if let Message::Route(r) = m {
+                self.expect(r, *listing, mirror);
             }
         }
-        run(self, router, start, msgs.len(), out);
+    }
+
+    fn swept(&mut self) {
+        self.touched.clear();
     }
 }
 
@@ -208,66 +147,72 @@ fn check(rib: &Rib, want: &Expect) {
 fuzz_target!(|data: &[u8]| {
     let mut router = router();
     let mut ifmap = IfMap::new();
+    let mut ports = Vec::new();
     for (port, iface, tap) in PORTS {
         ifmap.insert(iface, port);
         if let Some(t) = tap {
             ifmap.insert(t, port);
         }
+        ports.push(KernelIds { port, iface, tap });
     }
-    let mut feed = Feed {
-        mirror: KernelMirror::new(KernelConfig::default()),
-        ifmap,
-        up: [(true, true); 2],
-        expected: VecDeque::new(),
-        stats: DecodeStats::default(),
-        intr_at_dump: 0,
+    let mut feed = KernelFeed::new(Some(KernelConfig::default()), &ports);
+    let mut model = Model {
+        ifmap: ifmap.clone(),
+        distance: router.distance(Source::Kernel),
         touched: HashSet::new(),
+        want: Expect::new(),
     };
-    feed.dump(router.rib_mut());
+    feed.begin_dump(router.rib_mut());
 
     let mut rest = data;
     let (mut msgs, mut multi) = (Vec::new(), Vec::new());
-    let mut want = Expect::new();
-    let mut refused = feed.mirror.counters().skipped(Skip::RibRefused);
+    let refused = |feed: &KernelFeed| {
+        feed.mirror()
+            .map_or(0, |m| m.counters().skipped(Skip::RibRefused))
+    };
+    let mut refused_before = refused(&feed);
     while let [flags, a, b, tail @ ..] = rest {
         let n = usize::from(u16::from_le_bytes([*a, *b])).min(tail.len());
         let (datagram, next) = tail.split_at(n);
         rest = next;
         let first = msgs.len();
-        let failed = match decode_into_marked(datagram, &mut msgs, &mut multi, &mut feed.stats) {
-            Ok(k) => {
-                assert_eq!(msgs.len(), first + k);
-                assert_eq!(multi.len(), msgs.len());
-                false
-            }
-            Err(_) => {
-                assert_eq!(msgs.len(), first);
-                true
-            }
-        };
-        let end_read = flags & 1 != 0 || failed || flags & 2 != 0 || rest.len() < 3;
+        let failed =
+            match decode_into_marked(datagram, &mut msgs, &mut multi, feed.decode_stats_mut()) {
+                Ok(k) => {
+                    assert_eq!(msgs.len(), first + k);
+                    assert_eq!(multi.len(), msgs.len());
+                    false
+                }
+                Err(_) => {
+                    assert_eq!(msgs.len(), first);
+                    true
+                }
+            };
+        let overrun = flags & 2 != 0;
+        let end_read = flags & 1 != 0 || failed || overrun || rest.len() < 3;
         if !end_read {
             continue;
         }
         // A read: its messages applied, then an overrun or a malformed datagram dumps again.
-        let m = std::mem::take(&mut msgs);
-        let k = std::mem::take(&mut multi);
-        feed.apply(&m, &k, &mut router, &mut want);
-        if failed || flags & 2 != 0 {
-            if flags & 2 != 0 {
-                feed.mirror.overrun();
-            }
-            feed.dump(router.rib_mut());
+        let mut next = feed.apply(&msgs, &multi, &mut router, &ifmap, &mut model);
+        msgs.clear();
+        multi.clear();
+        if overrun {
+            next = feed.lost(true);
+        } else if failed {
+            next = feed.lost(false);
         }
-        let distance = router.distance(Source::Kernel);
-        feed.mirror
-            .end_batch(router.rib_mut(), &feed.ifmap, distance);
-        let now_refused = feed.mirror.counters().skipped(Skip::RibRefused);
-        if now_refused == refused {
-            check(router.rib(), &want);
+        if next == Next::Dump {
+            feed.begin_dump(router.rib_mut());
+            model.touched.clear();
         }
-        refused = now_refused;
-        want.clear();
+        feed.end_batch(&mut router, &ifmap);
+        let now_refused = refused(&feed);
+        if now_refused == refused_before {
+            check(router.rib(), &model.want);
+        }
+        refused_before = now_refused;
+        model.want.clear();
     }
 
     // What the RIB says is what the published FIB answers.
