@@ -730,7 +730,11 @@ fn kernel_source_recovers_from_a_netlink_overrun() {
     }
     let file = std::env::temp_dir().join(format!("vfsr-batch-{}", std::process::id()));
     std::fs::write(&file, &batch).unwrap();
+    // vfsrd is stopped during the burst, so the socket surely overruns however fast it
+    // would have read.
+    v.0.signal(libc::SIGSTOP);
     let r = lab.sh("rt", &["ip", "-batch", &file.display().to_string()]);
+    v.0.signal(libc::SIGCONT);
     let _ = std::fs::remove_file(&file);
     r.unwrap();
     let k = mirrored(&v, &lab, "100,000 routes after the overruns");
@@ -750,9 +754,17 @@ fn kernel_source_recovers_from_a_netlink_overrun() {
     }
     let file = std::env::temp_dir().join(format!("vfsr-batch-{}", std::process::id()));
     std::fs::write(&file, &batch).unwrap();
+    // vfsrd is stopped during the burst, so the socket surely overruns however fast it
+    // would have read.
+    v.0.signal(libc::SIGSTOP);
     let r = lab.sh("rt", &["ip", "-batch", &file.display().to_string()]);
+    v.0.signal(libc::SIGCONT);
     let _ = std::fs::remove_file(&file);
     r.unwrap();
     let k = mirrored(&v, &lab, "every route deleted after the overruns");
     assert!(k.is_empty());
+    let again = v.stats()["routing"]["kernel"]["overruns"]
+        .as_u64()
+        .unwrap_or(0);
+    assert!(again > overruns, "the second burst overran too");
 }
