@@ -7,7 +7,11 @@ use std::net::IpAddr;
 use vfsr_lpm::prefix::parse_addr_len;
 use vfsr_lpm::Prefix;
 
-use super::*;
+use super::schema::{BackendChoice, File, NameOrNumber, XdpModeChoice};
+use super::{
+    ApiPlan, ConfigError, FpmPlan, Interface, KernelPlan, Plan, StaticRoute, TablePlan,
+    TableSource, Target, ENGINES,
+};
 
 /// Routing table names of `/etc/iproute2/rt_tables` that everyone has.
 fn table_number(t: &NameOrNumber) -> Result<u32, String> {

@@ -3,7 +3,7 @@
 
 use serde::Deserialize;
 
-use super::*;
+use super::DEFAULT_METRICS;
 
 /// The file as written.
 #[derive(Clone, Debug, Default, Deserialize)]
