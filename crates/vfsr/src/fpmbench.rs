@@ -165,7 +165,7 @@ pub fn replay(
             ..FpmConfig::default()
         },
     };
-    let mut server = FpmServer::bind(&plan)?;
+    let mut server = FpmServer::bind(&plan).map_err(|e| e.to_string())?;
     let addr = server.local_addr().to_string();
     let rss0 = rss_bytes();
     let bytes = stream.to_vec();

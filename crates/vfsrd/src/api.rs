@@ -60,7 +60,7 @@ struct Conn {
 /// Carries out a reload: reads the file, applies the difference to the control plane and
 /// the configuration in force.
 pub type Reload<'r, E4, E6> =
-    dyn FnMut(&mut Control<E4, E6>, &mut Plan) -> Result<Value, String> + 'r;
+    dyn FnMut(&mut Control<E4, E6>, &mut Plan) -> crate::error::Result<Value> + 'r;
 
 /// What a request reads and changes.
 pub struct View<'a, E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone> {
@@ -287,7 +287,7 @@ impl ApiServer {
             } => route_add(v, &prefix, &via, blackhole),
             Request::RouteDel { prefix } => route_del(v, &prefix),
             Request::NeighborFlush { port } => neighbor_flush(v, port),
-            Request::Reload => (v.reload)(v.control, v.plan),
+            Request::Reload => (v.reload)(v.control, v.plan).map_err(|e| e.to_string()),
         };
         match r {
             Ok(d) => Answer::data(d),

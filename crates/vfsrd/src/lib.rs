@@ -14,6 +14,7 @@ pub mod control;
 pub mod daemons;
 pub mod dataplane;
 pub mod dump;
+pub mod error;
 pub mod fastpath;
 pub mod harness;
 pub mod link;

@@ -16,6 +16,7 @@ use vfsr_lpm::lctrie::LcTrie;
 use vfsr_lpm::poptrie::Poptrie;
 use vfsr_lpm::radix::Radix;
 use vfsrd::config::{self, Plan};
+use vfsrd::error::Error;
 use vfsrd::runtime::{run, PortIo, RunOptions, Summary};
 
 /// vfsr's router daemon: forwards between the configured interfaces with pinned workers,
@@ -81,18 +82,16 @@ fn cores() -> usize {
         .unwrap_or(1)
 }
 
-fn load(path: &PathBuf) -> Result<Plan, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    config::parse(&text, Some(cores())).map_err(|errs| {
-        let mut s = format!("{}: {} error(s)", path.display(), errs.len());
-        for e in errs {
-            s.push_str(&format!("\n  {e}"));
-        }
-        s
+fn load(path: &PathBuf) -> Result<Plan, Error> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::os(path.display().to_string(), e))?;
+    config::parse(&text, Some(cores())).map_err(|errors| Error::Config {
+        file: path.display().to_string(),
+        errors,
     })
 }
 
-fn run_engines(plan: &Plan, ports: Vec<PortIo>, opts: &RunOptions) -> Result<Summary, String> {
+fn run_engines(plan: &Plan, ports: Vec<PortIo>, opts: &RunOptions) -> Result<Summary, Error> {
     let stop = Arc::new(AtomicBool::new(false));
     let s = Arc::clone(&stop);
     let dump = Arc::clone(&opts.dump);

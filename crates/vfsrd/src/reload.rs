@@ -22,6 +22,7 @@ use vfsr_rib::{IpPrefix, Source};
 
 use crate::config::{self, Plan, StaticRoute};
 use crate::control::Control;
+use crate::error::{Error, Result};
 use crate::router::{static_prefix, static_routes};
 use crate::sources::{KernelIds, Sources};
 
@@ -68,25 +69,21 @@ pub fn reload<E4, E6>(
     path: &Path,
     kernel_ids: &[KernelIds],
     cores: usize,
-) -> Result<Value, String>
+) -> Result<Value>
 where
     E4: LpmUpdate<u32> + Clone,
     E6: LpmUpdate<u128> + Clone,
     E4::Config: Default,
     E6::Config: Default,
 {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let new = config::parse(&text, Some(cores)).map_err(|errs| {
-        let mut s = format!(
-            "{}: {} error(s), nothing changed",
-            path.display(),
-            errs.len()
-        );
-        for e in errs {
-            s.push_str(&format!("\n  {e}"));
-        }
-        s
-    })?;
+    let text =
+        std::fs::read_to_string(path).map_err(|e| Error::os(path.display().to_string(), e))?;
+    let new = config::parse(&text, Some(cores))
+        .map_err(|errors| Error::Config {
+            file: path.display().to_string(),
+            errors,
+        })
+        .map_err(|e| e.context("nothing changed"))?;
     let mut applied: Vec<String> = Vec::new();
 
     // Distances first: the static routes announced below take the new ones.
@@ -143,7 +140,7 @@ where
         control
             .router
             .announce(*p, Source::Static, &routes)
-            .map_err(|e| format!("route {p}: {e}"))?;
+            .map_err(|e| Error::build(format!("route {p}"), e))?;
         if old_routes.contains_key(p) {
             changed += 1;
         } else {
@@ -201,7 +198,10 @@ where
             applied.push("kernel: mirror opened again (dump and reconcile)".into());
         }
     }
-    control.router.publish().map_err(|e| e.to_string())?;
+    control
+        .router
+        .publish()
+        .map_err(|e| Error::build("publishing the FIBs", e))?;
 
     let restart = restart_needed(current, &new);
     // The live parts take the new values; the others keep the running ones.

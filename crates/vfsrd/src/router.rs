@@ -25,6 +25,7 @@ use vfsr_wire::MacAddr;
 
 use crate::config::{Plan, StaticRoute, TableSource, Target};
 use crate::control::frames::link_local;
+use crate::error::{Error, Result};
 
 /// What was installed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -115,7 +116,7 @@ pub fn static_routes<E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone>(
 }
 
 /// Builds the router for `plan`, with `macs[i]` the MAC of interface `i`.
-pub fn build<E4, E6>(plan: &Plan, macs: &[MacAddr]) -> Result<(Router<E4, E6>, Installed), String>
+pub fn build<E4, E6>(plan: &Plan, macs: &[MacAddr]) -> Result<(Router<E4, E6>, Installed)>
 where
     E4: LpmUpdate<u32> + Clone,
     E6: LpmUpdate<u128> + Clone,
@@ -124,7 +125,7 @@ where
 {
     let t0 = Instant::now();
     let mut router: Router<E4, E6> = Router::new(port_specs(plan, macs), router_config(plan))
-        .map_err(|e| format!("building the router: {e}"))?;
+        .map_err(|e| Error::build("building the router", e))?;
     let mut installed = Installed::default();
 
     if let Some(t) = &plan.table {
@@ -136,7 +137,7 @@ where
             TableSource::File(f) => {
                 let (table, _report) =
                     vfsr_table::read_table_file(Path::new(f), &Default::default())
-                        .map_err(|e| format!("table.file: {f}: {e}"))?;
+                        .map_err(|e| Error::build(format!("table.file: {f}"), e))?;
                 (table, f.clone())
             }
         };
@@ -145,7 +146,7 @@ where
         };
         router
             .load_table(&table, Source::Table, &via(&t.via4), &via(&t.via6))
-            .map_err(|e| format!("loading the table: {e}"))?;
+            .map_err(|e| Error::build("loading the table", e))?;
         installed.table = Some(source);
     }
 
@@ -154,11 +155,11 @@ where
         let routes = static_routes(&router, r);
         router
             .announce(prefix, Source::Static, &routes)
-            .map_err(|e| format!("route[{i}] {prefix}: {e}"))?;
+            .map_err(|e| Error::build(format!("route[{i}] {prefix}"), e))?;
     }
     router
         .publish()
-        .map_err(|e| format!("publishing the FIBs: {e}"))?;
+        .map_err(|e| Error::build("publishing the FIBs", e))?;
     let rib = router.rib();
     installed.routes4 = rib.v4().active_prefixes();
     installed.routes6 = rib.v6().active_prefixes();

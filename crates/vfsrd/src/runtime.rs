@@ -24,6 +24,7 @@ use crate::api::{ApiServer, View};
 use crate::config::Plan;
 use crate::control::{Control, ControlCounters, CtlPort};
 use crate::dataplane::{PuntRates, WorkerLoop, WorkerStats};
+use crate::error::{Error, Result};
 use crate::fastpath::{FastInstaller, InstallCounters};
 use crate::link::{Link, ToControl, Wake};
 use crate::metrics::MetricsServer;
@@ -105,8 +106,8 @@ pub fn thread_cpu_seconds(tid: i32) -> f64 {
 }
 
 /// Pins the calling thread to `core`; a failure is reported, not fatal.
-pub fn pin(core: usize) -> Result<(), String> {
-    vfsr_cpu::pin(core).map_err(String::from)
+pub fn pin(core: usize) -> Result<(), vfsr_cpu::CpuError> {
+    vfsr_cpu::pin(core)
 }
 
 /// Puts the calling thread back under ordinary scheduling. Done before the clean-up after the
@@ -129,13 +130,16 @@ pub fn ordinary() {
 /// only frames the worker has room for; the rest wait in (and overflow from) the device's
 /// own queue, where they cost nothing. The kernel's real-time throttling
 /// (`sched_rt_runtime_us`) still leaves the core's other threads their share.
-pub fn realtime(priority: u8) -> Result<(), String> {
+pub fn realtime(priority: u8) -> Result<()> {
     if priority == 0 {
         return Ok(());
     }
-    vfsr_cpu::fifo(0, i32::from(priority))
-        .map_err(|e| format!("{e} (priority {priority}; needs CAP_SYS_NICE)"))?;
-    Ok(())
+    vfsr_cpu::fifo(0, i32::from(priority)).map_err(|e| {
+        Error::invalid(
+            format!("priority {priority}"),
+            format!("{e} (needs CAP_SYS_NICE)"),
+        )
+    })
 }
 
 fn gettid() -> i32 {
@@ -151,7 +155,7 @@ pub fn run<E4, E6>(
     opts: &RunOptions,
     stop: Arc<AtomicBool>,
     ready: &mut dyn FnMut(&Installed),
-) -> Result<Summary, String>
+) -> Result<Summary>
 where
     E4: LpmUpdate<u32> + Clone + Send + Sync + 'static,
     E6: LpmUpdate<u128> + Clone + Send + Sync + 'static,
@@ -169,7 +173,7 @@ where
     let kernel_ids: Vec<KernelIds> = ports.iter().filter_map(|p| p.kernel).collect();
     let specs = router::port_specs(plan, &macs);
 
-    let wake = Arc::new(Wake::new().map_err(|e| format!("eventfd: {e}"))?);
+    let wake = Arc::new(Wake::new().map_err(|e| Error::os("eventfd", e))?);
     let (tx, rx) = sync_channel::<ToControl>(INBOX);
 
     // Split each port's queues among the workers: queue w to worker w.
@@ -286,7 +290,7 @@ where
             installers.push(match f {
                 Some(f) => Some(FastInstaller::new(
                     f.try_clone()
-                        .map_err(|e| format!("worker {w}: fast path: {e}"))?,
+                        .map_err(|e| Error::Io(e).context(format!("worker {w}: fast path")))?,
                     fast_mtu.clone(),
                 )),
                 None => None,
@@ -311,7 +315,7 @@ where
                 }
                 lp.run(&stop);
             })
-            .map_err(|e| format!("starting worker {w}: {e}"))?;
+            .map_err(|e| Error::os(format!("starting worker {w}"), e))?;
         handles.push(h);
     }
     drop(tx);
@@ -323,7 +327,7 @@ where
     for f in fast.iter().flatten() {
         ctl_fast.push(
             f.try_clone()
-                .map_err(|e| format!("control plane: fast path: {e}"))?,
+                .map_err(|e| Error::Io(e).context("control plane: fast path"))?,
         );
     }
     control.set_fast_paths(ctl_fast);
@@ -356,7 +360,10 @@ where
     let mut live_plan = plan.clone();
     let mut do_reload = |control: &mut Control<E4, E6>, current: &mut Plan| match &opts.config {
         Some(path) => crate::reload::reload(control, current, path, &kernel_ids, cores),
-        None => Err("vfsrd was started without a configuration file to read again".into()),
+        None => Err(Error::invalid(
+            "reload",
+            "vfsrd was started without a configuration file to read again",
+        )),
     };
     ready(&installed);
     let mut service = Service::new();

@@ -20,6 +20,7 @@ use vfsr_fwd::Packet;
 use vfsr_io::rss::Rss;
 use vfsr_io::{Backend, IoError, IoStats, Kind};
 
+use crate::error::{Error, Result};
 use crate::link::Wake;
 
 /// Frames a hand-off ring holds.
@@ -68,7 +69,7 @@ pub fn split(
     rss: Rss,
     workers: usize,
     owner: usize,
-) -> Result<(Spreader, Vec<Option<Handoff>>), String> {
+) -> Result<(Spreader, Vec<Option<Handoff>>)> {
     let name = queue.name().to_string();
     let kind = queue.kind();
     let fd = queue.fd();
@@ -83,7 +84,7 @@ pub fn split(
         }
         let ring = Arc::new(Ring {
             q: Mutex::new(VecDeque::with_capacity(RING)),
-            wake: Wake::new().map_err(|e| format!("eventfd: {e}"))?,
+            wake: Wake::new().map_err(|e| Error::os("eventfd", e))?,
         });
         rings.push(Some(Arc::clone(&ring)));
         handoffs.push(Some(Handoff {

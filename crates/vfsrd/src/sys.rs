@@ -19,6 +19,7 @@ use vfsr_io::{Backend, IoError};
 use vfsr_wire::MacAddr;
 
 use crate::config::{BackendChoice, Interface, Plan};
+use crate::error::{Error, Result};
 use crate::link::Link;
 use crate::runtime::PortIo;
 use crate::sources::KernelIds;
@@ -107,23 +108,28 @@ impl Link for Wire {
 }
 
 /// The interface's MAC, from sysfs.
-pub fn mac_of(name: &str) -> Result<MacAddr, String> {
+pub fn mac_of(name: &str) -> Result<MacAddr> {
     let path = format!("/sys/class/net/{name}/address");
-    let s = std::fs::read_to_string(&path)
-        .map_err(|_| format!("interface {name:?} does not exist (no {path})"))?;
+    let s = std::fs::read_to_string(&path).map_err(|_| {
+        Error::invalid(
+            format!("interface {name:?}"),
+            format!("does not exist (no {path})"),
+        )
+    })?;
+    let unreadable = || Error::invalid(name, format!("unreadable MAC {:?}", s.trim()));
     let mut m = [0u8; 6];
     let parts: Vec<&str> = s.trim().split(':').collect();
     if parts.len() != 6 {
-        return Err(format!("{name}: unreadable MAC {:?}", s.trim()));
+        return Err(unreadable());
     }
     for (b, p) in m.iter_mut().zip(parts) {
-        *b = u8::from_str_radix(p, 16).map_err(|_| format!("{name}: unreadable MAC {s:?}"))?;
+        *b = u8::from_str_radix(p, 16).map_err(|_| unreadable())?;
     }
     Ok(MacAddr(m))
 }
 
-fn sysctl(path: &str, value: &str) -> Result<(), String> {
-    std::fs::write(path, value).map_err(|e| format!("{path}: {e}"))
+fn sysctl(path: &str, value: &str) -> Result<()> {
+    std::fs::write(path, value).map_err(|e| Error::os(path, e))
 }
 
 /// Where the values a running router changed are kept until it puts them back: a router
@@ -137,7 +143,7 @@ pub const SYSCTL_RECORDS: &str = "/run/vfsrd/sysctl";
 /// port when dropped, so a stopped router leaves the interface as it found it, also after
 /// an earlier router was killed without its clean-up (the original values are recorded in
 /// [`SYSCTL_RECORDS`] while the port is driven).
-pub fn quiet_port(name: &str) -> Result<SysctlGuard, String> {
+pub fn quiet_port(name: &str) -> Result<SysctlGuard> {
     let record = record_path(std::path::Path::new(SYSCTL_RECORDS), name);
     let earlier = record.as_ref().and_then(|p| read_record(p));
     if earlier.is_some() {
@@ -219,8 +225,8 @@ pub struct SysctlGuard {
 impl SysctlGuard {
     /// Sets `path` to `value`, remembering `original` (when a killed router's record gives
     /// it) or else the value found.
-    fn set(&mut self, path: &str, value: &str, original: Option<String>) -> Result<(), String> {
-        let found = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    fn set(&mut self, path: &str, value: &str, original: Option<String>) -> Result<()> {
+        let found = std::fs::read_to_string(path).map_err(|e| Error::os(path, e))?;
         sysctl(path, value)?;
         let old = original.unwrap_or_else(|| found.trim().to_string());
         self.old.push((path.to_string(), old));
@@ -240,7 +246,7 @@ impl Drop for SysctlGuard {
     }
 }
 
-fn open_xdp(itf: &Interface, mac: MacAddr, batch: usize) -> Result<PortIo, String> {
+fn open_xdp(itf: &Interface, mac: MacAddr, batch: usize) -> Result<PortIo> {
     let mut cfg = vfsr_io::xdp::XdpConfig::new(&itf.name);
     cfg.queues = itf.queues;
     cfg.mode = match itf.xdp_mode {
@@ -265,8 +271,8 @@ fn open_xdp(itf: &Interface, mac: MacAddr, batch: usize) -> Result<PortIo, Strin
         .iter()
         .map(|(a, _)| *a)
         .collect::<Vec<Ipv6Addr>>();
-    let (iface, ports) = vfsr_io::xdp::open(&cfg).map_err(|e| e.to_string())?;
-    let wire = Wire::open(&itf.name, true).map_err(|e| e.to_string())?;
+    let (iface, ports) = vfsr_io::xdp::open(&cfg)?;
+    let wire = Wire::open(&itf.name, true)?;
     Ok(PortIo {
         mac,
         queues: ports
@@ -281,7 +287,7 @@ fn open_xdp(itf: &Interface, mac: MacAddr, batch: usize) -> Result<PortIo, Strin
     })
 }
 
-fn open_packet(itf: &Interface, mac: MacAddr, fanout: u16) -> Result<PortIo, String> {
+fn open_packet(itf: &Interface, mac: MacAddr, fanout: u16) -> Result<PortIo> {
     // Several queues are sockets of one fanout group: the kernel hashes each flow to one.
     let mut queues: Vec<Box<dyn Backend>> = Vec::new();
     for _ in 0..itf.queues {
@@ -289,10 +295,10 @@ fn open_packet(itf: &Interface, mac: MacAddr, fanout: u16) -> Result<PortIo, Str
             fanout: (itf.queues > 1).then_some(fanout),
             ..PacketConfig::default()
         };
-        let port = PacketPort::with_config(&itf.name, &cfg).map_err(|e| e.to_string())?;
+        let port = PacketPort::with_config(&itf.name, &cfg)?;
         queues.push(Box::new(port));
     }
-    let wire = Wire::open(&itf.name, false).map_err(|e| e.to_string())?;
+    let wire = Wire::open(&itf.name, false)?;
     Ok(PortIo {
         mac,
         queues,
@@ -305,19 +311,18 @@ fn open_packet(itf: &Interface, mac: MacAddr, fanout: u16) -> Result<PortIo, Str
 }
 
 /// Opens every interface of `plan`, with its TAP. Errors name the interface and what to do.
-pub fn open_ports(plan: &Plan) -> Result<Vec<PortIo>, String> {
+pub fn open_ports(plan: &Plan) -> Result<Vec<PortIo>> {
     let mut out = Vec::new();
     // Fanout group ids are per network namespace; derive them from the process id.
     let base = (std::process::id() as u16).wrapping_mul(64);
     for (i, itf) in plan.interfaces.iter().enumerate() {
         let fanout = base.wrapping_add(i as u16);
         let mac = mac_of(&itf.name)?;
-        let quiet = quiet_port(&itf.name).map_err(|e| format!("{}: {e}", itf.name))?;
+        let quiet = quiet_port(&itf.name).map_err(|e| e.context(&itf.name))?;
         let mut io = match itf.backend {
             BackendChoice::Packet => open_packet(itf, mac, fanout)?,
-            BackendChoice::Xdp => {
-                open_xdp(itf, mac, plan.batch).map_err(|e| format!("{}: AF_XDP: {e}", itf.name))?
-            }
+            BackendChoice::Xdp => open_xdp(itf, mac, plan.batch)
+                .map_err(|e| e.context(format!("{}: AF_XDP", itf.name)))?,
             BackendChoice::Auto => match open_xdp(itf, mac, plan.batch) {
                 Ok(io) => io,
                 Err(e) => {
@@ -348,7 +353,7 @@ pub fn open_ports(plan: &Plan) -> Result<Vec<PortIo>, String> {
 
 /// Turns the XDP fast path on for every AF_XDP port, each able to send by every other
 /// AF_XDP port (pipeline index, kernel interface index).
-fn enable_fast_paths(ports: &mut [PortIo]) -> Result<(), String> {
+fn enable_fast_paths(ports: &mut [PortIo]) -> Result<()> {
     let xdp_of = |p: &PortIo| -> Option<(u32, String)> {
         p.keep
             .iter()
@@ -375,7 +380,7 @@ fn enable_fast_paths(ports: &mut [PortIo]) -> Result<(), String> {
                 }
                 Some(
                     x.fast_path(p.mac.0, &egress)
-                        .map_err(|e| format!("{}: fast path: {e}", x.name()))?,
+                        .map_err(|e| Error::Io(e).context(format!("{}: fast path", x.name())))?,
                 )
             }
             None => None,
@@ -385,22 +390,20 @@ fn enable_fast_paths(ports: &mut [PortIo]) -> Result<(), String> {
     Ok(())
 }
 
-fn open_tap(itf: &Interface, mac: MacAddr) -> Result<(Option<Box<dyn Link>>, u32), String> {
+fn open_tap(itf: &Interface, mac: MacAddr) -> Result<(Option<Box<dyn Link>>, u32)> {
     let tap = Tap::create(&itf.tap, mac, itf.mtu, &itf.addrs4, &itf.addrs6)?;
     let ifindex = tap.ifindex();
     Ok((Some(Box::new(tap)), ifindex))
 }
 
 /// The kernel's index of interface `name`.
-pub fn ifindex_of(name: &str) -> Result<u32, String> {
-    let c = std::ffi::CString::new(name).map_err(|_| format!("{name:?}: bad interface name"))?;
+pub fn ifindex_of(name: &str) -> Result<u32> {
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| Error::invalid(format!("{name:?}"), "bad interface name"))?;
     // SAFETY: `c` is a NUL-terminated string that outlives the call.
     let i = unsafe { libc::if_nametoindex(c.as_ptr()) };
     if i == 0 {
-        return Err(format!(
-            "{name}: no such interface ({})",
-            std::io::Error::last_os_error()
-        ));
+        return Err(Error::last_os(format!("{name}: no such interface")));
     }
     Ok(i)
 }

@@ -11,11 +11,12 @@
 //! (`RTM_NEWADDR`, IPv6 addresses with `IFA_F_NODAD` so they work at once). Not persistent:
 //! closing the descriptor deletes the device.
 
-use std::ffi::CString;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use vfsr_wire::MacAddr;
+
+use crate::error::{Error, Result};
 
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 const IFF_TAP: libc::c_short = 0x0002;
@@ -30,7 +31,7 @@ pub struct Tap {
     ifindex: u32,
 }
 
-fn err(what: &str, name: &str) -> String {
+fn err(what: &str, name: &str) -> Error {
     let e = std::io::Error::last_os_error();
     let hint = match e.raw_os_error() {
         Some(libc::EPERM) | Some(libc::EACCES) => " (needs root or CAP_NET_ADMIN)",
@@ -38,12 +39,15 @@ fn err(what: &str, name: &str) -> String {
         Some(libc::EBUSY) | Some(libc::EEXIST) => " (the name is in use)",
         _ => "",
     };
-    format!("TAP {name}: {what}: {e}{hint}")
+    Error::os(format!("TAP {name}: {what}"), e).hint(hint)
 }
 
-fn ifreq(name: &str) -> Result<libc::ifreq, String> {
+fn ifreq(name: &str) -> Result<libc::ifreq> {
     if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(['/', ' ', '\0']) {
-        return Err(format!("{name:?} is not a valid interface name"));
+        return Err(Error::invalid(
+            format!("{name:?}"),
+            "not a valid interface name",
+        ));
     }
     // SAFETY: ifreq is plain old data; all zeroes is valid.
     let mut r: libc::ifreq = unsafe { std::mem::zeroed() };
@@ -56,11 +60,11 @@ fn ifreq(name: &str) -> Result<libc::ifreq, String> {
 struct Sock(OwnedFd);
 
 impl Sock {
-    fn dgram() -> Result<Sock, String> {
+    fn dgram() -> Result<Sock> {
         // SAFETY: plain socket call, result checked.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
         if fd < 0 {
-            return Err(format!("socket: {}", std::io::Error::last_os_error()));
+            return Err(Error::last_os("socket"));
         }
         // SAFETY: fd is a new descriptor we own.
         Ok(Sock(unsafe { OwnedFd::from_raw_fd(fd) }))
@@ -80,9 +84,9 @@ impl Tap {
         mtu: u16,
         addrs4: &[(Ipv4Addr, u8)],
         addrs6: &[(Ipv6Addr, u8)],
-    ) -> Result<Tap, String> {
+    ) -> Result<Tap> {
         let mut req = ifreq(name)?;
-        let path = CString::new("/dev/net/tun").map_err(|e| e.to_string())?;
+        let path = c"/dev/net/tun";
         // SAFETY: opening a path from a valid C string.
         let fd = unsafe {
             libc::open(
@@ -148,10 +152,12 @@ impl Tap {
             ifindex,
         };
         for (a, l) in addrs4 {
-            add_address(ifindex, IpAddr::V4(*a), *l).map_err(|e| format!("TAP {name}: {e}"))?;
+            add_address(ifindex, IpAddr::V4(*a), *l)
+                .map_err(|e| e.context(format!("TAP {name}")))?;
         }
         for (a, l) in addrs6 {
-            add_address(ifindex, IpAddr::V6(*a), *l).map_err(|e| format!("TAP {name}: {e}"))?;
+            add_address(ifindex, IpAddr::V6(*a), *l)
+                .map_err(|e| e.context(format!("TAP {name}")))?;
         }
         Ok(tap)
     }
@@ -187,7 +193,7 @@ impl Tap {
 }
 
 /// Adds an address to interface `ifindex` over rtnetlink and waits for the kernel's answer.
-pub fn add_address(ifindex: u32, addr: IpAddr, len: u8) -> Result<(), String> {
+pub fn add_address(ifindex: u32, addr: IpAddr, len: u8) -> Result<()> {
     let msg = newaddr_message(ifindex, addr, len, 1);
     // SAFETY: plain socket call, result checked.
     let fd = unsafe {
@@ -198,31 +204,31 @@ pub fn add_address(ifindex: u32, addr: IpAddr, len: u8) -> Result<(), String> {
         )
     };
     if fd < 0 {
-        return Err(format!(
-            "netlink socket: {}",
-            std::io::Error::last_os_error()
-        ));
+        return Err(Error::last_os("netlink socket"));
     }
     // SAFETY: fd is a new descriptor we own.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     // SAFETY: sends the message bytes on our socket (the kernel is the default peer).
     let n = unsafe { libc::send(fd.as_raw_fd(), msg.as_ptr().cast(), msg.len(), 0) };
     if n != msg.len() as isize {
-        return Err(format!("netlink send: {}", std::io::Error::last_os_error()));
+        return Err(Error::last_os("netlink send"));
     }
     let mut buf = [0u8; 1024];
     // SAFETY: receives into a live local buffer.
     let n = unsafe { libc::recv(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
     if n < 0 {
-        return Err(format!("netlink recv: {}", std::io::Error::last_os_error()));
+        return Err(Error::last_os("netlink recv"));
     }
     match ack_error(buf.get(..n as usize).unwrap_or(&[])) {
         Some(0) => Ok(()),
-        Some(e) => Err(format!(
-            "adding {addr}/{len}: {}",
-            std::io::Error::from_raw_os_error(-e)
+        Some(e) => Err(Error::os(
+            format!("adding {addr}/{len}"),
+            std::io::Error::from_raw_os_error(-e),
         )),
-        None => Err(format!("adding {addr}/{len}: no answer from the kernel")),
+        None => Err(Error::invalid(
+            format!("adding {addr}/{len}"),
+            "no answer from the kernel",
+        )),
     }
 }
 

@@ -56,7 +56,7 @@ struct Rig {
     wires: Vec<MemWire>,
     links: Vec<MemLink>,
     stop: Arc<AtomicBool>,
-    done: mpsc::Receiver<Result<Summary, String>>,
+    done: mpsc::Receiver<Result<Summary, vfsrd::error::Error>>,
 }
 
 fn start(config: &str) -> Rig {

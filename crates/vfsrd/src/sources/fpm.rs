@@ -21,6 +21,7 @@ use vfsr_router::fpm::{FpmSession, FpmState};
 use vfsr_router::{IfMap, Router};
 
 use crate::config::FpmPlan;
+use crate::error::{Error, Result};
 
 /// Bytes read from zebra in one step at most (about 20,000 routes).
 const STEP_BUDGET: usize = 2 << 20;
@@ -41,12 +42,12 @@ pub struct FpmServer {
 
 impl FpmServer {
     /// Listens where `plan` says.
-    pub fn bind(plan: &FpmPlan) -> Result<FpmServer, String> {
+    pub fn bind(plan: &FpmPlan) -> Result<FpmServer> {
         let listener = TcpListener::bind(plan.listen)
-            .map_err(|e| format!("fpm: cannot listen on {}: {e}", plan.listen))?;
+            .map_err(|e| Error::os(format!("fpm: cannot listen on {}", plan.listen), e))?;
         listener
             .set_nonblocking(true)
-            .map_err(|e| format!("fpm: {e}"))?;
+            .map_err(|e| Error::os("fpm: non-blocking listener", e))?;
         Ok(FpmServer {
             addr: listener
                 .local_addr()

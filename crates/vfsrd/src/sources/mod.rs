@@ -17,6 +17,7 @@ use vfsr_rib::Source;
 use vfsr_router::{IfMap, Router, Skip, SourceCounters};
 
 use crate::config::Plan;
+use crate::error::Result;
 
 /// A port's kernel interfaces: its own and its TAP's interface index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -55,7 +56,7 @@ impl Sources {
         plan: &Plan,
         ports: &[KernelIds],
         router: &mut Router<E4, E6>,
-    ) -> Result<Sources, String> {
+    ) -> Result<Sources> {
         Sources::open_parts(plan, ports, router, true, true)
     }
 
@@ -67,7 +68,7 @@ impl Sources {
         router: &mut Router<E4, E6>,
         open_fpm: bool,
         open_kernel: bool,
-    ) -> Result<Sources, String> {
+    ) -> Result<Sources> {
         let mut ifmap = IfMap::new();
         for k in ports {
             ifmap.insert(k.iface, k.port);

@@ -29,6 +29,7 @@ use vfsr_router::{IfMap, Router};
 
 use super::KernelIds;
 use crate::config::KernelPlan;
+use crate::error::{Error, Result};
 
 /// Reads per step at most (each up to 64 datagrams).
 const STEP_READS: usize = 16;
@@ -360,9 +361,9 @@ impl NetlinkSource {
         kernel: Option<&KernelPlan>,
         ports: &[KernelIds],
         router: &mut Router<E4, E6>,
-    ) -> Result<NetlinkSource, String> {
+    ) -> Result<NetlinkSource> {
         let rcvbuf = kernel.map_or(LINK_RCVBUF, |k| k.rcvbuf);
-        let sock = open(rcvbuf, kernel.is_some()).map_err(|e| format!("rtnetlink socket: {e}"))?;
+        let sock = open(rcvbuf, kernel.is_some()).map_err(|e| Error::os("rtnetlink socket", e))?;
         let mut n = NetlinkSource {
             sock,
             rcvbuf,
@@ -371,7 +372,7 @@ impl NetlinkSource {
             multi: Vec::with_capacity(1024),
         };
         n.dump(router.rib_mut())
-            .map_err(|e| format!("rtnetlink dump: {e}"))?;
+            .map_err(|e| Error::os("rtnetlink dump", e))?;
         Ok(n)
     }
 
