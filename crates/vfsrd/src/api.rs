@@ -40,6 +40,7 @@ use crate::config::Plan;
 use crate::control::{Control, ControlCounters};
 use crate::dataplane::WorkerStats;
 use crate::dump::describe;
+use crate::error::Error;
 use crate::fastpath::InstallCounters;
 use crate::metrics::kernel_stat;
 
@@ -60,7 +61,7 @@ struct Conn {
 /// Carries out a reload: reads the file, applies the difference to the control plane and
 /// the configuration in force.
 pub type Reload<'r, E4, E6> =
-    dyn FnMut(&mut Control<E4, E6>, &mut Plan) -> crate::error::Result<Value> + 'r;
+    dyn FnMut(&mut Control<E4, E6>, &mut Plan) -> Result<Value, Error> + 'r;
 
 /// What a request reads and changes.
 pub struct View<'a, E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone> {
@@ -94,13 +95,14 @@ pub struct ApiServer {
     base_port_drops: Vec<[u64; DropReason::COUNT]>,
 }
 
-fn group_id(name: &str) -> Result<u32, String> {
-    let c = std::ffi::CString::new(name).map_err(|_| format!("bad group name {name:?}"))?;
+fn group_id(name: &str) -> Result<u32, Error> {
+    let c = std::ffi::CString::new(name)
+        .map_err(|_| Error::invalid(format!("group {name:?}"), "not a valid name"))?;
     // SAFETY: getgrnam with a valid C string; the result is read at once, before any other
     // call that could reuse its static storage.
     let g = unsafe { libc::getgrnam(c.as_ptr()) };
     if g.is_null() {
-        return Err(format!("no group named {name:?}"));
+        return Err(Error::invalid(format!("group {name:?}"), "no such group"));
     }
     // SAFETY: `g` is non-null and points at libc's group record.
     Ok(unsafe { (*g).gr_gid })
@@ -108,29 +110,34 @@ fn group_id(name: &str) -> Result<u32, String> {
 
 impl ApiServer {
     /// Listens at `path` (mode 0660, group `group` if given).
-    pub fn bind(path: &Path, group: Option<&str>) -> Result<ApiServer, String> {
+    pub fn bind(path: &Path, group: Option<&str>) -> Result<ApiServer, Error> {
+        let shown = path.display();
         if path.exists() {
             if UnixStream::connect(path).is_ok() {
-                return Err(format!("{}: a running vfsrd answers there", path.display()));
+                return Err(Error::invalid(
+                    shown.to_string(),
+                    "a running vfsrd answers there",
+                ));
             }
             std::fs::remove_file(path)
-                .map_err(|e| format!("{}: removing a stale socket: {e}", path.display()))?;
+                .map_err(|e| Error::os(format!("{shown}: removing a stale socket"), e))?;
         }
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() && !dir.exists() {
-                std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| Error::os(dir.display().to_string(), e))?;
             }
         }
-        let listener = UnixListener::bind(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let listener = UnixListener::bind(path).map_err(|e| Error::os(shown.to_string(), e))?;
         listener
             .set_nonblocking(true)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|e| Error::os(shown.to_string(), e))?;
         std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .map_err(|e| Error::os(format!("{shown}: mode 0660"), e))?;
         if let Some(g) = group {
             let gid = group_id(g)?;
             std::os::unix::fs::chown(path, Some(0), Some(gid))
-                .map_err(|e| format!("{}: chown to group {g}: {e}", path.display()))?;
+                .map_err(|e| Error::os(format!("{shown}: chown to group {g}"), e))?;
         }
         Ok(ApiServer {
             listener,
