@@ -7,8 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/setup.sh
-# clang and libbpf-dev build the XDP program; the rest are the live demo's network tools.
-ensure_packages build-essential pkg-config clang libbpf-dev iproute2 ethtool iputils-ping traceroute iperf3
+# clang builds the XDP program and libbpf-dev, libelf-dev and zlib1g-dev are what vfsr-io
+# links; the rest are the live demo's network tools.
+ensure_packages build-essential pkg-config clang libbpf-dev libelf-dev zlib1g-dev iproute2 ethtool iputils-ping traceroute iperf3
 # The routing daemons the demo runs; without them it gives vfsrd the table in its config.
 ensure_packages frr gobgpd || echo "vfsr: FRR or GoBGP could not be installed; the demo loads the table from vfsrd's config" >&2
 ensure_rust

@@ -7,9 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 . scripts/setup.sh
-# clang and libbpf-dev build the XDP programs; the others are the integration tests' tools,
-# and the routing daemons the route-source tests run for real (FRR, BIRD 2, GoBGP).
-ensure_packages build-essential pkg-config clang libbpf-dev iproute2 ethtool iputils-ping traceroute iperf3
+# clang builds the XDP programs and libbpf-dev, libelf-dev and zlib1g-dev are what vfsr-io
+# (through the libbpf-sys crate) links; the others are the integration tests' tools, and the
+# routing daemons the route-source tests run for real (FRR, BIRD 2, GoBGP).
+ensure_packages build-essential pkg-config clang libbpf-dev libelf-dev zlib1g-dev iproute2 ethtool iputils-ping traceroute iperf3
 ensure_packages frr bird2 gobgpd || echo "vfsr: the routing daemons could not be installed; their tests will skip" >&2
 # promtool (Debian's prometheus) checks the metrics; tmux is the terminal vfsrctl top is
 # tested in; systemd-analyze checks the unit file.

@@ -3,7 +3,8 @@
 //! Each `bpf/<stem>.c` becomes `$OUT_DIR/<stem>.o` (clang, BPF target) and a constant
 //! `<STEM>: &[u8]` in `$OUT_DIR/objects.rs`, which `src/bpf.rs` includes as
 //! `vfsr_io::bpf::objects`. A new `.c` file is picked up without touching this script.
-//! The objects are loaded at run time through the system libbpf, linked here.
+//! The objects are loaded at run time through the system libbpf, which the `libbpf-sys`
+//! dependency links.
 
 use std::env;
 use std::fmt::Write as _;
@@ -18,7 +19,6 @@ fn main() {
     let dir = manifest.join("bpf");
     println!("cargo:rerun-if-changed={}", dir.display());
     println!("cargo:rerun-if-env-changed=CLANG");
-    println!("cargo:rustc-link-lib=bpf");
 
     let mut sources: Vec<PathBuf> = match fs::read_dir(&dir) {
         Ok(rd) => rd.filter_map(|e| e.ok().map(|e| e.path())).collect(),

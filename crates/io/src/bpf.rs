@@ -1,5 +1,5 @@
-//! Loading and attaching the XDP programs: a small FFI to the system libbpf (1.1 or later)
-//! behind a safe API.
+//! Loading and attaching the XDP programs: a safe API over the system libbpf (1.1 or later),
+//! called through the `libbpf-sys` crate's bindings.
 //!
 //! The programs live in `bpf/*.c`; `build.rs` compiles each one with clang and embeds the
 //! object in [`objects`] (`bpf/xsk_steer.c` becomes [`objects::XSK_STEER`]). At run time:
@@ -12,11 +12,21 @@
 //!                      (detached again on Drop)
 //! ```
 //!
-//! Only the handful of libbpf calls the router needs are declared, with the option structs
-//! laid out as in libbpf 1.1's headers; each carries its own size in `sz`, which is how
-//! libbpf keeps such structs compatible across versions. libbpf 1.x returns negative error
-//! numbers (and `NULL` with `errno` for pointers); every failure becomes an [`IoError`]
-//! naming the object, program, map or interface involved.
+//! The calls and structures come from the `libbpf-sys` crate, built without its default
+//! features so that it links the system libbpf (Debian 12's `libbpf-dev`, libbpf 1.1, which
+//! brings `libelf-dev` and `zlib1g-dev`) instead of compiling a copy of its own. Its
+//! bindings follow a newer libbpf than the one linked. The calls are no problem: all of them
+//! are in libbpf 1.1 (hence `bpf_obj_get_info_by_fd` and not 1.2's
+//! `bpf_prog_get_info_by_fd`), and a call libbpf 1.1 lacked would fail the link, not the
+//! run. The option structures need care: libbpf keeps them compatible across versions by
+//! their size, `sz`, which is the bindings' (larger) size here, and libbpf 1.1 refuses a
+//! structure whose bytes past the fields it knows are not zero. So every option structure
+//! (and the `bpf_prog_info` the kernel fills) starts from `Default`, which zeroes all of it,
+//! padding included (the bindings spell padding out as fields), and only fields libbpf 1.1
+//! has are set; `option_structs_are_valid_for_libbpf_1_1` checks the bytes past them stay
+//! zero. libbpf 1.x returns negative error numbers (and `NULL` with `errno` for pointers);
+//! every failure becomes an [`IoError`] naming the object, program, map or interface
+//! involved.
 //!
 //! An attachment uses `XDP_FLAGS_UPDATE_IF_NOEXIST`, so a program someone else attached is
 //! never replaced (the error says so and how to remove it), and detaches with
@@ -27,10 +37,13 @@
 //! a program redirects or sends back are really transmitted, which is how a traffic
 //! generator can send millions of frames a second without a socket.
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_int, CStr, CString};
+use std::mem::size_of;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::ptr::NonNull;
 use std::sync::Once;
+
+use libbpf_sys as sys;
 
 use crate::IoError;
 
@@ -40,82 +53,29 @@ pub mod objects {
 }
 
 /// `BPF_F_TEST_XDP_LIVE_FRAMES`: frames of an XDP test run are really transmitted.
-pub const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = 1 << 1;
+pub const BPF_F_TEST_XDP_LIVE_FRAMES: u32 = sys::BPF_F_TEST_XDP_LIVE_FRAMES;
 
-const XDP_FLAGS_UPDATE_IF_NOEXIST: u32 = 1 << 0;
-const XDP_FLAGS_SKB_MODE: u32 = 1 << 1;
-const XDP_FLAGS_DRV_MODE: u32 = 1 << 2;
-/// libbpf's own error numbers start here (`LIBBPF_ERRNO__START`).
+/// libbpf's own error numbers start here (`LIBBPF_ERRNO__START`, which the bindings leave
+/// out).
 const LIBBPF_ERRNO_START: c_int = 4000;
 
-#[repr(C)]
-struct BpfObjectOpenOpts {
-    sz: usize,
-    object_name: *const c_char,
-    relaxed_maps: bool,
+/// The options of `bpf_object__open_mem`: the object's name, everything else zero.
+fn open_opts(name: &CStr) -> sys::bpf_object_open_opts {
+    sys::bpf_object_open_opts {
+        sz: size_of::<sys::bpf_object_open_opts>() as sys::size_t,
+        object_name: name.as_ptr(),
+        ..Default::default()
+    }
 }
 
-#[repr(C)]
-struct BpfXdpAttachOpts {
-    sz: usize,
-    old_prog_fd: c_int,
-    /// Explicit zero padding: libbpf refuses options whose bytes past the fields it
-    /// knows are not zero, and Rust leaves implicit padding undefined.
-    pad: u32,
-}
-
-#[repr(C)]
-struct BpfTestRunOpts {
-    sz: usize,
-    data_in: *const c_void,
-    data_out: *mut c_void,
-    data_size_in: u32,
-    data_size_out: u32,
-    ctx_in: *const c_void,
-    ctx_out: *mut c_void,
-    ctx_size_in: u32,
-    ctx_size_out: u32,
-    retval: u32,
-    repeat: c_int,
-    duration: u32,
-    flags: u32,
-    cpu: u32,
-    batch_size: u32,
-}
-
-extern "C" {
-    fn bpf_object__open_mem(
-        obj_buf: *const c_void,
-        obj_buf_sz: usize,
-        opts: *const BpfObjectOpenOpts,
-    ) -> *mut c_void;
-    fn bpf_object__load(obj: *mut c_void) -> c_int;
-    fn bpf_object__close(obj: *mut c_void);
-    fn bpf_object__find_program_by_name(obj: *const c_void, name: *const c_char) -> *mut c_void;
-    fn bpf_program__fd(prog: *const c_void) -> c_int;
-    fn bpf_object__find_map_by_name(obj: *const c_void, name: *const c_char) -> *mut c_void;
-    fn bpf_map__fd(map: *const c_void) -> c_int;
-    fn bpf_map_update_elem(
-        fd: c_int,
-        key: *const c_void,
-        value: *const c_void,
-        flags: u64,
-    ) -> c_int;
-    fn bpf_map_lookup_elem(fd: c_int, key: *const c_void, value: *mut c_void) -> c_int;
-    fn bpf_map_delete_elem(fd: c_int, key: *const c_void) -> c_int;
-    fn bpf_xdp_attach(
-        ifindex: c_int,
-        prog_fd: c_int,
-        flags: u32,
-        opts: *const BpfXdpAttachOpts,
-    ) -> c_int;
-    fn bpf_xdp_detach(ifindex: c_int, flags: u32, opts: *const BpfXdpAttachOpts) -> c_int;
-    fn bpf_prog_test_run_opts(prog_fd: c_int, opts: *mut BpfTestRunOpts) -> c_int;
-    fn bpf_xdp_query_id(ifindex: c_int, flags: c_int, prog_id: *mut u32) -> c_int;
-    fn bpf_prog_get_fd_by_id(id: u32) -> c_int;
-    fn bpf_obj_get_info_by_fd(bpf_fd: c_int, info: *mut c_void, info_len: *mut u32) -> c_int;
-    fn libbpf_strerror(err: c_int, buf: *mut c_char, size: usize) -> c_int;
-    fn libbpf_num_possible_cpus() -> c_int;
+/// The options of `bpf_xdp_detach`: the program to remove (libbpf adds `XDP_FLAGS_REPLACE`
+/// for it), everything else zero.
+fn detach_opts(old_prog_fd: RawFd) -> sys::bpf_xdp_attach_opts {
+    sys::bpf_xdp_attach_opts {
+        sz: size_of::<sys::bpf_xdp_attach_opts>() as sys::size_t,
+        old_prog_fd,
+        ..Default::default()
+    }
 }
 
 /// The error for libbpf's return value `ret` (negative) while doing `what`.
@@ -124,7 +84,7 @@ fn libbpf_error(what: String, ret: c_int) -> IoError {
     if err >= LIBBPF_ERRNO_START {
         let mut buf = [0 as c_char; 128];
         // SAFETY: `buf` is writable for its length; libbpf NUL-terminates within it.
-        unsafe { libbpf_strerror(err, buf.as_mut_ptr(), buf.len()) };
+        unsafe { sys::libbpf_strerror(err, buf.as_mut_ptr(), buf.len() as sys::size_t) };
         // SAFETY: NUL-terminated above (the last byte is never written over by libbpf).
         let text = unsafe { CStr::from_ptr(buf.as_ptr()) }.to_string_lossy();
         return IoError::Unsupported(format!("{what}: {text} (libbpf error {err})"));
@@ -156,7 +116,7 @@ pub fn raise_memlock_limit() {
 /// The number of possible CPUs: the number of values a per-CPU map holds per key.
 pub fn possible_cpus() -> Result<usize, IoError> {
     // SAFETY: no arguments; libbpf reads /sys/devices/system/cpu/possible.
-    let n = unsafe { libbpf_num_possible_cpus() };
+    let n = unsafe { sys::libbpf_num_possible_cpus() };
     if n <= 0 {
         return Err(libbpf_error("counting possible CPUs".into(), n));
     }
@@ -166,7 +126,7 @@ pub fn possible_cpus() -> Result<usize, IoError> {
 /// A loaded BPF object: its programs and maps live in the kernel until it is dropped (and
 /// longer while attached: an attachment holds its own reference to its program).
 pub struct BpfObject {
-    obj: NonNull<c_void>,
+    obj: NonNull<sys::bpf_object>,
     name: String,
 }
 
@@ -184,13 +144,12 @@ impl BpfObject {
         raise_memlock_limit();
         let cname = CString::new(name)
             .map_err(|_| IoError::Unsupported(format!("BPF object name {name:?} has a NUL")))?;
-        let opts = BpfObjectOpenOpts {
-            sz: std::mem::size_of::<BpfObjectOpenOpts>(),
-            object_name: cname.as_ptr(),
-            relaxed_maps: false,
+        let opts = open_opts(&cname);
+        // SAFETY: `bytes`, `opts` and the name it points to are valid for the call; libbpf
+        // copies the buffer and the name.
+        let obj = unsafe {
+            sys::bpf_object__open_mem(bytes.as_ptr().cast(), bytes.len() as sys::size_t, &opts)
         };
-        // SAFETY: `bytes` and `opts` are valid for the call; libbpf copies the buffer.
-        let obj = unsafe { bpf_object__open_mem(bytes.as_ptr().cast(), bytes.len(), &opts) };
         let Some(obj) = NonNull::new(obj) else {
             let errno = std::io::Error::last_os_error()
                 .raw_os_error()
@@ -202,7 +161,7 @@ impl BpfObject {
             name: name.to_string(),
         };
         // SAFETY: `obj` is a valid, not yet loaded object.
-        let ret = unsafe { bpf_object__load(object.obj.as_ptr()) };
+        let ret = unsafe { sys::bpf_object__load(object.obj.as_ptr()) };
         if ret < 0 {
             return Err(libbpf_error(
                 format!("loading BPF object {name} (the verifier log, if any, is on stderr)"),
@@ -223,12 +182,12 @@ impl BpfObject {
             || IoError::Unsupported(format!("BPF object {} has no program {prog:?}", self.name));
         let c = CString::new(prog).map_err(|_| missing())?;
         // SAFETY: valid object and C string.
-        let p = unsafe { bpf_object__find_program_by_name(self.obj.as_ptr(), c.as_ptr()) };
+        let p = unsafe { sys::bpf_object__find_program_by_name(self.obj.as_ptr(), c.as_ptr()) };
         if p.is_null() {
             return Err(missing());
         }
         // SAFETY: `p` belongs to the loaded object.
-        let fd = unsafe { bpf_program__fd(p) };
+        let fd = unsafe { sys::bpf_program__fd(p) };
         if fd < 0 {
             return Err(libbpf_error(format!("program {prog} of {}", self.name), fd));
         }
@@ -241,12 +200,12 @@ impl BpfObject {
             || IoError::Unsupported(format!("BPF object {} has no map {map:?}", self.name));
         let c = CString::new(map).map_err(|_| missing())?;
         // SAFETY: valid object and C string.
-        let m = unsafe { bpf_object__find_map_by_name(self.obj.as_ptr(), c.as_ptr()) };
+        let m = unsafe { sys::bpf_object__find_map_by_name(self.obj.as_ptr(), c.as_ptr()) };
         if m.is_null() {
             return Err(missing());
         }
         // SAFETY: `m` belongs to the loaded object.
-        let fd = unsafe { bpf_map__fd(m) };
+        let fd = unsafe { sys::bpf_map__fd(m) };
         if fd < 0 {
             return Err(libbpf_error(format!("map {map} of {}", self.name), fd));
         }
@@ -257,7 +216,7 @@ impl BpfObject {
 impl Drop for BpfObject {
     fn drop(&mut self) {
         // SAFETY: the object is valid and closed once.
-        unsafe { bpf_object__close(self.obj.as_ptr()) };
+        unsafe { sys::bpf_object__close(self.obj.as_ptr()) };
     }
 }
 
@@ -267,7 +226,8 @@ impl Drop for BpfObject {
 pub fn map_update(fd: RawFd, key: &[u8], value: &[u8]) -> Result<(), IoError> {
     check_sizes(fd, key.len(), value.len())?;
     // SAFETY: the slices are valid for the sizes the map was checked to have.
-    let ret = unsafe { bpf_map_update_elem(fd, key.as_ptr().cast(), value.as_ptr().cast(), 0) };
+    let ret =
+        unsafe { sys::bpf_map_update_elem(fd, key.as_ptr().cast(), value.as_ptr().cast(), 0) };
     if ret < 0 {
         return Err(libbpf_error(format!("updating BPF map (fd {fd})"), ret));
     }
@@ -292,7 +252,8 @@ pub fn map_lookup(fd: RawFd, key: &[u8], value: &mut [u8]) -> Result<bool, IoErr
         )));
     }
     // SAFETY: the buffers are at least the sizes the kernel reads and writes.
-    let ret = unsafe { bpf_map_lookup_elem(fd, key.as_ptr().cast(), value.as_mut_ptr().cast()) };
+    let ret =
+        unsafe { sys::bpf_map_lookup_elem(fd, key.as_ptr().cast(), value.as_mut_ptr().cast()) };
     if ret == -libc::ENOENT {
         return Ok(false);
     }
@@ -312,7 +273,7 @@ pub fn map_delete(fd: RawFd, key: &[u8]) -> Result<bool, IoError> {
         )));
     }
     // SAFETY: the key is the map's key size.
-    let ret = unsafe { bpf_map_delete_elem(fd, key.as_ptr().cast()) };
+    let ret = unsafe { sys::bpf_map_delete_elem(fd, key.as_ptr().cast()) };
     if ret == -libc::ENOENT {
         return Ok(false);
     }
@@ -348,11 +309,13 @@ fn map_sizes(fd: RawFd) -> Result<(usize, usize, bool), IoError> {
             .find_map(|l| l.strip_prefix(name))
             .and_then(|v| v.trim().parse().ok())
     };
+    let percpu = [
+        sys::BPF_MAP_TYPE_PERCPU_HASH,
+        sys::BPF_MAP_TYPE_PERCPU_ARRAY,
+        sys::BPF_MAP_TYPE_LRU_PERCPU_HASH,
+    ];
     match (field("key_size:"), field("value_size:"), field("map_type:")) {
-        (Some(k), Some(v), Some(t)) => {
-            // BPF_MAP_TYPE_PERCPU_HASH = 5, PERCPU_ARRAY = 6, LRU_PERCPU_HASH = 10.
-            Ok((k, v, matches!(t, 5 | 6 | 10)))
-        }
+        (Some(k), Some(v), Some(t)) => Ok((k, v, percpu.iter().any(|p| *p as usize == t))),
         _ => Err(IoError::Unsupported(format!(
             "descriptor {fd} is not a BPF map"
         ))),
@@ -380,8 +343,8 @@ impl XdpMode {
 
     fn flag(self) -> u32 {
         match self {
-            XdpMode::Native => XDP_FLAGS_DRV_MODE,
-            XdpMode::Generic => XDP_FLAGS_SKB_MODE,
+            XdpMode::Native => sys::XDP_FLAGS_DRV_MODE,
+            XdpMode::Generic => sys::XDP_FLAGS_SKB_MODE,
         }
     }
 }
@@ -440,10 +403,10 @@ impl XdpAttachment {
             .map_err(|_| (0, IoError::NoSuchInterface(format!("ifindex {ifindex}"))))?;
         // SAFETY: plain call; no options.
         let ret = unsafe {
-            bpf_xdp_attach(
+            sys::bpf_xdp_attach(
                 ifi,
                 prog.as_raw_fd(),
-                XDP_FLAGS_UPDATE_IF_NOEXIST | mode.flag(),
+                sys::XDP_FLAGS_UPDATE_IF_NOEXIST | mode.flag(),
                 std::ptr::null(),
             )
         };
@@ -518,14 +481,10 @@ impl XdpAttachment {
             if attached != name {
                 continue;
             }
-            let opts = BpfXdpAttachOpts {
-                sz: std::mem::size_of::<BpfXdpAttachOpts>(),
-                old_prog_fd: prog.as_raw_fd(),
-                pad: 0,
-            };
+            let opts = detach_opts(prog.as_raw_fd());
             // SAFETY: valid options naming the program found; libbpf adds XDP_FLAGS_REPLACE,
             // so only that program is removed.
-            let ret = unsafe { bpf_xdp_detach(ifi, mode.flag(), &opts) };
+            let ret = unsafe { sys::bpf_xdp_detach(ifi, mode.flag(), &opts) };
             if ret < 0 {
                 return Err(libbpf_error(
                     format!("{}: removing a stale {name} program", ifname_of(ifindex)),
@@ -538,14 +497,10 @@ impl XdpAttachment {
     }
 
     fn detach_inner(&self) -> Result<(), IoError> {
-        let opts = BpfXdpAttachOpts {
-            sz: std::mem::size_of::<BpfXdpAttachOpts>(),
-            old_prog_fd: self.prog.as_raw_fd(),
-            pad: 0,
-        };
+        let opts = detach_opts(self.prog.as_raw_fd());
         let ifi = c_int::try_from(self.ifindex).unwrap_or(0);
         // SAFETY: valid options; libbpf adds XDP_FLAGS_REPLACE for `old_prog_fd`.
-        let ret = unsafe { bpf_xdp_detach(ifi, self.mode.flag(), &opts) };
+        let ret = unsafe { sys::bpf_xdp_detach(ifi, self.mode.flag(), &opts) };
         // ENODEV: the interface is gone, and the program with it.
         if ret < 0 && ret != -libc::ENODEV {
             return Err(libbpf_error(
@@ -557,38 +512,33 @@ impl XdpAttachment {
     }
 }
 
-/// Offset of `name[16]` in the kernel's `struct bpf_prog_info` (include/uapi/linux/bpf.h:
-/// type, id, tag[8], jited and xlated lengths, two instruction pointers, load time, uid,
-/// map count and map pointer come first).
-const PROG_INFO_NAME: usize = 64;
-/// `BPF_OBJ_NAME_LEN`.
-const PROG_NAME_LEN: usize = 16;
-
 /// The program attached to `ifindex` in `mode`, with its name, if one is.
 fn attached_program(ifindex: c_int, mode: XdpMode) -> Option<(OwnedFd, String)> {
     let mut id = 0u32;
     // SAFETY: `id` is a live u32 the call writes.
-    let ret = unsafe { bpf_xdp_query_id(ifindex, mode.flag() as c_int, &mut id) };
+    let ret = unsafe { sys::bpf_xdp_query_id(ifindex, mode.flag() as c_int, &mut id) };
     if ret < 0 || id == 0 {
         return None;
     }
     // SAFETY: plain call; the result is checked.
-    let fd = unsafe { bpf_prog_get_fd_by_id(id) };
+    let fd = unsafe { sys::bpf_prog_get_fd_by_id(id) };
     if fd < 0 {
         return None;
     }
     // SAFETY: a fresh descriptor owned from here on.
     let prog = unsafe { OwnedFd::from_raw_fd(fd) };
-    // Room for the whole structure of any kernel (the kernel fills what it has, up to len).
-    let mut info = [0u64; 64];
-    let mut len = u32::try_from(std::mem::size_of_val(&info)).ok()?;
-    // SAFETY: `info` is `len` writable bytes, aligned for the structure.
-    let ret = unsafe { bpf_obj_get_info_by_fd(fd, info.as_mut_ptr().cast(), &mut len) };
+    // Zeroed: a kernel whose structure is shorter than the bindings' checks that the bytes
+    // it does not know are zero, and fills only what it has (up to `len`).
+    let mut info = sys::bpf_prog_info::default();
+    let mut len = u32::try_from(size_of::<sys::bpf_prog_info>()).ok()?;
+    // SAFETY: `info` is `len` writable bytes of the structure the kernel fills.
+    // (`bpf_obj_get_info_by_fd`: libbpf 1.1 has no `bpf_prog_get_info_by_fd`.)
+    let ret = unsafe { sys::bpf_obj_get_info_by_fd(fd, (&raw mut info).cast(), &mut len) };
     if ret < 0 {
         return None;
     }
-    let bytes: Vec<u8> = info.iter().flat_map(|w| w.to_ne_bytes()).collect();
-    let raw = bytes.get(PROG_INFO_NAME..PROG_INFO_NAME + PROG_NAME_LEN)?;
+    // `name` is NUL-terminated by the kernel when shorter than BPF_OBJ_NAME_LEN.
+    let raw = info.name.map(|c| c as u8);
     let end = raw.iter().position(|b| *b == 0).unwrap_or(raw.len());
     let name = String::from_utf8_lossy(raw.get(..end)?).into_owned();
     Some((prog, name))
@@ -650,26 +600,22 @@ fn test_run(
         ),
         None => (std::ptr::null_mut(), 0),
     };
-    let mut opts = BpfTestRunOpts {
-        sz: std::mem::size_of::<BpfTestRunOpts>(),
+    // Zero but for the fields set (all of them in libbpf 1.1's structure).
+    let mut opts = sys::bpf_test_run_opts {
+        sz: size_of::<sys::bpf_test_run_opts>() as sys::size_t,
         data_in: data.as_ptr().cast(),
         data_out: out_ptr,
         data_size_in: u32::try_from(data.len()).map_err(|_| too_big("frame"))?,
         data_size_out: out_len,
         ctx_in: ctx_ptr,
-        ctx_out: std::ptr::null_mut(),
         ctx_size_in: ctx_len,
-        ctx_size_out: 0,
-        retval: 0,
         repeat: c_int::try_from(repeat).map_err(|_| too_big("repeat count"))?,
-        duration: 0,
         flags,
-        cpu: 0,
-        batch_size: 0,
+        ..Default::default()
     };
     // SAFETY: the input buffers outlive the call; the output buffer, if any, is writable for
     // `data_size_out` bytes, which the kernel does not exceed.
-    let ret = unsafe { bpf_prog_test_run_opts(prog_fd, &mut opts) };
+    let ret = unsafe { sys::bpf_prog_test_run_opts(prog_fd, &mut opts) };
     if ret < 0 {
         return Err(libbpf_error(
             format!("BPF test run of program fd {prog_fd}"),
@@ -701,17 +647,70 @@ pub fn xdp_md_ctx(ingress_ifindex: u32, rx_queue_index: u32, frame_len: u32) -> 
 mod tests {
     use super::*;
 
+    /// The bytes of an option structure.
+    fn bytes_of<T>(opts: &T) -> Vec<u8> {
+        // SAFETY: the bindings' structures spell their padding out as fields, so every
+        // byte of a value made from `Default` is initialised.
+        unsafe { std::slice::from_raw_parts((opts as *const T).cast::<u8>(), size_of::<T>()) }
+            .to_vec()
+    }
+
+    /// libbpf 1.1 accepts an option structure whose `sz` covers its own and whose bytes
+    /// past the fields it knows (`offsetofend` of its last field, from
+    /// /usr/include/bpf/{bpf,libbpf}.h on x86_64) are zero.
+    fn assert_valid_for_libbpf_1_1<T>(opts: &T, sz: sys::size_t, known: usize) {
+        assert_eq!(sz as usize, size_of::<T>(), "sz is the bindings' size");
+        assert!(
+            size_of::<T>() >= known,
+            "smaller than libbpf 1.1's structure"
+        );
+        let bytes = bytes_of(opts);
+        assert!(
+            bytes
+                .get(known..)
+                .is_some_and(|tail| tail.iter().all(|b| *b == 0)),
+            "bytes past libbpf 1.1's fields are not zero: {:?}",
+            bytes.get(known..)
+        );
+    }
+
     #[test]
-    fn option_structs_match_libbpf_1_1() {
-        // Sizes from /usr/include/bpf/{bpf,libbpf}.h on x86_64.
-        assert_eq!(std::mem::size_of::<BpfTestRunOpts>(), 80);
-        assert_eq!(std::mem::size_of::<BpfXdpAttachOpts>(), 16);
-        assert_eq!(std::mem::offset_of!(BpfTestRunOpts, retval), 56);
-        assert_eq!(std::mem::offset_of!(BpfTestRunOpts, batch_size), 76);
+    fn option_structs_are_valid_for_libbpf_1_1() {
+        let name = CString::new("xsk_steer").unwrap();
+        let open = open_opts(&name);
+        // libbpf 1.1's last field is `kernel_log_level`, a __u32 at 72; the bindings'
+        // newer structure goes on past it (`bpf_token_path`).
+        assert_eq!(
+            std::mem::offset_of!(sys::bpf_object_open_opts, kernel_log_level),
+            72
+        );
+        assert_valid_for_libbpf_1_1(&open, open.sz, 76);
+        assert_eq!(open.object_name, name.as_ptr());
+        assert!(!open.relaxed_maps);
+
+        let detach = detach_opts(7);
+        assert_valid_for_libbpf_1_1(&detach, detach.sz, 12);
+        assert_eq!(detach.old_prog_fd, 7);
+
+        // libbpf 1.1's `bpf_test_run_opts` ends with `batch_size` at 76.
+        assert_eq!(std::mem::offset_of!(sys::bpf_test_run_opts, retval), 56);
+        assert_eq!(std::mem::offset_of!(sys::bpf_test_run_opts, batch_size), 76);
+        let run = sys::bpf_test_run_opts::default();
+        assert_valid_for_libbpf_1_1(&run, size_of_val(&run) as sys::size_t, 80);
+        assert!(bytes_of(&run).iter().all(|b| *b == 0));
+    }
+
+    #[test]
+    fn the_prog_info_name_is_where_the_kernel_puts_it() {
+        // include/uapi/linux/bpf.h: `name[BPF_OBJ_NAME_LEN]` follows the map pointer.
+        assert_eq!(std::mem::offset_of!(sys::bpf_prog_info, name), 64);
+        assert_eq!(sys::BPF_OBJ_NAME_LEN, 16);
     }
 
     #[test]
     fn the_xdp_md_context_has_the_kernel_layout() {
+        assert_eq!(size_of::<sys::xdp_md>(), 24);
+        assert_eq!(std::mem::offset_of!(sys::xdp_md, ingress_ifindex), 12);
         let c = xdp_md_ctx(7, 2, 60);
         assert_eq!(&c[4..8], &60u32.to_ne_bytes(), "data_end");
         assert_eq!(&c[12..16], &7u32.to_ne_bytes(), "ingress_ifindex");

@@ -30,6 +30,7 @@ pub mod packet;
 pub mod pcap;
 pub mod raw;
 pub mod rss;
+mod rx;
 pub mod xdp;
 
 /// Which backend a queue runs on.

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use vfsr_packet::Packet;
 
+use crate::rx::RxBatch;
 use crate::{Backend, IoError, IoStats, Kind};
 
 #[derive(Default)]
@@ -95,23 +96,12 @@ impl Backend for MemPort {
         pool: &mut Vec<Packet>,
     ) -> Result<usize, IoError> {
         let mut q = lock(&self.q);
-        let mut n = 0;
-        while n < max {
+        let mut rx = RxBatch::new(out, pool, self.ifindex);
+        while rx.got() < max {
             let Some(frame) = q.rx.pop_front() else { break };
-            let mut p = Packet::take(pool);
-            if frame.len() > p.capacity() {
-                self.stats.rx_invalid += 1;
-                pool.push(p);
-                continue;
-            }
-            p.set_frame(&frame);
-            p.iif = self.ifindex;
-            p.oif = 0;
-            out.push(p);
-            n += 1;
+            rx.push_copy(&frame);
         }
-        self.stats.rx += n as u64;
-        Ok(n)
+        Ok(rx.finish(&mut self.stats))
     }
 
     fn send(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, IoError> {

@@ -62,6 +62,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use vfsr_packet::Packet;
 
+use crate::rx::RxBatch;
 use crate::{Backend, IoError, IoStats, Kind};
 
 /// The ring version, as `PACKET_VERSION` takes it (an `int`).
@@ -623,8 +624,8 @@ impl Backend for PacketPort {
         max: usize,
         pool: &mut Vec<Packet>,
     ) -> Result<usize, IoError> {
-        let mut n = 0;
-        while n < max {
+        let mut rx = RxBatch::new(out, pool, self.ifindex);
+        while rx.got() < max {
             if !self.cursor.open && !self.open_block() {
                 break;
             }
@@ -635,32 +636,22 @@ impl Backend for PacketPort {
             let off = self.cursor.offset;
             let Some(f) = self.frame_at(off) else {
                 // A header outside the block: the rest of the block cannot be walked.
-                self.stats.rx_invalid += u64::from(self.cursor.left);
+                rx.invalid(u64::from(self.cursor.left));
                 self.release_block();
                 continue;
             };
             self.cursor.left -= 1;
             self.cursor.offset = off.saturating_add(f.next as usize);
             if f.next == 0 && self.cursor.left > 0 {
-                self.stats.rx_invalid += u64::from(self.cursor.left);
+                rx.invalid(u64::from(self.cursor.left));
                 self.cursor.left = 0;
             }
-            let mut p = Packet::take(pool);
-            if !f.truncated && self.copy_frame(&f, &mut p) {
-                p.iif = self.ifindex;
-                p.oif = 0;
-                out.push(p);
-                n += 1;
-            } else {
-                self.stats.rx_invalid += 1;
-                pool.push(p);
-            }
+            rx.push_with(|p| !f.truncated && self.copy_frame(&f, p));
             if self.cursor.left == 0 {
                 self.release_block();
             }
         }
-        self.stats.rx += n as u64;
-        Ok(n)
+        Ok(rx.finish(&mut self.stats))
     }
 
     fn send(&mut self, frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, IoError> {

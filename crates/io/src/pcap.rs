@@ -32,6 +32,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use vfsr_packet::Packet;
 
+use crate::rx::RxBatch;
 use crate::{Backend, IoError, IoStats, Kind};
 
 /// The largest record accepted: larger than any frame a link carries (libpcap's own
@@ -277,34 +278,31 @@ impl Backend for PcapReader {
         if let Some(e) = self.pending.take() {
             return Err(e);
         }
-        let mut n = 0;
-        while n < max {
+        let mut rx = RxBatch::new(out, pool, self.ifindex);
+        while rx.got() < max {
             let r = match self.next_record() {
                 Ok(Some(r)) => r,
                 Ok(None) => break,
                 // The frames already appended are delivered; the error comes next call.
-                Err(e) if n > 0 => {
+                Err(e) if rx.got() > 0 => {
                     self.pending = Some(e);
                     break;
                 }
-                Err(e) => return Err(e),
+                Err(e) => {
+                    rx.finish(&mut self.stats);
+                    return Err(e);
+                }
             };
-            let mut p = Packet::take(pool);
-            if r.data.len() > p.capacity() || r.data.len() < r.orig_len as usize {
-                // Too large for a buffer, or cut short by the capture's snapshot length:
-                // forwarding a partial frame would send something that was never sent.
-                self.stats.rx_invalid += 1;
-                pool.push(p);
+            if r.data.len() < r.orig_len as usize {
+                // Cut short by the capture's snapshot length: forwarding a partial frame
+                // would send something that was never sent.
+                rx.invalid(1);
                 continue;
             }
-            p.set_frame(&r.data);
-            p.iif = self.ifindex;
-            p.oif = 0;
-            out.push(p);
-            n += 1;
+            // Too large for a buffer: counted invalid too.
+            rx.push_copy(&r.data);
         }
-        self.stats.rx += n as u64;
-        Ok(n)
+        Ok(rx.finish(&mut self.stats))
     }
 
     fn send(&mut self, _frames: &mut dyn Iterator<Item = &[u8]>) -> Result<usize, IoError> {

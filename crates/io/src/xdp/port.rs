@@ -6,6 +6,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use vfsr_packet::Packet;
 
 use crate::bpf;
+use crate::rx::RxBatch;
 use crate::{Backend, IoError, IoStats, Kind};
 
 use super::busypoll::{SO_BUSY_POLL_BUDGET, SO_PREFER_BUSY_POLL};
@@ -287,7 +288,7 @@ impl Backend for XdpPort {
         let n = self.rx.peek(want);
         let base_ptr = self.umem.ptr();
         let limit = self.umem.len() as u64;
-        let mut got = 0;
+        let mut rx = RxBatch::new(out, pool, self.ifindex);
         for i in 0..n {
             let d = self.rx.read(i);
             let len = u64::from(d.len);
@@ -299,13 +300,7 @@ impl Backend for XdpPort {
                 self.fill_pending.push(base);
             }
             if within + len > self.frame_size || base >= limit {
-                self.stats.rx_invalid += 1;
-                continue;
-            }
-            let mut p = Packet::take(pool);
-            if d.len as usize > p.capacity() {
-                self.stats.rx_invalid += 1;
-                pool.push(p);
+                rx.invalid(1);
                 continue;
             }
             // SAFETY: `addr + len` lies inside one UMEM frame (checked above); the kernel
@@ -314,12 +309,9 @@ impl Backend for XdpPort {
             let data = unsafe {
                 std::slice::from_raw_parts(base_ptr.add(d.addr as usize), d.len as usize)
             };
-            p.set_frame(data);
-            p.iif = self.ifindex;
-            p.oif = 0;
-            out.push(p);
-            got += 1;
+            rx.push_copy(data);
         }
+        let got = rx.finish(&mut self.stats);
         self.rx.release(n);
         if !self.fill_pending.is_empty() {
             self.refill();
@@ -327,7 +319,6 @@ impl Backend for XdpPort {
         if !self.busy_poll && self.fill.needs_wakeup() {
             self.wake_rx();
         }
-        self.stats.rx += got as u64;
         Ok(got)
     }
 
