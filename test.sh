@@ -25,6 +25,10 @@ echo "== lints"
 cargo clippy --locked --workspace --all-targets -- -D warnings
 echo "== tests"
 cargo test --locked --workspace
+# The fuzz targets are a workspace of their own (cargo-fuzz runs them on nightly); here they
+# are built on stable so they keep compiling, and the committed seed corpus is checked.
+echo "== fuzz targets build; seed corpus (fuzz/tests/seeds.rs)"
+CARGO_TARGET_DIR=target/fuzz-check cargo test --locked --manifest-path fuzz/Cargo.toml
 echo "== loom model of the in-place FIB (crates/fib/tests/loom.rs)"
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test --locked -p vfsr-fib --release --test loom
 
