@@ -534,7 +534,17 @@ fn run_legacy(
 
 pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
     if a.veth {
-        return crate::vethbench::run(a);
+        return crate::vethbench::run(&crate::vethbench::Options {
+            table: a.table.clone(),
+            seed: a.seed,
+            seconds: a.seconds,
+            routers: a.routers.clone(),
+            destinations: a.destinations,
+            rate: a.rate,
+            sustain: a.sustain,
+            napi_priority: a.napi_priority,
+            json: a.json.clone(),
+        });
     }
     if a.batch == 0 || a.batch > 4096 {
         return Err(format!("--batch {} must be in 1..=4096", a.batch));

@@ -1,0 +1,132 @@
+//! vfsrd as the router under test: its config written for the router's two ports (control
+//! plane on the generator's core, one worker on the router's), the process started in the
+//! router's namespace and waited for until it says it is ready, its stats file and CPU time
+//! read, and the process stopped (SIGTERM, then SIGKILL after 5 s) and its files removed
+//! when it is dropped.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{Lab3, GEN_CORE, ROUTER_A, ROUTER_CORE, SINK};
+
+/// A running vfsrd.
+pub(super) struct Vfsrd {
+    child: Option<Child>,
+    stats: PathBuf,
+    cfg: PathBuf,
+}
+
+impl Drop for Vfsrd {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: signals our own child.
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(5) {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_file(&self.stats);
+        let _ = std::fs::remove_file(&self.cfg);
+    }
+}
+
+/// vfsrd's last stats document (`Null` when unreadable).
+pub(super) fn vfsrd_stats(d: &Vfsrd) -> Value {
+    let s = std::fs::read_to_string(&d.stats).unwrap_or_default();
+    serde_json::from_str(&s).unwrap_or(Value::Null)
+}
+
+/// Starts vfsrd on the router's ports (`fast`: with the XDP fast path).
+pub(super) fn start_vfsrd(l: &Lab3, table: &TableSpec, fast: bool) -> Result<Vfsrd, String> {
+    let exe = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("vfsrd")))
+        .filter(|p| p.exists())
+        .ok_or("the vfsrd binary is not built next to vfsr (cargo build -p vfsrd)")?;
+    let dir = std::env::temp_dir();
+    let pid = std::process::id();
+    let cfg = dir.join(format!("vfsr-vethbench-{pid}.toml"));
+    let stats = dir.join(format!("vfsr-vethbench-{pid}.json"));
+    let source = match table {
+        TableSpec::Synthetic(seed) => format!("synthetic = true\nseed = {seed}"),
+        TableSpec::File(p) => format!("file = {:?}", p.display().to_string()),
+    };
+    std::fs::write(
+        &cfg,
+        format!(
+            "[router]\ncontrol_core = {GEN_CORE}\nworkers = [{ROUTER_CORE}]\nfast_path = {fast}\n\n\
+             [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"{ROUTER_A}/24\"]\n\n\
+             [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"10.20.0.1/24\"]\n\n\
+             [table]\n{source}\nvia4 = [\"{SINK}\"]\n",
+            l.a, l.b
+        ),
+    )
+    .map_err(|e| format!("{}: {e}", cfg.display()))?;
+    // NetLab::command gives vfsrd SIGTERM if the benchmark dies.
+    let mut cmd = l.lab.command("rtr", &exe.display().to_string());
+    let mut child = cmd
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--stats")
+        .arg(&stats)
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("starting vfsrd: {e}"))?;
+    let out = child.stdout.take().ok_or("vfsrd: no stdout")?;
+    let d = Vfsrd {
+        child: Some(child),
+        stats,
+        cfg,
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    loop {
+        match rx.recv_timeout(Duration::from_secs(90)) {
+            Ok(l) if l.contains("ready") => {
+                println!("  {l}");
+                break;
+            }
+            Ok(_) => {}
+            Err(_) => return Err("vfsrd did not become ready in 90 s".into()),
+        }
+    }
+    Ok(d)
+}
+
+/// The table vfsrd is told to load.
+pub(super) enum TableSpec {
+    Synthetic(u64),
+    File(PathBuf),
+}
+
+/// vfsrd's CPU time so far (user and system), in seconds.
+pub(super) fn vfsrd_cpu(d: &Vfsrd) -> f64 {
+    let Some(c) = &d.child else { return 0.0 };
+    let s = std::fs::read_to_string(format!("/proc/{}/stat", c.id())).unwrap_or_default();
+    let Some(rest) = s.rfind(')').and_then(|i| s.get(i + 2..)) else {
+        return 0.0;
+    };
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / hz
+}
