@@ -607,17 +607,6 @@ fn sink_if(lab: &netlab::NetLab) -> Result<String, String> {
         .ok_or_else(|| "the sink has no interface".to_string())
 }
 
-fn vfsrd_exe(given: Option<&PathBuf>) -> Result<PathBuf, String> {
-    if let Some(p) = given {
-        return Ok(p.clone());
-    }
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("vfsrd")))
-        .filter(|p| p.exists())
-        .ok_or_else(|| "the vfsrd binary is not built next to vfsr (cargo build -p vfsrd)".into())
-}
-
 /// One sample.
 struct Sample {
     t: f64,
@@ -643,7 +632,7 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
     if !positive(a.minutes) || !positive(a.sample_s) {
         return Err("--minutes and --sample-s must be positive".into());
     }
-    let exe = vfsrd_exe(a.vfsrd.as_ref())?;
+    let exe = vethbench::vfsrd_exe(a.vfsrd.as_ref())?;
     let cpu = crate::machine::cpu_model();
     let (prefixes, what) = load_table(a)?;
     let (dests, hot) = destinations(&prefixes, a.destinations, a.seed);

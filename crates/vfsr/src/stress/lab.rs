@@ -130,7 +130,7 @@ impl Lab {
         let s = Arc::clone(&rr_stop);
         let rr_server = std::thread::Builder::new()
             .name("stress-rr-server".into())
-            .spawn(move || rr_server(listener, &s))
+            .spawn(move || vethbench::echo_server(listener, &s))
             .map_err(|e| e.to_string())?;
         Ok(Lab {
             vfsrd: None,
@@ -267,40 +267,6 @@ fn interface_in(l: &Lab3, ns: &str) -> Result<String, String> {
         .ok_or_else(|| format!("no interface in {ns}"))
 }
 
-/// Answers each byte with itself, one connection at a time, until `stop`.
-fn rr_server(listener: TcpListener, stop: &AtomicBool) {
-    use std::io::{Read, Write};
-    while !stop.load(Ordering::Relaxed) {
-        let mut s = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(5));
-                continue;
-            }
-        };
-        let _ = s.set_nonblocking(false);
-        let _ = s.set_nodelay(true);
-        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-        let mut b = [0u8; 1];
-        while !stop.load(Ordering::Relaxed) {
-            match s.read(&mut b) {
-                Ok(1) => {
-                    if s.write_all(&b).is_err() {
-                        break;
-                    }
-                }
-                Ok(_) => break,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(_) => break,
-            }
-        }
-    }
-}
-
 /// What the TCP prober measured.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct RrOutcome {
@@ -312,17 +278,8 @@ pub(crate) struct RrOutcome {
 
 impl RrOutcome {
     pub(crate) fn pct(&self, p: f64) -> Option<f64> {
-        pct(&self.samples, p)
+        vethbench::percentile(&self.samples, p)
     }
-}
-
-/// Nearest-rank percentile `p` (0..=1) of sorted `v`.
-pub(crate) fn pct(v: &[f64], p: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let k = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    v.get(k).copied()
 }
 
 /// One-byte transactions to the router's host stack (through vfsrd's control plane and the
@@ -571,15 +528,10 @@ pub(crate) fn control_delta(before: &Value, after: &Value) -> Value {
             }
         }
     }
-    let mut limited = serde_json::Map::new();
-    for (i, class) in ["arp_nd", "routing", "icmp", "local", "slow_path"]
-        .iter()
-        .enumerate()
-    {
-        let g = |v: &Value| v["control"]["rate_limited"][i].as_u64().unwrap_or(0);
-        limited.insert((*class).into(), json!(g(after).saturating_sub(g(before))));
-    }
-    m.insert("rate_limited".into(), Value::Object(limited));
+    m.insert(
+        "rate_limited".into(),
+        vethbench::rate_limited_delta(before, after),
+    );
     m.insert(
         "punts_limited_by_workers".into(),
         json!(after["punts_limited"]
@@ -665,13 +617,5 @@ mod tests {
         let c = json!({"workers": [{"counters": {"event.icmp4_sent": 3}},
                                    {"counters": {"event.icmp4_sent": 4}}]});
         assert_eq!(events(&c).get("event.icmp4_sent"), Some(&7));
-    }
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(pct(&v, 0.5), Some(50.0));
-        assert_eq!(pct(&v, 0.99), Some(99.0));
-        assert_eq!(pct(&[], 0.5), None);
     }
 }

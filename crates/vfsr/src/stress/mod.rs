@@ -250,21 +250,6 @@ impl CaseResult {
     }
 }
 
-fn vfsrd_exe(given: Option<&PathBuf>) -> Result<PathBuf, String> {
-    if let Some(p) = given {
-        return if p.is_file() {
-            Ok(p.clone())
-        } else {
-            Err(format!("--vfsrd {}: no such file", p.display()))
-        };
-    }
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("vfsrd")))
-        .filter(|p| p.exists())
-        .ok_or_else(|| "the vfsrd binary is not built next to vfsr (cargo build -p vfsrd)".into())
-}
-
 /// The cases `--only` asks for, checked, in run order.
 fn selected(only: &[String]) -> Result<Vec<&'static str>, String> {
     if only.is_empty() {
@@ -306,7 +291,7 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
             return Err(format!("stress needs {tool} on the PATH"));
         }
     }
-    let exe = vfsrd_exe(a.vfsrd.as_ref())?;
+    let exe = crate::vethbench::vfsrd_exe(a.vfsrd.as_ref())?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus < 2 {
         return Err("stress needs 2 cores (control plane on core 0, worker on core 1)".into());
@@ -657,25 +642,29 @@ fn flood_frames(lab: &Lab, name: &str, rng: &mut Rng) -> Vec<Vec<u8>> {
                 out.push(frames::echo4(macs, lab::GEN4, lab::ROUTER_A4, s));
             }
         }
-        "ttl1" => {
-            for k in 0..4096u32 {
-                let dst = Ipv4Addr::new(198, 18, 2, k as u8);
-                if k % 2 == 0 {
-                    out.push(frames::udp4(macs, lab::GEN4, dst, (10_000, 10_001), 1, 18));
-                } else {
-                    let d6 = Ipv6Addr::new(0x2001, 0xdb8, 0x18, 0, 0, 0, 0, k as u16);
-                    out.push(frames::udp6(macs, gen6, d6, (10_000, 10_001), 1));
-                }
-            }
-        }
-        "noroute" => {
+        "ttl1" | "noroute" => {
+            // IPv4 and IPv6 in turn: routed with TTL 1, or with a TTL of 64 to where no
+            // route goes.
+            let (net4, net6, ttl) = if name == "ttl1" {
+                ([198, 18, 2], 0x18, 1)
+            } else {
+                ([203, 0, 113], 0x99, 64)
+            };
             for k in 0..4096u32 {
                 if k % 2 == 0 {
-                    let dst = Ipv4Addr::new(203, 0, 113, k as u8);
-                    out.push(frames::udp4(macs, lab::GEN4, dst, (10_000, 10_001), 64, 18));
+                    let [a, b, c] = net4;
+                    let dst = Ipv4Addr::new(a, b, c, k as u8);
+                    out.push(frames::udp4(
+                        macs,
+                        lab::GEN4,
+                        dst,
+                        (10_000, 10_001),
+                        ttl,
+                        18,
+                    ));
                 } else {
-                    let d6 = Ipv6Addr::new(0x2001, 0xdb8, 0x99, 0, 0, 0, 0, k as u16);
-                    out.push(frames::udp6(macs, gen6, d6, (10_000, 10_001), 64));
+                    let d6 = Ipv6Addr::new(0x2001, 0xdb8, net6, 0, 0, 0, 0, k as u16);
+                    out.push(frames::udp6(macs, gen6, d6, (10_000, 10_001), ttl));
                 }
             }
         }
@@ -1078,10 +1067,51 @@ fn punt_case(
     Ok(r)
 }
 
+/// A fault's window: `action` does something to the router (it should take about `secs`)
+/// while the legitimate flow, the TCP transactions and vfsrd's memory are measured as in
+/// every case, and nothing floods; the figures every case shares go into `r`.
+fn fault_window(
+    lab: &Lab,
+    r: &mut CaseResult,
+    base: &Baseline,
+    secs: f64,
+    action: impl FnOnce(&Lab) -> Result<(), String>,
+) -> Result<Window, String> {
+    let w = window(lab, secs, |lab| {
+        let t0 = Instant::now();
+        action(lab)?;
+        Ok(lab::FloodSent {
+            secs: t0.elapsed().as_secs_f64(),
+            ..lab::FloodSent::default()
+        })
+    })?;
+    w.fill(r, base);
+    Ok(w)
+}
+
+/// Checks `name`: the legitimate flow delivers at least 0.9 of its idle rate over the next
+/// 2 s (`when` ends the check's detail: when that is).
+fn check_rate_back(lab: &Lab, r: &mut CaseResult, base: &Baseline, name: &str, when: &str) {
+    let ratio = lab.legit_rate_over(Duration::from_secs(2)) / base.legit_pps.max(1.0);
+    r.check(
+        name,
+        ratio >= 0.9,
+        format!("{ratio:.2} of the idle rate{when}"),
+    );
+}
+
+/// Checks that vfsrd still runs; a vfsrd that does not counts as crashed.
+fn check_alive(lab: &mut Lab, r: &mut CaseResult) {
+    let alive = lab.running();
+    r.check("vfsrd alive", alive, "vfsrd still runs");
+    r.crashed = !alive;
+}
+
 fn starve_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, String> {
     let mut r = CaseResult::new("starve", "fault");
     r.excused = Some("the worker's core is taken from it on purpose");
-    let w = window(lab, secs, |_| {
+    let mut exit = None;
+    fault_window(lab, &mut r, base, secs, |_| {
         // A busy loop at the worker's SCHED_FIFO priority on its core, bounded by timeout.
         let st = std::process::Command::new("timeout")
             .args([
@@ -1098,25 +1128,18 @@ fn starve_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, 
             ])
             .status()
             .map_err(|e| format!("starting the busy process: {e}"))?;
-        r.note("busy_process_exit", json!(st.code()));
-        Ok(lab::FloodSent {
-            secs,
-            ..lab::FloodSent::default()
-        })
+        exit = st.code();
+        Ok(())
     })?;
-    w.fill(&mut r, base);
-    let after = lab.legit_rate_over(Duration::from_secs(2));
-    let ratio = after / base.legit_pps.max(1.0);
-    r.check(
+    r.note("busy_process_exit", json!(exit));
+    check_rate_back(
+        lab,
+        &mut r,
+        base,
         "forwarding resumes",
-        ratio >= 0.9,
-        format!(
-            "{:.2} of the idle rate in the 2 s after the busy process ended",
-            ratio
-        ),
+        " in the 2 s after the busy process ended",
     );
-    r.check("vfsrd alive", lab.running(), "vfsrd still runs");
-    r.crashed = !lab.running();
+    check_alive(lab, &mut r);
     Ok(r)
 }
 
@@ -1124,24 +1147,20 @@ fn linkflap_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult
     let mut r = CaseResult::new("linkflap", "fault");
     r.excused = Some("the egress port is down for a second of the window");
     let b = lab.l.b.clone();
-    let w = window(lab, secs, |lab| {
+    fault_window(lab, &mut r, base, secs, |lab| {
         std::thread::sleep(Duration::from_secs_f64(secs / 3.0));
         lab.l.lab.ip("rtr", &["link", "set", "dev", &b, "down"])?;
         std::thread::sleep(Duration::from_secs(1));
         lab.l.lab.ip("rtr", &["link", "set", "dev", &b, "up"])?;
         std::thread::sleep(Duration::from_secs_f64((secs * 2.0 / 3.0 - 1.0).max(0.5)));
-        Ok(lab::FloodSent {
-            secs,
-            ..lab::FloodSent::default()
-        })
+        Ok(())
     })?;
-    w.fill(&mut r, base);
-    let after = lab.legit_rate_over(Duration::from_secs(2));
-    let ratio = after / base.legit_pps.max(1.0);
-    r.check(
+    check_rate_back(
+        lab,
+        &mut r,
+        base,
         "traffic resumes",
-        ratio >= 0.9,
-        format!("{ratio:.2} of the idle rate in the 2 s after the window"),
+        " in the 2 s after the window",
     );
     let route = lab
         .api(&Request::RouteGet {
@@ -1154,8 +1173,7 @@ fn linkflap_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult
         route.contains("10.20.0.2"),
         format!("route get 198.18.1.1: {route}"),
     );
-    r.check("vfsrd alive", lab.running(), "vfsrd still runs");
-    r.crashed = !lab.running();
+    check_alive(lab, &mut r);
     Ok(r)
 }
 
@@ -1163,22 +1181,18 @@ fn tapgone_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult,
     let mut r = CaseResult::new("tapgone", "fault");
     r.excused = Some("the TCP transactions go through the deleted TAP");
     let tap = format!("v{}", lab.l.a);
-    let w = window(lab, secs, |lab| {
+    let w = fault_window(lab, &mut r, base, secs, |lab| {
         std::thread::sleep(Duration::from_secs_f64(secs / 3.0));
         lab.l.lab.ip("rtr", &["link", "del", "dev", &tap])?;
         std::thread::sleep(Duration::from_secs_f64(secs * 2.0 / 3.0));
-        Ok(lab::FloodSent {
-            secs,
-            ..lab::FloodSent::default()
-        })
+        Ok(())
     })?;
-    w.fill(&mut r, base);
-    let after = lab.legit_rate_over(Duration::from_secs(2));
-    let ratio = after / base.legit_pps.max(1.0);
-    r.check(
+    check_rate_back(
+        lab,
+        &mut r,
+        base,
         "forwarding continues",
-        ratio >= 0.9,
-        format!("{ratio:.2} of the idle rate after the TAP went away"),
+        " after the TAP went away",
     );
     let lost = w.control("taps_lost");
     let logged = lab
@@ -1193,8 +1207,7 @@ fn tapgone_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult,
             logged.unwrap_or_else(|| "nothing".into())
         ),
     );
-    r.check("vfsrd alive", lab.running(), "vfsrd still runs");
-    r.crashed = !lab.running();
+    check_alive(lab, &mut r);
     // The next case needs the TAP: a new vfsrd makes it again.
     lab.start_vfsrd()?;
     std::thread::sleep(Duration::from_secs(1));
@@ -1335,14 +1348,10 @@ fn sigkill_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult,
     let pristine = port_state(lab);
     lab.start_vfsrd()?;
     std::thread::sleep(Duration::from_secs(1));
-    let w = window(lab, secs, |_| {
+    fault_window(lab, &mut r, base, secs, |_| {
         std::thread::sleep(Duration::from_secs_f64(secs / 2.0));
-        Ok(lab::FloodSent {
-            secs: secs / 2.0,
-            ..lab::FloodSent::default()
-        })
+        Ok(())
     })?;
-    w.fill(&mut r, base);
     r.imbalance = None;
     let killed = lab
         .vfsrd
@@ -1373,13 +1382,7 @@ fn sigkill_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult,
             .unwrap_or_else(|| "vfsrd started again".into()),
     );
     if lab.running() {
-        let rate = lab.legit_rate_over(Duration::from_secs(2));
-        let ratio = rate / base.legit_pps.max(1.0);
-        r.check(
-            "forwarding after restart",
-            ratio >= 0.9,
-            format!("{ratio:.2} of the idle rate"),
-        );
+        check_rate_back(lab, &mut r, base, "forwarding after restart", "");
     }
     lab.vfsrd = None;
     std::thread::sleep(Duration::from_millis(300));

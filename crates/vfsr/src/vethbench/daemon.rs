@@ -42,6 +42,40 @@ impl Drop for Vfsrd {
     }
 }
 
+/// The vfsrd binary: `given` (a `--vfsrd` option) when it names a file, else the one built
+/// next to vfsr.
+pub(crate) fn vfsrd_exe(given: Option<&PathBuf>) -> Result<PathBuf, String> {
+    if let Some(p) = given {
+        return if p.is_file() {
+            Ok(p.clone())
+        } else {
+            Err(format!("--vfsrd {}: no such file", p.display()))
+        };
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("vfsrd")))
+        .filter(|p| p.exists())
+        .ok_or_else(|| "the vfsrd binary is not built next to vfsr (cargo build -p vfsrd)".into())
+}
+
+/// vfsrd's punt classes, in the order of the stats document's `control.rate_limited`.
+const PUNT_CLASSES: [&str; 5] = ["arp_nd", "routing", "icmp", "local", "slow_path"];
+
+/// The frames vfsrd's control plane rate-limited between two stats documents, by punt
+/// class: `{"arp_nd": n, "routing": n, ...}`.
+pub(crate) fn rate_limited_delta(before: &Value, after: &Value) -> Value {
+    let mut limited = serde_json::Map::new();
+    for (i, class) in PUNT_CLASSES.iter().enumerate() {
+        let get = |v: &Value| v["control"]["rate_limited"][i].as_u64().unwrap_or(0);
+        limited.insert(
+            (*class).into(),
+            Value::from(get(after).saturating_sub(get(before))),
+        );
+    }
+    Value::Object(limited)
+}
+
 /// vfsrd's last stats document (`Null` when unreadable).
 pub(super) fn vfsrd_stats(d: &Vfsrd) -> Value {
     let s = std::fs::read_to_string(&d.stats).unwrap_or_default();
@@ -50,11 +84,7 @@ pub(super) fn vfsrd_stats(d: &Vfsrd) -> Value {
 
 /// Starts vfsrd on the router's ports (`fast`: with the XDP fast path).
 pub(super) fn start_vfsrd(l: &Lab3, table: &TableSpec, fast: bool) -> Result<Vfsrd, String> {
-    let exe = std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("vfsrd")))
-        .filter(|p| p.exists())
-        .ok_or("the vfsrd binary is not built next to vfsr (cargo build -p vfsrd)")?;
+    let exe = vfsrd_exe(None)?;
     let dir = std::env::temp_dir();
     let pid = std::process::id();
     let cfg = dir.join(format!("vfsr-vethbench-{pid}.toml"));
@@ -129,4 +159,24 @@ pub(super) fn vfsrd_cpu(d: &Vfsrd) -> f64 {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
     (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / hz
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rate_limited_counters_are_differenced_by_class() {
+        let b = json!({"control": {"rate_limited": [1, 0, 0, 7, 0]}});
+        let a = json!({"control": {"rate_limited": [4, 0, 2, 7, 9]}});
+        let d = rate_limited_delta(&b, &a);
+        assert_eq!(d["arp_nd"], 3);
+        assert_eq!(d["routing"], 0);
+        assert_eq!(d["icmp"], 2);
+        assert_eq!(d["local"], 0);
+        assert_eq!(d["slow_path"], 9);
+        // A counter that went backwards (a restarted vfsrd) is 0, not a wrap.
+        assert_eq!(rate_limited_delta(&a, &b)["slow_path"], 0);
+    }
 }

@@ -4,6 +4,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use vfsrd::netlab::NetLab;
@@ -150,4 +151,66 @@ pub(super) fn latency_probe(l: &Lab3) -> (f64, f64, f64, u32) {
     let (p, loss) = ping_avg_us(&l.lab, 200);
     let (rr, timeouts) = tcp_rr_us(&l.lab, 200);
     (p, loss, rr, timeouts)
+}
+
+/// Answers each byte with itself, one connection at a time, until `stop` (the long-running
+/// request/response server of `cp flood` and `stress`, on a non-blocking `listener`).
+pub(crate) fn echo_server(listener: TcpListener, stop: &AtomicBool) {
+    while !stop.load(Ordering::Relaxed) {
+        let mut s = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            }
+            Err(_) => {
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        let _ = s.set_nonblocking(false);
+        let _ = s.set_nodelay(true);
+        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+        let mut b = [0u8; 1];
+        while !stop.load(Ordering::Relaxed) {
+            match s.read(&mut b) {
+                Ok(1) => {
+                    if s.write_all(&b).is_err() {
+                        break;
+                    }
+                }
+                Ok(_) => break,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Nearest-rank percentile `p` (0..=1) of sorted `v`; `None` when empty.
+pub(crate) fn percentile(v: &[f64], p: f64) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    let k = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
+    v.get(k).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.5), Some(50.0));
+        assert_eq!(percentile(&v, 0.99), Some(99.0));
+        assert_eq!(percentile(&v, 1.0), Some(100.0));
+        assert_eq!(percentile(&v, 0.0), Some(1.0));
+        assert_eq!(percentile(&[], 0.5), None);
+    }
 }

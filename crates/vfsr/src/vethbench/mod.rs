@@ -59,7 +59,9 @@ use serde_json::{json, Value};
 use vfsr_io::bpf::{self, BpfObject};
 use vfsrd::netlab;
 
+pub(crate) use daemon::{rate_limited_delta, vfsrd_exe};
 pub(crate) use generator::{destinations, template, Generator};
+pub(crate) use latency::{echo_server, percentile};
 pub(crate) use measure::core_jiffies;
 pub(crate) use topology::{build_lab, if_stat, ifindex_in, mac_in, threaded_napi, Lab3};
 
