@@ -112,14 +112,13 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::{json, Value};
-use vfsr_io::bpf::{self, BpfObject};
 use vfsr_lpm::Route;
 use vfsrd::daemons::{self, FpmTarget, Frr, FrrConfig, GoBgp, GoBgpConfig, GoBgpNeighbor, Net};
 use vfsrd::netlab;
 
 use crate::vethbench::{
-    self, echo_server, percentile, rate_limited_delta, vfsrd_exe, Generator, Lab3, GEN_CORE,
-    ROUTER_A, ROUTER_CORE, SINK,
+    self, echo_server, percentile, rate_limited_delta, vfsrd_exe, Generator, Lab3, Scheduling,
+    GEN_CORE, ROUTER_A, ROUTER_CORE, SINK,
 };
 
 /// What the run prints, kept for `--text`.
@@ -1336,38 +1335,8 @@ fn experiment(a: &CpFloodArgs, s: &Setup) -> Result<(), String> {
             ],
         )?;
     }
-    let gen_obj = BpfObject::load("bench", bpf::objects::BENCH).map_err(|e| e.to_string())?;
-    let dmap = gen_obj.map_fd("dests").map_err(|e| e.to_string())?;
-    for (i, d) in s.dests.iter().enumerate() {
-        bpf::map_update(dmap, &(i as u32).to_ne_bytes(), &d.to_be_bytes())
-            .map_err(|e| e.to_string())?;
-    }
-    let cmap = gen_obj.map_fd("conf").map_err(|e| e.to_string())?;
-    bpf::map_update(
-        cmap,
-        &0u32.to_ne_bytes(),
-        &((s.dests.len() as u64) - 1).to_ne_bytes(),
-    )
-    .map_err(|e| e.to_string())?;
-    let counts = gen_obj.map_fd("counts").map_err(|e| e.to_string())?;
-    let frame = vethbench::template(
-        vethbench::mac_in(&l.lab, "rtr", &l.a)?,
-        vethbench::mac_in(&l.lab, "gen", "gen0")?,
-    );
-    let tmap = gen_obj.map_fd("tmpl").map_err(|e| e.to_string())?;
-    bpf::map_update(tmap, &0u32.to_ne_bytes(), frame.get(..42).unwrap_or(&[]))
-        .map_err(|e| e.to_string())?;
-    let gen_if = vethbench::ifindex_in(&l.lab, "gen", "gen0")?;
-    let prog = gen_obj.prog_fd("gen").map_err(|e| e.to_string())?;
-    let ns_path = format!("/var/run/netns/{}", l.lab.name("gen"));
     let limit = generator_limit(a.seconds, s.modes.len() * a.rounds);
-    // The generator's thread inherits SCHED_IDLE from the thread that starts it.
-    let gen = std::thread::spawn(move || {
-        let _ = vfsr_cpu::idle(0);
-        Generator::start(ns_path, prog, cmap, counts, gen_if, frame, limit)
-    })
-    .join()
-    .map_err(|_| "starting the generator failed".to_string())?;
+    let gen = Generator::launch(&l, &s.dests, limit, Scheduling::Idle)?;
 
     out!(
         "setting up: vfsrd, FRR (zebra with FPM, bgpd) in its namespace, gobgpd in {}'s",

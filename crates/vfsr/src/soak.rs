@@ -54,13 +54,12 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde_json::{json, Value};
 use vfsr_bench::stats::Stats;
-use vfsr_io::bpf::{self, BpfObject};
 use vfsr_netlink::fpm::{write_table_stream, TableRoute, TableStreamOptions};
 use vfsr_netlink::{encode_into, Message, NextHop, Op, Route, RouteType};
 use vfsrd::harness::Vfsrd;
 use vfsrd::netlab;
 
-use crate::vethbench::{self, Generator, GEN_CORE, ROUTER_A, ROUTER_CORE};
+use crate::vethbench::{self, Generator, Scheduling, GEN_CORE, ROUTER_A, ROUTER_CORE};
 
 /// `vfsr soak` arguments.
 #[derive(Args)]
@@ -749,35 +748,11 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
     }
 
     // Traffic: the generator of the veth benchmark on core 0.
-    let gen_obj = BpfObject::load("bench", bpf::objects::BENCH).map_err(|e| e.to_string())?;
-    let dmap = gen_obj.map_fd("dests").map_err(|e| e.to_string())?;
-    for (i, x) in dests.iter().enumerate() {
-        bpf::map_update(dmap, &(i as u32).to_ne_bytes(), &x.to_be_bytes())
-            .map_err(|e| e.to_string())?;
-    }
-    let cmap = gen_obj.map_fd("conf").map_err(|e| e.to_string())?;
-    bpf::map_update(
-        cmap,
-        &0u32.to_ne_bytes(),
-        &((dests.len() as u64) - 1).to_ne_bytes(),
-    )
-    .map_err(|e| e.to_string())?;
-    let gen_counts = gen_obj.map_fd("counts").map_err(|e| e.to_string())?;
-    let frame = vethbench::template(
-        vethbench::mac_in(&l.lab, "rtr", &l.a)?,
-        vethbench::mac_in(&l.lab, "gen", "gen0")?,
-    );
-    let tmap = gen_obj.map_fd("tmpl").map_err(|e| e.to_string())?;
-    bpf::map_update(tmap, &0u32.to_ne_bytes(), frame.get(..42).unwrap_or(&[]))
-        .map_err(|e| e.to_string())?;
-    let gen_if = vethbench::ifindex_in(&l.lab, "gen", "gen0")?;
-    let ns_path = format!("/var/run/netns/{}", l.lab.name("gen"));
-    let prog = gen_obj.prog_fd("gen").map_err(|e| e.to_string())?;
     let limit = duration + Duration::from_secs(600);
     // Ordinary scheduling: it shares core 0 with the soak's threads and whatever else runs
     // there (at SCHED_IDLE a build beside it would stop the traffic); vfsrd's control plane
     // runs ahead of all of them at SCHED_FIFO.
-    let gen = Generator::start(ns_path, prog, cmap, gen_counts, gen_if, frame, limit);
+    let gen = Generator::launch(&l, &dests, limit, Scheduling::Ordinary)?;
     gen.set_rate(a.pps);
     // Neighbors resolve before the clock starts.
     std::thread::sleep(Duration::from_secs(1));
@@ -1019,7 +994,6 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
         });
         std::fs::write(path, format!("{v:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
     }
-    drop(gen_obj);
     drop(l);
     if checks_ok {
         Ok(())

@@ -20,12 +20,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use vfsr_io::bpf::{self, BpfObject};
 use vfsr_io::packet::{PacketConfig, PacketPort};
 use vfsr_io::Backend;
 use vfsrd::harness::Vfsrd;
 
-use crate::vethbench::{self, Generator, Lab3, GEN_CORE, ROUTER_CORE};
+use crate::vethbench::{self, Generator, Lab3, Scheduling, GEN_CORE, ROUTER_CORE};
 
 /// The legitimate flow's rate: well below what the router forwards, so any loss is the
 /// case's doing.
@@ -53,7 +52,6 @@ pub(crate) struct Lab {
     legit: Option<Generator>,
     rr_stop: Arc<AtomicBool>,
     rr_server: Option<JoinHandle<()>>,
-    _gen_obj: BpfObject,
     pub(crate) exe: PathBuf,
     pub(crate) backend: String,
     pub(crate) mac_a: [u8; 6],
@@ -88,36 +86,12 @@ impl Lab {
         )?;
         let mac_a = vethbench::mac_in(&l.lab, "rtr", &l.a)?;
         let mac_gen = vethbench::mac_in(&l.lab, "gen", "gen0")?;
-        // The legitimate flow: the XDP generator, 64-byte UDP to port 9 (what the sink counts).
-        let obj = BpfObject::load("bench", bpf::objects::BENCH).map_err(|e| e.to_string())?;
-        let e = |e: vfsr_io::IoError| e.to_string();
-        let dmap = obj.map_fd("dests").map_err(e)?;
-        for i in 0..LEGIT_DESTS {
-            let d = u32::from(Ipv4Addr::new(198, 18, 1, 0)) + i;
-            bpf::map_update(dmap, &i.to_ne_bytes(), &d.to_be_bytes()).map_err(e)?;
-        }
-        let cmap = obj.map_fd("conf").map_err(e)?;
-        bpf::map_update(
-            cmap,
-            &0u32.to_ne_bytes(),
-            &u64::from(LEGIT_DESTS - 1).to_ne_bytes(),
-        )
-        .map_err(e)?;
-        let counts = obj.map_fd("counts").map_err(e)?;
-        let frame = vethbench::template(mac_a, mac_gen);
-        let tmap = obj.map_fd("tmpl").map_err(e)?;
-        bpf::map_update(tmap, &0u32.to_ne_bytes(), frame.get(..42).unwrap_or(&[])).map_err(e)?;
-        let gen_if = vethbench::ifindex_in(&l.lab, "gen", "gen0")?;
-        let prog = obj.prog_fd("gen").map_err(e)?;
-        let ns_path = format!("/var/run/netns/{}", l.lab.name("gen"));
-        // SCHED_IDLE: it takes only what core 0 has left, behind vfsrd's control plane and
-        // the measuring threads (as in `cp flood`).
-        let legit = std::thread::spawn(move || {
-            let _ = vfsr_cpu::idle(0);
-            Generator::start(ns_path, prog, cmap, counts, gen_if, frame, limit)
-        })
-        .join()
-        .map_err(|_| "starting the generator failed".to_string())?;
+        // The legitimate flow: the XDP generator, 64-byte UDP to port 9 (what the sink
+        // counts), at SCHED_IDLE: it takes only what core 0 has left, behind vfsrd's control
+        // plane and the measuring threads (as in `cp flood`).
+        let base = u32::from(Ipv4Addr::new(198, 18, 1, 0));
+        let dests: Vec<u32> = (0..LEGIT_DESTS).map(|i| base + i).collect();
+        let legit = Generator::launch(&l, &dests, limit, Scheduling::Idle)?;
         let listener = l
             .lab
             .in_ns("rtr", || {
@@ -137,7 +111,6 @@ impl Lab {
             legit: Some(legit),
             rr_stop,
             rr_server: Some(rr_server),
-            _gen_obj: obj,
             exe,
             backend: backend.to_string(),
             mac_a,

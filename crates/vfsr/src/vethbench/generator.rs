@@ -8,10 +8,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use vfsr_io::bpf;
+use vfsr_io::bpf::{self, BpfObject};
+use vfsr_io::IoError;
 use vfsr_lpm::Route;
 
-use super::GEN_CORE;
+use super::{ifindex_in, mac_in, Lab3, GEN_CORE};
 
 /// Sum of a per-CPU counter slot.
 pub(super) fn percpu(map_fd: i32, slot: u32) -> u64 {
@@ -36,13 +37,67 @@ pub(crate) struct Generator {
     conf: i32,
     counts: i32,
     thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+    /// The program and its maps, kept loaded until the thread has stopped.
+    _obj: Option<BpfObject>,
+}
+
+/// How the generator's thread is scheduled on its core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Scheduling {
+    /// Ordinary scheduling, beside whatever else runs on the core.
+    Ordinary,
+    /// `SCHED_IDLE`: only what the core has left, behind every ordinary thread.
+    Idle,
 }
 
 /// Program runs per test run.
 const RUNS_PER_CALL: u32 = 1 << 21;
 
 impl Generator {
-    pub(crate) fn start(
+    /// Loads the `gen` program, gives it `dests` (their number a power of two, at most the
+    /// `dests` map's size) and the frame from the generator's port to the router's, and
+    /// starts its thread in `l`'s generator namespace, paused, for at most `limit`.
+    pub(crate) fn launch(
+        l: &Lab3,
+        dests: &[u32],
+        limit: Duration,
+        scheduling: Scheduling,
+    ) -> Result<Generator, String> {
+        let e = |e: IoError| e.to_string();
+        let obj = BpfObject::load("bench", bpf::objects::BENCH).map_err(e)?;
+        let dmap = obj.map_fd("dests").map_err(e)?;
+        for (i, d) in (0u32..).zip(dests) {
+            bpf::map_update(dmap, &i.to_ne_bytes(), &d.to_be_bytes()).map_err(e)?;
+        }
+        // Slot 0: the mask the program takes its random index into the destinations with.
+        let mask = (dests.len() as u64)
+            .checked_sub(1)
+            .ok_or("the generator has no destinations")?;
+        let conf = obj.map_fd("conf").map_err(e)?;
+        bpf::map_update(conf, &0u32.to_ne_bytes(), &mask.to_ne_bytes()).map_err(e)?;
+        let counts = obj.map_fd("counts").map_err(e)?;
+        let frame = template(mac_in(&l.lab, "rtr", &l.a)?, mac_in(&l.lab, "gen", "gen0")?);
+        let tmap = obj.map_fd("tmpl").map_err(e)?;
+        bpf::map_update(tmap, &0u32.to_ne_bytes(), frame.get(..42).unwrap_or(&[])).map_err(e)?;
+        let gen_if = ifindex_in(&l.lab, "gen", "gen0")?;
+        let prog = obj.prog_fd("gen").map_err(e)?;
+        let ns_path = format!("/var/run/netns/{}", l.lab.name("gen"));
+        let start = move || Generator::start(ns_path, prog, conf, counts, gen_if, frame, limit);
+        let mut g = match scheduling {
+            Scheduling::Ordinary => start(),
+            // The thread inherits SCHED_IDLE from the thread that starts it.
+            Scheduling::Idle => std::thread::spawn(move || {
+                let _ = vfsr_cpu::idle(0);
+                start()
+            })
+            .join()
+            .map_err(|_| "starting the generator failed".to_string())?,
+        };
+        g._obj = Some(obj);
+        Ok(g)
+    }
+
+    fn start(
         ns_path: String,
         prog_fd: i32,
         conf: i32,
@@ -92,6 +147,7 @@ impl Generator {
             conf,
             counts,
             thread: Some(thread),
+            _obj: None,
         }
     }
 
@@ -131,7 +187,7 @@ impl Drop for Generator {
 }
 
 /// The 64-byte UDP template (destination rewritten by the program).
-pub(crate) fn template(dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<u8> {
+fn template(dst_mac: [u8; 6], src_mac: [u8; 6]) -> Vec<u8> {
     let mut f = Vec::with_capacity(64);
     f.extend_from_slice(&dst_mac);
     f.extend_from_slice(&src_mac);

@@ -60,7 +60,7 @@ use vfsr_io::bpf::{self, BpfObject};
 use vfsrd::netlab;
 
 pub(crate) use daemon::{rate_limited_delta, vfsrd_exe};
-pub(crate) use generator::{destinations, template, Generator};
+pub(crate) use generator::{destinations, Generator, Scheduling};
 pub(crate) use latency::{echo_server, percentile};
 pub(crate) use measure::core_jiffies;
 pub(crate) use topology::{build_lab, if_stat, ifindex_in, mac_in, threaded_napi, Lab3};
@@ -159,37 +159,14 @@ pub(crate) fn run(a: &Options) -> Result<(), String> {
         a.seconds
     );
     let mut l = build_lab()?;
-    // The generator's program and its maps.
-    let gen_obj = BpfObject::load("bench", bpf::objects::BENCH).map_err(|e| e.to_string())?;
-    let dmap = gen_obj.map_fd("dests").map_err(|e| e.to_string())?;
-    for (i, d) in dests.iter().enumerate() {
-        bpf::map_update(dmap, &(i as u32).to_ne_bytes(), &d.to_be_bytes())
-            .map_err(|e| e.to_string())?;
-    }
-    let cmap = gen_obj.map_fd("conf").map_err(|e| e.to_string())?;
-    bpf::map_update(
-        cmap,
-        &0u32.to_ne_bytes(),
-        &((dests.len() as u64) - 1).to_ne_bytes(),
-    )
-    .map_err(|e| e.to_string())?;
-    let gen_counts = gen_obj.map_fd("counts").map_err(|e| e.to_string())?;
-    let frame = template(mac_in(&l.lab, "rtr", &l.a)?, mac_in(&l.lab, "gen", "gen0")?);
-    let tmap = gen_obj.map_fd("tmpl").map_err(|e| e.to_string())?;
-    bpf::map_update(tmap, &0u32.to_ne_bytes(), frame.get(..42).unwrap_or(&[]))
-        .map_err(|e| e.to_string())?;
-    let gen_if = ifindex_in(&l.lab, "gen", "gen0")?;
-    let gen = Generator::start(
-        format!("/var/run/netns/{}", l.lab.name("gen")),
-        gen_obj.prog_fd("gen").map_err(|e| e.to_string())?,
-        cmap,
-        gen_counts,
-        gen_if,
-        frame,
+    let gen = Generator::launch(
+        &l,
+        &dests,
         // Far beyond any run of the routers' passes; only a run that lost track of the
         // generator reaches it.
         Duration::from_secs(4 * 3600),
-    );
+        Scheduling::Ordinary,
+    )?;
     let rate = (a.rate * 1e6) as u64;
 
     let mut results: Vec<Outcome> = Vec::new();
