@@ -544,7 +544,8 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
             sustain: a.sustain,
             napi_priority: a.napi_priority,
             json: a.json.clone(),
-        });
+        })
+        .map_err(String::from);
     }
     if a.batch == 0 || a.batch > 4096 {
         return Err(format!("--batch {} must be in 1..=4096", a.batch));

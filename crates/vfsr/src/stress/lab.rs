@@ -207,7 +207,7 @@ impl Lab {
     pub(crate) fn finish(&mut self) -> Result<(), String> {
         self.vfsrd = None;
         match self.legit.take() {
-            Some(g) => g.finish(),
+            Some(g) => Ok(g.finish()?),
             None => Ok(()),
         }
     }

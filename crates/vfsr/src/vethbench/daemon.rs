@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::{Lab3, GEN_CORE, ROUTER_A, ROUTER_CORE, SINK};
+use super::{Error, Lab3, GEN_CORE, ROUTER_A, ROUTER_CORE, SINK};
 
 /// A running vfsrd.
 pub(super) struct Vfsrd {
@@ -44,19 +44,19 @@ impl Drop for Vfsrd {
 
 /// The vfsrd binary: `given` (a `--vfsrd` option) when it names a file, else the one built
 /// next to vfsr.
-pub(crate) fn vfsrd_exe(given: Option<&PathBuf>) -> Result<PathBuf, String> {
+pub(crate) fn vfsrd_exe(given: Option<&PathBuf>) -> Result<PathBuf, Error> {
     if let Some(p) = given {
         return if p.is_file() {
             Ok(p.clone())
         } else {
-            Err(format!("--vfsrd {}: no such file", p.display()))
+            Err(Error::NoSuchVfsrd(p.clone()))
         };
     }
     std::env::current_exe()
         .ok()
         .and_then(|p| p.parent().map(|d| d.join("vfsrd")))
         .filter(|p| p.exists())
-        .ok_or_else(|| "the vfsrd binary is not built next to vfsr (cargo build -p vfsrd)".into())
+        .ok_or(Error::NoVfsrd)
 }
 
 /// vfsrd's punt classes, in the order of the stats document's `control.rate_limited`.
@@ -83,7 +83,7 @@ pub(super) fn vfsrd_stats(d: &Vfsrd) -> Value {
 }
 
 /// Starts vfsrd on the router's ports (`fast`: with the XDP fast path).
-pub(super) fn start_vfsrd(l: &Lab3, table: &TableSpec, fast: bool) -> Result<Vfsrd, String> {
+pub(super) fn start_vfsrd(l: &Lab3, table: &TableSpec, fast: bool) -> Result<Vfsrd, Error> {
     let exe = vfsrd_exe(None)?;
     let dir = std::env::temp_dir();
     let pid = std::process::id();
@@ -103,7 +103,10 @@ pub(super) fn start_vfsrd(l: &Lab3, table: &TableSpec, fast: bool) -> Result<Vfs
             l.a, l.b
         ),
     )
-    .map_err(|e| format!("{}: {e}", cfg.display()))?;
+    .map_err(|err| Error::File {
+        path: cfg.clone(),
+        err,
+    })?;
     // NetLab::command gives vfsrd SIGTERM if the benchmark dies.
     let mut cmd = l.lab.command("rtr", &exe.display().to_string());
     let mut child = cmd
@@ -113,8 +116,8 @@ pub(super) fn start_vfsrd(l: &Lab3, table: &TableSpec, fast: bool) -> Result<Vfs
         .arg(&stats)
         .stdout(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("starting vfsrd: {e}"))?;
-    let out = child.stdout.take().ok_or("vfsrd: no stdout")?;
+        .map_err(Error::StartVfsrd)?;
+    let out = child.stdout.take().ok_or(Error::VfsrdStdout)?;
     let d = Vfsrd {
         child: Some(child),
         stats,
@@ -133,7 +136,7 @@ pub(super) fn start_vfsrd(l: &Lab3, table: &TableSpec, fast: bool) -> Result<Vfs
                 break;
             }
             Ok(_) => {}
-            Err(_) => return Err("vfsrd did not become ready in 90 s".into()),
+            Err(_) => return Err(Error::VfsrdNotReady),
         }
     }
     Ok(d)

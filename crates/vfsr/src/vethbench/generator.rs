@@ -9,10 +9,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use vfsr_io::bpf::{self, BpfObject};
-use vfsr_io::IoError;
 use vfsr_lpm::Route;
 
-use super::{ifindex_in, mac_in, Lab3, GEN_CORE};
+use super::{ifindex_in, mac_in, Error, Lab3, GEN_CORE};
 
 /// Sum of a per-CPU counter slot.
 pub(super) fn percpu(map_fd: i32, slot: u32) -> u64 {
@@ -36,7 +35,7 @@ pub(crate) struct Generator {
     paused: Arc<AtomicBool>,
     conf: i32,
     counts: i32,
-    thread: Option<std::thread::JoinHandle<Result<(), String>>>,
+    thread: Option<std::thread::JoinHandle<Result<(), Error>>>,
     /// The program and its maps, kept loaded until the thread has stopped.
     _obj: Option<BpfObject>,
 }
@@ -62,25 +61,24 @@ impl Generator {
         dests: &[u32],
         limit: Duration,
         scheduling: Scheduling,
-    ) -> Result<Generator, String> {
-        let e = |e: IoError| e.to_string();
-        let obj = BpfObject::load("bench", bpf::objects::BENCH).map_err(e)?;
-        let dmap = obj.map_fd("dests").map_err(e)?;
+    ) -> Result<Generator, Error> {
+        let obj = BpfObject::load("bench", bpf::objects::BENCH)?;
+        let dmap = obj.map_fd("dests")?;
         for (i, d) in (0u32..).zip(dests) {
-            bpf::map_update(dmap, &i.to_ne_bytes(), &d.to_be_bytes()).map_err(e)?;
+            bpf::map_update(dmap, &i.to_ne_bytes(), &d.to_be_bytes())?;
         }
         // Slot 0: the mask the program takes its random index into the destinations with.
         let mask = (dests.len() as u64)
             .checked_sub(1)
-            .ok_or("the generator has no destinations")?;
-        let conf = obj.map_fd("conf").map_err(e)?;
-        bpf::map_update(conf, &0u32.to_ne_bytes(), &mask.to_ne_bytes()).map_err(e)?;
-        let counts = obj.map_fd("counts").map_err(e)?;
+            .ok_or(Error::NoDestinations)?;
+        let conf = obj.map_fd("conf")?;
+        bpf::map_update(conf, &0u32.to_ne_bytes(), &mask.to_ne_bytes())?;
+        let counts = obj.map_fd("counts")?;
         let frame = template(mac_in(&l.lab, "rtr", &l.a)?, mac_in(&l.lab, "gen", "gen0")?);
-        let tmap = obj.map_fd("tmpl").map_err(e)?;
-        bpf::map_update(tmap, &0u32.to_ne_bytes(), frame.get(..42).unwrap_or(&[])).map_err(e)?;
+        let tmap = obj.map_fd("tmpl")?;
+        bpf::map_update(tmap, &0u32.to_ne_bytes(), frame.get(..42).unwrap_or(&[]))?;
         let gen_if = ifindex_in(&l.lab, "gen", "gen0")?;
-        let prog = obj.prog_fd("gen").map_err(e)?;
+        let prog = obj.prog_fd("gen")?;
         let ns_path = format!("/var/run/netns/{}", l.lab.name("gen"));
         let start = move || Generator::start(ns_path, prog, conf, counts, gen_if, frame, limit);
         let mut g = match scheduling {
@@ -91,7 +89,7 @@ impl Generator {
                 start()
             })
             .join()
-            .map_err(|_| "starting the generator failed".to_string())?,
+            .map_err(|_| Error::GeneratorStart)?,
         };
         g._obj = Some(obj);
         Ok(g)
@@ -110,11 +108,14 @@ impl Generator {
         let stop = Arc::new(AtomicBool::new(false));
         let paused = Arc::new(AtomicBool::new(true));
         let (s, p) = (Arc::clone(&stop), Arc::clone(&paused));
-        let thread = std::thread::spawn(move || -> Result<(), String> {
-            let f = std::fs::File::open(&ns_path).map_err(|e| format!("{ns_path}: {e}"))?;
+        let thread = std::thread::spawn(move || -> Result<(), Error> {
+            let f = std::fs::File::open(&ns_path).map_err(|err| Error::File {
+                path: ns_path.clone().into(),
+                err,
+            })?;
             // SAFETY: setns on a descriptor we hold open, for this thread only.
             if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-                return Err(format!("setns: {}", std::io::Error::last_os_error()));
+                return Err(Error::Setns(std::io::Error::last_os_error()));
             }
             let _ = vfsr_cpu::pin(GEN_CORE);
             let ctx = bpf::xdp_md_ctx(gen_ifindex, 0, frame.len() as u32);
@@ -137,7 +138,7 @@ impl Generator {
                     bpf::BPF_F_TEST_XDP_LIVE_FRAMES,
                     Some(&ctx),
                 )
-                .map_err(|e| format!("generator: {e}"))?;
+                .map_err(Error::Generator)?;
             }
             Ok(())
         });
@@ -168,10 +169,10 @@ impl Generator {
         percpu(self.counts, 0)
     }
 
-    pub(crate) fn finish(mut self) -> Result<(), String> {
+    pub(crate) fn finish(mut self) -> Result<(), Error> {
         self.stop.store(true, Ordering::Relaxed);
         match self.thread.take() {
-            Some(t) => t.join().map_err(|_| "generator panicked".to_string())?,
+            Some(t) => t.join().map_err(|_| Error::GeneratorPanicked)?,
             None => Ok(()),
         }
     }

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use vfsrd::netlab::NetLab;
 
-use super::{Lab3, ROUTER_A, SINK};
+use super::{Error, Lab3, ROUTER_A, SINK};
 
 /// Average microseconds and percent lost of `count` pings from the generator to the sink.
 pub(super) fn ping_avg_us(lab: &NetLab, count: u32) -> (f64, f64) {
@@ -42,14 +42,14 @@ pub(super) fn ping_avg_us(lab: &NetLab, count: u32) -> (f64, f64) {
 /// A request/response server on the router's address (one connection, echoes bytes). It
 /// waits for that connection at most `ACCEPT_WAIT`, so a client that never connects (the
 /// router too busy to answer its handshake) cannot leave the benchmark waiting forever.
-fn rr_server(lab: &NetLab) -> Result<std::thread::JoinHandle<()>, String> {
+fn rr_server(lab: &NetLab) -> Result<std::thread::JoinHandle<()>, Error> {
     let listener = lab
         .in_ns("rtr", || {
             let l = TcpListener::bind((ROUTER_A, 7000))?;
             l.set_nonblocking(true)?;
             Ok::<_, std::io::Error>(l)
         })?
-        .map_err(|e| format!("listen on {ROUTER_A}:7000: {e}"))?;
+        .map_err(Error::Listen)?;
     Ok(std::thread::spawn(move || {
         let t0 = Instant::now();
         let mut s = loop {

@@ -9,11 +9,11 @@ use std::time::Instant;
 use serde_json::{json, Value};
 use vfsr_lpm::Route;
 
-use super::{if_stat, mac_in, Lab3, ROUTER_A, SINK};
+use super::{if_stat, mac_in, Error, Lab3, ROUTER_A, SINK};
 
 /// Sets the router namespace up as a Linux router with `routes` (all via the sink); returns
 /// the seconds `ip -batch` took.
-pub(super) fn install_linux_routes(l: &Lab3, routes: &[Route<u32>]) -> Result<f64, String> {
+pub(super) fn install_linux_routes(l: &Lab3, routes: &[Route<u32>]) -> Result<f64, Error> {
     l.lab.ip(
         "rtr",
         &["addr", "add", &format!("{ROUTER_A}/24"), "dev", &l.a],
@@ -57,14 +57,17 @@ pub(super) fn install_linux_routes(l: &Lab3, routes: &[Route<u32>]) -> Result<f6
         }
         text.push_str(&format!("route replace {net}/{} via {SINK}\n", p.len()));
     }
-    std::fs::write(&batch, text).map_err(|e| format!("{}: {e}", batch.display()))?;
+    std::fs::write(&batch, text).map_err(|err| Error::File {
+        path: batch.clone(),
+        err,
+    })?;
     let t0 = Instant::now();
     let r = l
         .lab
         .ip("rtr", &["-batch", &batch.display().to_string()])
         .map(|_| t0.elapsed().as_secs_f64());
     let _ = std::fs::remove_file(&batch);
-    r
+    Ok(r?)
 }
 
 /// The kernel's drop counters after a run: the IP layer's non-zero ones and the veths'.

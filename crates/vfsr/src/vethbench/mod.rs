@@ -39,12 +39,14 @@
 //!   latency.rs    ping through the router, TCP request/response to it
 //!   measure.rs    a flood window (rates, core busy time), the sustained run
 //!   report.rs     the table, ratios, bottlenecks and the JSON document
+//!   error.rs      what can go wrong, as values with their messages
 //! ```
 //!
 //! `cp flood`, `soak` and `stress` build on the same topology and generator (the items
 //! re-exported here).
 
 mod daemon;
+mod error;
 mod generator;
 mod latency;
 mod linux;
@@ -60,6 +62,7 @@ use vfsr_io::bpf::{self, BpfObject};
 use vfsrd::netlab;
 
 pub(crate) use daemon::{rate_limited_delta, vfsrd_exe};
+pub(crate) use error::Error;
 pub(crate) use generator::{destinations, Generator, Scheduling};
 pub(crate) use latency::{echo_server, percentile};
 pub(crate) use measure::core_jiffies;
@@ -113,44 +116,37 @@ fn clean_up_on_signal() {
 }
 
 /// `vfsr fwd bench --veth`.
-pub(crate) fn run(a: &Options) -> Result<(), String> {
+pub(crate) fn run(a: &Options) -> Result<(), Error> {
     if let Err(e) = netlab::available() {
-        return Err(format!(
-            "--veth builds network namespaces and needs root: {e}"
-        ));
+        return Err(Error::NoNamespaces(e));
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus < 2 {
-        return Err("--veth needs 2 cores (generator on core 0, router on core 1)".into());
+        return Err(Error::TooFewCores);
     }
     let routers: Vec<String> = a.routers.clone();
     for r in &routers {
         if !matches!(r.as_str(), "vfsr" | "vfsr-fast" | "linux" | "linux-xdp") {
-            return Err(format!(
-                "--routers: unknown router {r:?} (vfsr, vfsr-fast, linux, linux-xdp)"
-            ));
+            return Err(Error::UnknownRouter(r.clone()));
         }
     }
     if !a.destinations.is_power_of_two() || a.destinations > 1 << 20 {
-        return Err(format!(
-            "--destinations {} must be a power of two up to 1048576",
-            a.destinations
-        ));
+        return Err(Error::Destinations(a.destinations));
     }
     let (spec, routes) = match &a.table {
         Some(p) => (
             TableSpec::File(p.clone()),
-            crate::tables::load(p, false)?.v4,
+            crate::tables::load(p, false).map_err(Error::Table)?.v4,
         ),
         None => (
             TableSpec::Synthetic(a.seed),
-            crate::tables::synthetic(a.seed)?.v4,
+            crate::tables::synthetic(a.seed).map_err(Error::Table)?.v4,
         ),
     };
     let dests = destinations(&routes, a.destinations, a.seed);
     clean_up_on_signal();
     if dests.len() < a.destinations {
-        return Err("the table has too few IPv4 routes to draw destinations from".into());
+        return Err(Error::TooFewRoutes);
     }
     println!(
         "veth benchmark: {} IPv4 routes, {} destinations, 64-byte UDP, {:.0} s per router",
@@ -194,20 +190,17 @@ pub(crate) fn run(a: &Options) -> Result<(), String> {
                         routes.len()
                     );
                 }
-                let obj =
-                    BpfObject::load("bench", bpf::objects::BENCH).map_err(|e| e.to_string())?;
+                let obj = BpfObject::load("bench", bpf::objects::BENCH)?;
                 let prog = if r == "linux" { "pass" } else { "fib_fwd" };
                 if r == "linux-xdp" {
-                    let pm = obj.map_fd("ports").map_err(|e| e.to_string())?;
+                    let pm = obj.map_fd("ports")?;
                     let bi = ifindex_in(&l.lab, "rtr", &l.b)?;
                     // A devmap names its devices by index in the updater's namespace.
-                    l.lab
-                        .in_ns("rtr", move || {
-                            bpf::map_update(pm, &bi.to_ne_bytes(), &bi.to_ne_bytes())
-                        })?
-                        .map_err(|e| e.to_string())?;
+                    l.lab.in_ns("rtr", move || {
+                        bpf::map_update(pm, &bi.to_ne_bytes(), &bi.to_ne_bytes())
+                    })??;
                 }
-                let fd = obj.prog_fd(prog).map_err(|e| e.to_string())?;
+                let fd = obj.prog_fd(prog)?;
                 let ai = l.a.clone();
                 l.attach("rtr", &ai, fd)?;
                 threaded_napi(&l.lab, "rtr", &l.a, ROUTER_CORE, i32::from(a.napi_priority));

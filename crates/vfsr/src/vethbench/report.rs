@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{Options, GEN_CORE, ROUTER_CORE};
+use super::{Error, Options, GEN_CORE, ROUTER_CORE};
 
 /// One router's figures.
 #[derive(Clone, Debug, Default)]
@@ -41,7 +41,7 @@ pub(super) fn report(
     idle_cpu: f64,
     sustain: Option<Value>,
     a: &Options,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     println!(
         "\n{:<10} {:>12} {:>14} {:>10} {:>14} {:>10} {:>10} {:>10} {:>10}",
         "router",
@@ -146,8 +146,12 @@ pub(super) fn report(
                    "generator_core": GEN_CORE, "router_core": ROUTER_CORE, "frame_bytes": 64},
     });
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&doc).unwrap_or_default())
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, serde_json::to_string_pretty(&doc).unwrap_or_default()).map_err(
+            |err| Error::File {
+                path: p.clone(),
+                err,
+            },
+        )?;
     }
     Ok(())
 }

@@ -12,7 +12,7 @@ use vfsr_io::bpf::{self, BpfObject, XdpAttachment, XdpMode};
 use vfsrd::netlab::NetLab;
 
 use super::generator::percpu;
-use super::{GEN_CORE, ROUTER_A};
+use super::{Error, GEN_CORE, ROUTER_A};
 
 /// `SCHED_FIFO` priority of the sink's receive thread: above the generator (ordinary
 /// scheduling), below vfsrd's control plane (20), which shares core 0 with both.
@@ -59,25 +59,31 @@ pub(crate) fn threaded_napi(lab: &NetLab, ns: &str, ifname: &str, core: usize, p
 }
 
 /// Interface `ifname`'s MAC address, read in namespace `ns`.
-pub(crate) fn mac_in(lab: &NetLab, ns: &str, ifname: &str) -> Result<[u8; 6], String> {
+pub(crate) fn mac_in(lab: &NetLab, ns: &str, ifname: &str) -> Result<[u8; 6], Error> {
     let out = lab.sh(ns, &["cat", &format!("/sys/class/net/{ifname}/address")])?;
     let mut m = [0u8; 6];
     let parts: Vec<&str> = out.trim().split(':').collect();
     if parts.len() != 6 {
-        return Err(format!("{ifname}: unreadable MAC {out:?}"));
+        return Err(Error::Mac {
+            ifname: ifname.to_string(),
+            text: out,
+        });
     }
     for (b, p) in m.iter_mut().zip(parts) {
-        *b = u8::from_str_radix(p, 16).map_err(|_| format!("{ifname}: bad MAC {out:?}"))?;
+        *b = u8::from_str_radix(p, 16).map_err(|_| Error::MacDigit {
+            ifname: ifname.to_string(),
+            text: out.clone(),
+        })?;
     }
     Ok(m)
 }
 
 /// Interface `ifname`'s index in namespace `ns`.
-pub(crate) fn ifindex_in(lab: &NetLab, ns: &str, ifname: &str) -> Result<u32, String> {
+pub(crate) fn ifindex_in(lab: &NetLab, ns: &str, ifname: &str) -> Result<u32, Error> {
     lab.sh(ns, &["cat", &format!("/sys/class/net/{ifname}/ifindex")])?
         .trim()
         .parse()
-        .map_err(|_| format!("{ifname}: no ifindex"))
+        .map_err(|_| Error::Ifindex(ifname.to_string()))
 }
 
 /// The three namespaces (`gen`, `rtr`, `sink`) and the router's ports `a` (towards the
@@ -93,14 +99,17 @@ pub(crate) struct Lab3 {
 }
 
 impl Lab3 {
-    pub(super) fn attach(&mut self, ns: &str, ifname: &str, prog_fd: i32) -> Result<(), String> {
+    pub(super) fn attach(&mut self, ns: &str, ifname: &str, prog_fd: i32) -> Result<(), Error> {
         let idx = ifindex_in(&self.lab, ns, ifname)?;
         let att = self
             .lab
             .in_ns(ns, move || {
                 XdpAttachment::attach(idx, prog_fd, XdpMode::Native)
             })?
-            .map_err(|e| format!("{ifname}: {e}"))?;
+            .map_err(|err| Error::Attach {
+                ifname: ifname.to_string(),
+                err,
+            })?;
         self.keep.push((ns.to_string(), att));
         Ok(())
     }
@@ -130,7 +139,7 @@ impl Drop for Lab3 {
     }
 }
 
-pub(crate) fn build_lab() -> Result<Lab3, String> {
+pub(crate) fn build_lab() -> Result<Lab3, Error> {
     let tag = std::process::id() % 10_000;
     let (a, b, s) = (
         format!("vb{tag}a"),
@@ -150,9 +159,9 @@ pub(crate) fn build_lab() -> Result<Lab3, String> {
     lab.ip("gen", &["route", "add", "default", "via", ROUTER_A])?;
     lab.ip("sink", &["addr", "add", "10.20.0.2/24", "dev", &s])?;
     lab.ip("sink", &["route", "add", "default", "via", "10.20.0.1"])?;
-    let obj = BpfObject::load("bench", bpf::objects::BENCH).map_err(|e| e.to_string())?;
-    let sink_counts = obj.map_fd("counts").map_err(|e| e.to_string())?;
-    let sink_prog = obj.prog_fd("sink").map_err(|e| e.to_string())?;
+    let obj = BpfObject::load("bench", bpf::objects::BENCH)?;
+    let sink_counts = obj.map_fd("counts")?;
+    let sink_prog = obj.prog_fd("sink")?;
     let mut l = Lab3 {
         lab,
         a,
