@@ -24,6 +24,7 @@ use vfsr_io::packet::{PacketConfig, PacketPort};
 use vfsr_io::Backend;
 use vfsrd::harness::Vfsrd;
 
+use super::error::Error;
 use crate::vethbench::{self, Generator, Lab3, Scheduling, GEN_CORE, ROUTER_CORE};
 
 /// The legitimate flow's rate: well below what the router forwards, so any loss is the
@@ -65,7 +66,7 @@ pub(crate) struct Lab {
 const TAG: &str = "stress";
 
 impl Lab {
-    pub(crate) fn build(exe: PathBuf, backend: &str, limit: Duration) -> Result<Lab, String> {
+    pub(crate) fn build(exe: PathBuf, backend: &str, limit: Duration) -> Result<Lab, Error> {
         let l = vethbench::build_lab()?;
         l.lab.ip(
             "gen",
@@ -99,13 +100,13 @@ impl Lab {
                 s.set_nonblocking(true)?;
                 Ok::<_, std::io::Error>(s)
             })?
-            .map_err(|e| format!("TCP server on port {RR_PORT}: {e}"))?;
+            .map_err(Error::RrServer)?;
         let rr_stop = Arc::new(AtomicBool::new(false));
         let s = Arc::clone(&rr_stop);
         let rr_server = std::thread::Builder::new()
             .name("stress-rr-server".into())
             .spawn(move || vethbench::echo_server(listener, &s))
-            .map_err(|e| e.to_string())?;
+            .map_err(Error::Thread)?;
         Ok(Lab {
             vfsrd: None,
             legit: Some(legit),
@@ -140,7 +141,7 @@ impl Lab {
 
     /// Starts vfsrd (stopping one that runs) and gives port A's receive thread the core
     /// and priority `cp flood` gives it.
-    pub(crate) fn start_vfsrd(&mut self) -> Result<(), String> {
+    pub(crate) fn start_vfsrd(&mut self) -> Result<(), Error> {
         self.vfsrd = None;
         let cfg = self.config("@SOCKET@");
         let d = Vfsrd::start(&self.l.lab, "rtr", &self.exe, &self.tag, &cfg)?;
@@ -163,8 +164,8 @@ impl Lab {
     }
 
     /// One request to vfsrd's control API.
-    pub(crate) fn api(&self, req: &vfsr_api::Request) -> Result<Value, String> {
-        let path = self.socket().ok_or("vfsrd is not running")?;
+    pub(crate) fn api(&self, req: &vfsr_api::Request) -> Result<Value, Error> {
+        let path = self.socket().ok_or(Error::NotRunning)?;
         api_call(&path, req)
     }
 
@@ -204,7 +205,7 @@ impl Lab {
     }
 
     /// Stops the generator thread (its own time limit would also stop it).
-    pub(crate) fn finish(&mut self) -> Result<(), String> {
+    pub(crate) fn finish(&mut self) -> Result<(), Error> {
         self.vfsrd = None;
         match self.legit.take() {
             Some(g) => Ok(g.finish()?),
@@ -225,19 +226,19 @@ impl Drop for Lab {
 }
 
 /// One request to the control API at `path`.
-pub(crate) fn api_call(path: &Path, req: &vfsr_api::Request) -> Result<Value, String> {
-    let mut c = vfsr_api::Client::connect(path).map_err(|e| e.to_string())?;
-    c.call(req).map_err(|e| e.to_string())
+pub(crate) fn api_call(path: &Path, req: &vfsr_api::Request) -> Result<Value, Error> {
+    let mut c = vfsr_api::Client::connect(path)?;
+    Ok(c.call(req)?)
 }
 
 /// The first interface of namespace `ns` that is not the loopback.
-fn interface_in(l: &Lab3, ns: &str) -> Result<String, String> {
+fn interface_in(l: &Lab3, ns: &str) -> Result<String, Error> {
     let out = l.lab.ip(ns, &["-o", "link", "show"])?;
     out.lines()
         .filter_map(|line| line.split(':').nth(1))
         .map(|n| n.trim().split('@').next().unwrap_or("").to_string())
         .find(|n| !n.is_empty() && n != "lo")
-        .ok_or_else(|| format!("no interface in {ns}"))
+        .ok_or_else(|| Error::NoInterface(ns.to_string()))
 }
 
 /// What the TCP prober measured.
@@ -257,7 +258,7 @@ impl RrOutcome {
 
 /// One-byte transactions to the router's host stack (through vfsrd's control plane and the
 /// TAP), one every [`RR_EVERY`], for `secs`; the thread runs on core 0 at ordinary priority.
-pub(crate) fn rr_probe(l: &Lab3, secs: f64) -> Result<JoinHandle<RrOutcome>, String> {
+pub(crate) fn rr_probe(l: &Lab3, secs: f64) -> Result<JoinHandle<RrOutcome>, Error> {
     use std::io::{Read, Write};
     let addr = SocketAddr::from((ROUTER_A4, RR_PORT));
     let conn = l.lab.in_ns("gen", move || {
@@ -327,7 +328,7 @@ pub(crate) fn rr_probe(l: &Lab3, secs: f64) -> Result<JoinHandle<RrOutcome>, Str
             out.samples.sort_by(f64::total_cmp);
             out
         })
-        .map_err(|e| e.to_string())
+        .map_err(Error::Thread)
 }
 
 /// A process's resident memory: (VmRSS, VmHWM) in KiB.
@@ -400,11 +401,11 @@ pub(crate) fn flood(
     frames: Arc<Vec<Vec<u8>>>,
     pps: u64,
     secs: f64,
-) -> Result<FloodSent, String> {
+) -> Result<FloodSent, Error> {
     if frames.is_empty() {
         return Ok(FloodSent::default());
     }
-    l.lab.in_ns("gen", move || -> Result<FloodSent, String> {
+    l.lab.in_ns("gen", move || -> Result<FloodSent, Error> {
         let _ = vfsr_cpu::pin(GEN_CORE);
         let _ = vfsr_cpu::idle(0);
         let cfg = PacketConfig {
@@ -413,7 +414,7 @@ pub(crate) fn flood(
             tx_frames: 2048,
             ..PacketConfig::default()
         };
-        let mut port = PacketPort::with_config("gen0", &cfg).map_err(|e| e.to_string())?;
+        let mut port = PacketPort::with_config("gen0", &cfg).map_err(Error::Flood)?;
         let t0 = Instant::now();
         let end = Duration::from_secs_f64(secs);
         let mut sent = 0u64;
@@ -435,7 +436,7 @@ pub(crate) fn flood(
             k = (k + n) % frames.len();
             let mut it =
                 (0..n).filter_map(|i| frames.get((start + i) % frames.len()).map(Vec::as_slice));
-            let got = port.send(&mut it).map_err(|e| e.to_string())?;
+            let got = port.send(&mut it).map_err(Error::Flood)?;
             sent += got as u64;
             if got < n {
                 // The ring is full: let the kernel drain it.

@@ -55,6 +55,7 @@
 //! bounds, resident memory up by less than [`RSS_GROWTH_KIB`]), the books balanced, and each
 //! case's own checks.
 
+mod error;
 mod frames;
 mod lab;
 
@@ -69,6 +70,7 @@ use clap::Args;
 use serde_json::{json, Value};
 use vfsr_api::Request;
 
+use error::Error;
 use frames::Rng;
 use lab::{Lab, RrOutcome, RssWatch};
 
@@ -251,16 +253,13 @@ impl CaseResult {
 }
 
 /// The cases `--only` asks for, checked, in run order.
-fn selected(only: &[String]) -> Result<Vec<&'static str>, String> {
+fn selected(only: &[String]) -> Result<Vec<&'static str>, Error> {
     if only.is_empty() {
         return Ok(CASES.to_vec());
     }
     for o in only {
         if !CASES.contains(&o.as_str()) {
-            return Err(format!(
-                "--only: unknown case {o:?} (cases: {})",
-                CASES.join(", ")
-            ));
+            return Err(Error::UnknownCase(o.clone()));
         }
     }
     Ok(CASES
@@ -274,27 +273,29 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Runs the stress cases.
 pub fn run(a: &StressArgs) -> Result<(), String> {
+    run_cases(a).map_err(|e| e.to_string())
+}
+
+fn run_cases(a: &StressArgs) -> Result<(), Error> {
     if !(1.0..=120.0).contains(&a.seconds) {
-        return Err("--seconds must be between 1 and 120".into());
+        return Err(Error::Seconds);
     }
     if !matches!(a.backend.as_str(), "xdp" | "packet") {
-        return Err(format!("--backend: {:?} is not xdp or packet", a.backend));
+        return Err(Error::Backend(a.backend.clone()));
     }
     let cases = selected(&a.only)?;
     if let Err(e) = vfsrd::netlab::available() {
-        return Err(format!(
-            "stress builds network namespaces and needs root: {e}"
-        ));
+        return Err(Error::NoNamespaces(e));
     }
     for tool in ["ethtool", "taskset", "chrt", "timeout", "mount"] {
         if which(tool).is_none() {
-            return Err(format!("stress needs {tool} on the PATH"));
+            return Err(Error::MissingTool(tool));
         }
     }
     let exe = crate::vethbench::vfsrd_exe(a.vfsrd.as_ref())?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus < 2 {
-        return Err("stress needs 2 cores (control plane on core 0, worker on core 1)".into());
+        return Err(Error::TooFewCores);
     }
     crate::interrupt::on_interrupt("stopping the stress run", || {
         INTERRUPTED.store(true, Ordering::Relaxed);
@@ -331,7 +332,7 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
     let mut rng = Rng::new(a.seed);
     for name in &cases {
         if INTERRUPTED.load(Ordering::Relaxed) {
-            return Err("interrupted".into());
+            return Err(Error::Interrupted);
         }
         if !lab.running() {
             println!("  (vfsrd is not running: starting it again)");
@@ -343,7 +344,7 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
             Ok(r) => r,
             Err(e) => {
                 let mut r = CaseResult::new(name, "flood");
-                r.error = Some(e);
+                r.error = Some(e.to_string());
                 r
             }
         };
@@ -379,8 +380,12 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
             "table": table,
             "run_seconds": t_run.elapsed().as_secs_f64(),
         });
-        std::fs::write(p, serde_json::to_string_pretty(&doc).unwrap_or_default())
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, serde_json::to_string_pretty(&doc).unwrap_or_default()).map_err(
+            |err| Error::File {
+                path: p.clone(),
+                err,
+            },
+        )?;
     }
     let failed: Vec<&str> = results
         .iter()
@@ -431,8 +436,8 @@ fn link_drops(lab: &Lab) -> u64 {
 fn window(
     lab: &Lab,
     secs: f64,
-    action: impl FnOnce(&Lab) -> Result<lab::FloodSent, String>,
-) -> Result<Window, String> {
+    action: impl FnOnce(&Lab) -> Result<lab::FloodSent, Error>,
+) -> Result<Window, Error> {
     let pid = lab.pid();
     let stats0 = lab.stats();
     let counters0 = lab
@@ -448,9 +453,7 @@ fn window(
     let sent = action(lab);
     let (s1, f1) = lab.legit_counts();
     let dt = t0.elapsed().as_secs_f64();
-    let rr = rr
-        .join()
-        .map_err(|_| "the TCP prober panicked".to_string())?;
+    let rr = rr.join().map_err(|_| Error::ProberPanicked)?;
     let peak = watch.finish();
     let path_drops = link_drops(lab).saturating_sub(d0);
     std::thread::sleep(SETTLE);
@@ -525,7 +528,7 @@ impl Window {
     }
 }
 
-fn baseline(lab: &mut Lab, secs: f64) -> Result<(Baseline, CaseResult), String> {
+fn baseline(lab: &mut Lab, secs: f64) -> Result<(Baseline, CaseResult), Error> {
     println!("== idle (baseline)");
     let w = window(lab, secs, |_| {
         std::thread::sleep(Duration::from_secs_f64(secs));
@@ -537,17 +540,11 @@ fn baseline(lab: &mut Lab, secs: f64) -> Result<(Baseline, CaseResult), String> 
         rr_p99: w.rr.pct(0.99).unwrap_or(0.0),
     };
     if base.legit_pps < lab::LEGIT_PPS as f64 * 0.5 {
-        return Err(format!(
-            "the idle router delivered only {:.0} of {} legitimate frames per second: \
-             something is wrong with the set-up",
-            base.legit_pps,
-            lab::LEGIT_PPS
-        ));
+        return Err(Error::IdleRate(base.legit_pps));
     }
     if w.rr.samples.is_empty() {
-        return Err(format!(
-            "no TCP transaction reached the idle router's host stack ({})",
-            w.rr.error.clone().unwrap_or_default()
+        return Err(Error::IdleNoTransactions(
+            w.rr.error.clone().unwrap_or_default(),
         ));
     }
     let mut r = CaseResult::new("idle", "baseline");
@@ -561,7 +558,7 @@ fn run_case(
     secs: f64,
     base: &Baseline,
     rng: &mut Rng,
-) -> Result<CaseResult, String> {
+) -> Result<CaseResult, Error> {
     match name {
         "arp" | "ns" | "scan4" | "scan6" | "flows" | "echo" | "ttl1" | "noroute" | "malformed" => {
             flood_case(lab, name, secs, base, rng)
@@ -572,7 +569,7 @@ fn run_case(
         "tapgone" => tapgone_case(lab, secs, base),
         "unwritable" => unwritable_case(lab),
         "sigkill" => sigkill_case(lab, secs, base),
-        other => Err(format!("no case {other}")),
+        other => Err(Error::NoCase(other.to_string())),
     }
 }
 
@@ -755,7 +752,7 @@ fn flood_case(
     secs: f64,
     base: &Baseline,
     rng: &mut Rng,
-) -> Result<CaseResult, String> {
+) -> Result<CaseResult, Error> {
     let pool = Arc::new(flood_frames(lab, name, rng));
     let mut r = CaseResult::new(name, "flood");
     let b = lab.l.b.clone();
@@ -987,7 +984,7 @@ fn punt_case(
     secs: f64,
     base: &Baseline,
     rng: &mut Rng,
-) -> Result<CaseResult, String> {
+) -> Result<CaseResult, Error> {
     let classes = punt_classes(lab, rng);
     let steps: Vec<(usize, f64)> = (0..classes.len())
         .flat_map(|c| [(c, 1.0), (c, 2.0)])
@@ -1075,8 +1072,8 @@ fn fault_window(
     r: &mut CaseResult,
     base: &Baseline,
     secs: f64,
-    action: impl FnOnce(&Lab) -> Result<(), String>,
-) -> Result<Window, String> {
+    action: impl FnOnce(&Lab) -> Result<(), Error>,
+) -> Result<Window, Error> {
     let w = window(lab, secs, |lab| {
         let t0 = Instant::now();
         action(lab)?;
@@ -1107,7 +1104,7 @@ fn check_alive(lab: &mut Lab, r: &mut CaseResult) {
     r.crashed = !alive;
 }
 
-fn starve_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, String> {
+fn starve_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, Error> {
     let mut r = CaseResult::new("starve", "fault");
     r.excused = Some("the worker's core is taken from it on purpose");
     let mut exit = None;
@@ -1127,7 +1124,7 @@ fn starve_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, 
                 "while :; do :; done",
             ])
             .status()
-            .map_err(|e| format!("starting the busy process: {e}"))?;
+            .map_err(Error::BusyProcess)?;
         exit = st.code();
         Ok(())
     })?;
@@ -1143,7 +1140,7 @@ fn starve_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, 
     Ok(r)
 }
 
-fn linkflap_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, String> {
+fn linkflap_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, Error> {
     let mut r = CaseResult::new("linkflap", "fault");
     r.excused = Some("the egress port is down for a second of the window");
     let b = lab.l.b.clone();
@@ -1177,7 +1174,7 @@ fn linkflap_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult
     Ok(r)
 }
 
-fn tapgone_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, String> {
+fn tapgone_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, Error> {
     let mut r = CaseResult::new("tapgone", "fault");
     r.excused = Some("the TCP transactions go through the deleted TAP");
     let tap = format!("v{}", lab.l.a);
@@ -1216,11 +1213,14 @@ fn tapgone_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult,
 
 /// vfsrd started with its control socket (then its stats file) in a read-only directory:
 /// it must stop with an error that names the path, or run on and say so, never crash.
-fn unwritable_case(lab: &mut Lab) -> Result<CaseResult, String> {
+fn unwritable_case(lab: &mut Lab) -> Result<CaseResult, Error> {
     let mut r = CaseResult::new("unwritable", "fault");
     lab.vfsrd = None;
     let dir = std::env::temp_dir().join(format!("vfsr-stress-ro-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|err| Error::File {
+        path: dir.clone(),
+        err,
+    })?;
     let mut rows = Vec::new();
     for what in ["socket", "stats"] {
         let cfg_path =
@@ -1235,8 +1235,12 @@ fn unwritable_case(lab: &mut Lab) -> Result<CaseResult, String> {
         } else {
             std::env::temp_dir().join(format!("vfsr-stress-{}-stats.json", std::process::id()))
         };
-        std::fs::write(&cfg_path, lab.config(&sock.display().to_string()))
-            .map_err(|e| format!("{}: {e}", cfg_path.display()))?;
+        std::fs::write(&cfg_path, lab.config(&sock.display().to_string())).map_err(|err| {
+            Error::File {
+                path: cfg_path.clone(),
+                err,
+            }
+        })?;
         // The read-only mount lives in `ip netns exec`'s own mount namespace and goes
         // with it.
         let script = format!(
@@ -1255,7 +1259,7 @@ fn unwritable_case(lab: &mut Lab) -> Result<CaseResult, String> {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .map_err(|e| format!("starting vfsrd: {e}"))?;
+            .map_err(Error::StartVfsrd)?;
         // A vfsrd that starts anyway runs until stopped: give it 4 s, then SIGTERM.
         let mut ran = false;
         loop {
@@ -1273,9 +1277,7 @@ fn unwritable_case(lab: &mut Lab) -> Result<CaseResult, String> {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let out = child
-            .wait_with_output()
-            .map_err(|e| format!("waiting for vfsrd: {e}"))?;
+        let out = child.wait_with_output().map_err(Error::WaitVfsrd)?;
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stderr),
@@ -1339,7 +1341,7 @@ fn port_state(lab: &Lab) -> BTreeMap<String, String> {
     m
 }
 
-fn sigkill_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, String> {
+fn sigkill_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, Error> {
     let mut r = CaseResult::new("sigkill", "fault");
     r.excused = Some("vfsrd is killed in the window");
     // The ports as they were before any vfsrd: stop the running one cleanly first.
@@ -1379,7 +1381,7 @@ fn sigkill_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult,
         restart.is_ok(),
         restart
             .err()
-            .unwrap_or_else(|| "vfsrd started again".into()),
+            .map_or_else(|| "vfsrd started again".to_string(), |e| e.to_string()),
     );
     if lab.running() {
         check_rate_back(lab, &mut r, base, "forwarding after restart", "");
