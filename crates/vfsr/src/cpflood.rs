@@ -112,12 +112,14 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::{json, Value};
-use vfsr_io::bpf::{self, BpfObject};
 use vfsr_lpm::Route;
 use vfsrd::daemons::{self, FpmTarget, Frr, FrrConfig, GoBgp, GoBgpConfig, GoBgpNeighbor, Net};
 use vfsrd::netlab;
 
-use crate::vethbench::{self, Generator, Lab3, GEN_CORE, ROUTER_A, ROUTER_CORE, SINK};
+use crate::vethbench::{
+    self, echo_server, percentile, rate_limited_delta, vfsrd_exe, Generator, Lab3, Scheduling,
+    GEN_CORE, ROUTER_A, ROUTER_CORE, SINK,
+};
 
 /// What the run prints, kept for `--text`.
 static TRANSCRIPT: Mutex<String> = Mutex::new(String::new());
@@ -629,21 +631,6 @@ fn online_cores() -> usize {
     usize::try_from(n).unwrap_or(1).max(1)
 }
 
-fn vfsrd_exe(given: Option<&PathBuf>) -> Result<PathBuf, String> {
-    if let Some(p) = given {
-        return if p.is_file() {
-            Ok(p.clone())
-        } else {
-            Err(format!("--vfsrd {}: no such file", p.display()))
-        };
-    }
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("vfsrd")))
-        .filter(|p| p.exists())
-        .ok_or_else(|| "the vfsrd binary is not built next to vfsr (cargo build -p vfsrd)".into())
-}
-
 /// Sets thread `tid`'s core and policy: `SCHED_FIFO` `priority`, or ordinary scheduling
 /// for 0.
 fn set_control(tid: i32, core: usize, priority: u8) -> Result<(), String> {
@@ -833,7 +820,7 @@ impl Helpers {
         h.threads.push(
             std::thread::Builder::new()
                 .name("cpflood-rr-server".into())
-                .spawn(move || rr_server(listener, &s))
+                .spawn(move || echo_server(listener, &s))
                 .map_err(|e| e.to_string())?,
         );
         let s = Arc::clone(&stop);
@@ -879,43 +866,6 @@ impl Drop for Helpers {
         self.stop.store(true, Ordering::Relaxed);
         for t in self.threads.drain(..) {
             let _ = t.join();
-        }
-    }
-}
-
-/// Answers each byte with itself, one connection at a time, until `stop`.
-fn rr_server(listener: TcpListener, stop: &AtomicBool) {
-    while !stop.load(Ordering::Relaxed) {
-        let mut s = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                std::thread::sleep(Duration::from_millis(5));
-                continue;
-            }
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(50));
-                continue;
-            }
-        };
-        let _ = s.set_nonblocking(false);
-        let _ = s.set_nodelay(true);
-        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-        let mut b = [0u8; 1];
-        while !stop.load(Ordering::Relaxed) {
-            match s.read(&mut b) {
-                Ok(1) => {
-                    if s.write_all(&b).is_err() {
-                        break;
-                    }
-                }
-                Ok(_) => break,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(_) => break,
-            }
         }
     }
 }
@@ -1153,15 +1103,6 @@ fn ping_times(text: &str) -> Vec<f64> {
 // The run
 // ---------------------------------------------------------------------------------------
 
-/// Nearest-rank percentile `p` (0..=1) of sorted `v`; `None` when empty.
-fn pct(v: &[f64], p: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let k = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    v.get(k).copied()
-}
-
 fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v.sort_by(|a, b| a.total_cmp(b));
     v
@@ -1394,38 +1335,8 @@ fn experiment(a: &CpFloodArgs, s: &Setup) -> Result<(), String> {
             ],
         )?;
     }
-    let gen_obj = BpfObject::load("bench", bpf::objects::BENCH).map_err(|e| e.to_string())?;
-    let dmap = gen_obj.map_fd("dests").map_err(|e| e.to_string())?;
-    for (i, d) in s.dests.iter().enumerate() {
-        bpf::map_update(dmap, &(i as u32).to_ne_bytes(), &d.to_be_bytes())
-            .map_err(|e| e.to_string())?;
-    }
-    let cmap = gen_obj.map_fd("conf").map_err(|e| e.to_string())?;
-    bpf::map_update(
-        cmap,
-        &0u32.to_ne_bytes(),
-        &((s.dests.len() as u64) - 1).to_ne_bytes(),
-    )
-    .map_err(|e| e.to_string())?;
-    let counts = gen_obj.map_fd("counts").map_err(|e| e.to_string())?;
-    let frame = vethbench::template(
-        vethbench::mac_in(&l.lab, "rtr", &l.a)?,
-        vethbench::mac_in(&l.lab, "gen", "gen0")?,
-    );
-    let tmap = gen_obj.map_fd("tmpl").map_err(|e| e.to_string())?;
-    bpf::map_update(tmap, &0u32.to_ne_bytes(), frame.get(..42).unwrap_or(&[]))
-        .map_err(|e| e.to_string())?;
-    let gen_if = vethbench::ifindex_in(&l.lab, "gen", "gen0")?;
-    let prog = gen_obj.prog_fd("gen").map_err(|e| e.to_string())?;
-    let ns_path = format!("/var/run/netns/{}", l.lab.name("gen"));
     let limit = generator_limit(a.seconds, s.modes.len() * a.rounds);
-    // The generator's thread inherits SCHED_IDLE from the thread that starts it.
-    let gen = std::thread::spawn(move || {
-        let _ = vfsr_cpu::idle(0);
-        Generator::start(ns_path, prog, cmap, counts, gen_if, frame, limit)
-    })
-    .join()
-    .map_err(|_| "starting the generator failed".to_string())?;
+    let gen = Generator::launch(&l, &s.dests, limit, Scheduling::Idle)?;
 
     out!(
         "setting up: vfsrd, FRR (zebra with FPM, bgpd) in its namespace, gobgpd in {}'s",
@@ -1740,17 +1651,6 @@ fn vfsrd_delta(before: &Value, after: &Value) -> Value {
         let get = |v: &Value| path.iter().fold(v, |v, k| &v[*k]).as_u64().unwrap_or(0);
         get(after).saturating_sub(get(before))
     };
-    let mut limited = serde_json::Map::new();
-    for (i, class) in ["arp_nd", "routing", "icmp", "local", "slow_path"]
-        .iter()
-        .enumerate()
-    {
-        let get = |v: &Value| v["control"]["rate_limited"][i].as_u64().unwrap_or(0);
-        limited.insert(
-            (*class).into(),
-            json!(get(after).saturating_sub(get(before))),
-        );
-    }
     let cpu = |v: &Value| v["cpu_seconds"]["control"].as_f64().unwrap_or(0.0);
     let workers = |v: &Value| {
         v["cpu_seconds"]["workers"]
@@ -1764,7 +1664,7 @@ fn vfsrd_delta(before: &Value, after: &Value) -> Value {
         "punted": d(&["punted"]),
         "punts_limited_by_workers": d(&["punts_limited"]),
         "control_frames_in": d(&["control", "frames_in"]),
-        "control_rate_limited": limited,
+        "control_rate_limited": rate_limited_delta(before, after),
         "to_host": d(&["control", "to_host"]),
         "to_host_dropped": d(&["control", "to_host_dropped"]),
         "from_host": d(&["control", "from_host"]),
@@ -1797,8 +1697,8 @@ fn print_phase(r: &PhaseResult) {
     out!(
         "  TCP request/response: {} transactions, p50 {} µs, p99 {} µs, max {} µs, {} unanswered{}",
         rr.len(),
-        fmt_us(pct(&rr, 0.5)),
-        fmt_us(pct(&rr, 0.99)),
+        fmt_us(percentile(&rr, 0.5)),
+        fmt_us(percentile(&rr, 0.99)),
         fmt_us(rr.last().copied()),
         r.rr_unanswered,
         r.rr_error
@@ -1810,8 +1710,8 @@ fn print_phase(r: &PhaseResult) {
         "  ping to the router: {} of {} answered, p50 {} µs, p99 {} µs",
         ping.len(),
         r.ping_sent,
-        fmt_us(pct(&ping, 0.5)),
-        fmt_us(pct(&ping, 0.99))
+        fmt_us(percentile(&ping, 0.5)),
+        fmt_us(percentile(&ping, 0.99))
     );
     let ann = sorted(r.announce.iter().flatten().copied().collect());
     out!(
@@ -1819,7 +1719,7 @@ fn print_phase(r: &PhaseResult) {
         r.announce.len(),
         r.announce_in_phase,
         ann.len(),
-        fmt_ms(pct(&ann, 0.5)),
+        fmt_ms(percentile(&ann, 0.5)),
         fmt_ms(ann.last().copied())
     );
     out!(
@@ -1884,7 +1784,7 @@ fn summarize(mode: Mode, rs: &[&PhaseResult]) -> Summary {
 
 impl Summary {
     fn to_json(&self) -> Value {
-        let p = |v: &[f64], q: f64| pct(v, q);
+        let p = |v: &[f64], q: f64| percentile(v, q);
         json!({
             "mode": self.mode.name(),
             "label": self.mode.label(),
@@ -1924,15 +1824,15 @@ impl Summary {
             "| {} | {flood} | {:.0} % | {} / {} | {:.0} | {} / {} ({:.1} % lost) | {} / {} | {} / {} ({} of {}) |",
             self.mode.label(),
             self.core1_busy * 100.0,
-            fmt_us(pct(&self.rr, 0.5)),
-            fmt_us(pct(&self.rr, 0.99)),
+            fmt_us(percentile(&self.rr, 0.5)),
+            fmt_us(percentile(&self.rr, 0.99)),
             self.rr.len() as f64 / self.rr_seconds.max(1e-9),
-            fmt_us(pct(&self.ping, 0.5)),
-            fmt_us(pct(&self.ping, 0.99)),
+            fmt_us(percentile(&self.ping, 0.5)),
+            fmt_us(percentile(&self.ping, 0.99)),
             100.0 * (1.0 - self.ping.len() as f64 / f64::from(self.ping_sent.max(1))),
             self.bgpd_resets,
             self.gobgp_resets,
-            fmt_ms(pct(&self.announce, 0.5)),
+            fmt_ms(percentile(&self.announce, 0.5)),
             fmt_ms(self.announce.last().copied()),
             self.announce_in_phase,
             self.announce_made,
@@ -1979,14 +1879,14 @@ fn report(
             "session_never_drops".into(),
             json!({"met": session_ok, "resets": sep.resets}),
         );
-        if pct(&sep.rr, 0.99).is_none() || pct(&idle.rr, 0.99).is_none() {
+        if percentile(&sep.rr, 0.99).is_none() || percentile(&idle.rr, 0.99).is_none() {
             out!("target: p99 TCP RR under flood <= 1.5x idle: NOT met (no transactions measured)");
             targets.insert(
                 "rr_p99_within_1_5x_idle".into(),
                 json!({"met": false, "ratio": null}),
             );
         }
-        if let (Some(i99), Some(s99)) = (pct(&idle.rr, 0.99), pct(&sep.rr, 0.99)) {
+        if let (Some(i99), Some(s99)) = (percentile(&idle.rr, 0.99), percentile(&sep.rr, 0.99)) {
             let ratio = s99 / i99;
             let met = ratio <= 1.5;
             out!(
@@ -2031,15 +1931,15 @@ fn report(
                 "control_plane": r.control,
                 "flood": {"offered_pps": r.offered_pps, "forwarded_pps": r.forwarded_pps,
                           "core1_busy": r.core1_busy},
-                "tcp_rr_us": {"transactions": rr.len(), "p50": pct(&rr, 0.5),
-                              "p99": pct(&rr, 0.99), "max": rr.last(),
+                "tcp_rr_us": {"transactions": rr.len(), "p50": percentile(&rr, 0.5),
+                              "p99": percentile(&rr, 0.99), "max": rr.last(),
                               "unanswered": r.rr_unanswered, "error": r.rr_error},
                 "tcp_retransmits": r.tcp_retransmits,
                 "link": r.link,
                 "ping_us": {"sent": r.ping_sent, "answered": ping.len(),
-                            "p50": pct(&ping, 0.5), "p99": pct(&ping, 0.99)},
+                            "p50": percentile(&ping, 0.5), "p99": percentile(&ping, 0.99)},
                 "announce_to_fib_ms": {"each": r.announce, "in_fib_within_phase": r.announce_in_phase,
-                                       "p50": pct(&ann, 0.5), "max": ann.last()},
+                                       "p50": percentile(&ann, 0.5), "max": ann.last()},
                 "bgp": {"bgpd_resets": r.bgpd_resets, "gobgp_resets": r.gobgp_resets,
                         "established_after": r.established_after, "session": r.session_after},
                 "vfsrd": r.vfsrd,
@@ -2075,14 +1975,9 @@ mod tests {
     use vfsr_lpm::Prefix;
 
     #[test]
-    fn percentiles_are_nearest_rank() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(pct(&v, 0.5), Some(50.0));
-        assert_eq!(pct(&v, 0.99), Some(99.0));
-        assert_eq!(pct(&v, 1.0), Some(100.0));
-        assert_eq!(pct(&v, 0.0), Some(1.0));
-        assert_eq!(pct(&[], 0.5), None);
+    fn samples_are_sorted() {
         assert_eq!(sorted(vec![3.0, 1.0, 2.0]), vec![1.0, 2.0, 3.0]);
+        assert_eq!(sorted(vec![f64::NAN, 1.0]).first(), Some(&1.0));
     }
 
     #[test]

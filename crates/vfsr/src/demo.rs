@@ -205,7 +205,7 @@ fn forwarding(table: &tables::Loaded, seed: u64) -> Result<(), String> {
     use vfsr_fwd::{Batch, Outcome, Verdict, WorkerConfig};
     use vfsr_lpm::Lpm;
 
-    let mut router = build_router(table)?;
+    let mut router = build_router(table).map_err(|e| e.to_string())?;
     // The senders of the sample frames are known neighbors of the ingress port.
     for i in 1..=4 {
         router.resolve4(1, source_v4(i), HOST_MAC);

@@ -30,20 +30,23 @@
 //! 1), warms up for a tenth of the run, then counts packets for `--seconds`. Every design's
 //! packets must all be forwarded (checked from the counters), or the run fails.
 
+use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::{json, Value};
+use vfsr_fib::FibError;
 use vfsr_flow::FlowConfig;
 use vfsr_fwd::legacy::{LegacyGateway, LegacyRouter};
 use vfsr_fwd::profile::rdtsc;
 use vfsr_fwd::{Batch, Outcome, Packet, Profile, Stage, Worker, WorkerConfig};
 use vfsr_lpm::poptrie::Poptrie;
+use vfsr_lpm::BuildError;
 use vfsr_lpm::Route;
 use vfsr_rib::Source;
-use vfsr_router::{PortSpec, Router, RouterConfig};
+use vfsr_router::{PortSpec, Router, RouterConfig, RouterError};
 use vfsr_table::Table;
 use vfsr_wire::checksum;
 use vfsr_wire::MacAddr;
@@ -106,6 +109,104 @@ pub struct FwdBenchArgs {
     pub napi_priority: u8,
 }
 
+/// What can stop `fwd bench`, each with the message it prints.
+#[derive(Debug)]
+pub(crate) enum Error {
+    /// `--batch` out of 1..=4096.
+    Batch(usize),
+    /// `--seconds` out of (0, 600].
+    Seconds(f64),
+    /// `--designs` names a design there is not.
+    UnknownDesign(String),
+    /// `--families` names a family there is not.
+    UnknownFamily(String),
+    /// `--workers` asks for more cores than there are (or none).
+    Workers { workers: usize, cpus: usize },
+    /// `--flows` out of 1..=16,000,000.
+    Flows(usize),
+    /// The table could not be read (the loader's message).
+    Table(String),
+    /// The table lacks IPv4 or IPv6 routes.
+    OneFamily,
+    /// The split design's router could not be built.
+    Router(RouterError),
+    /// The split design's FIBs refused to publish.
+    Publish(FibError),
+    /// The legacy design's table could not be built.
+    Legacy(BuildError),
+    /// A worker could not be pinned to its core.
+    Pin(vfsr_cpu::CpuError),
+    /// A worker thread panicked.
+    WorkerPanicked,
+    /// A design did not forward every packet (the split design's drops by reason, or
+    /// nothing).
+    NotForwarded {
+        design: &'static str,
+        core: usize,
+        forwarded: u64,
+        packets: u64,
+        drops: String,
+    },
+    /// The results could not be written as JSON.
+    Json(serde_json::Error),
+    /// A file could not be written.
+    File { path: PathBuf, err: std::io::Error },
+    /// `--veth`.
+    Veth(crate::vethbench::Error),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Batch(b) => write!(f, "--batch {b} must be in 1..=4096"),
+            Error::Seconds(s) => write!(f, "--seconds {s} must be in (0, 600]"),
+            Error::UnknownDesign(d) => write!(
+                f,
+                "--designs: unknown design {d:?} (legacy, split, split+flow)"
+            ),
+            Error::UnknownFamily(x) => write!(f, "--families: unknown family {x:?} (v4, v6)"),
+            Error::Workers { workers, cpus } => {
+                write!(f, "--workers {workers}: this machine has {cpus} cores")
+            }
+            Error::Flows(n) => write!(f, "--flows {n} must be in 1..=16000000"),
+            Error::Table(e) => f.write_str(e),
+            Error::OneFamily => f.write_str("the table needs routes of both families"),
+            Error::Router(e) => write!(f, "{e}"),
+            Error::Publish(e) => write!(f, "{e}"),
+            Error::Legacy(e) => write!(f, "legacy table: {e:?}"),
+            Error::Pin(e) => write!(f, "{e}"),
+            Error::WorkerPanicked => f.write_str("worker thread panicked"),
+            Error::NotForwarded {
+                design,
+                core,
+                forwarded,
+                packets,
+                drops,
+            } => write!(
+                f,
+                "{design} worker on core {core}: {forwarded} of {packets} packets forwarded{drops}"
+            ),
+            Error::Json(e) => write!(f, "{e}"),
+            Error::File { path, err } => write!(f, "{}: {err}", path.display()),
+            Error::Veth(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<RouterError> for Error {
+    fn from(e: RouterError) -> Error {
+        Error::Router(e)
+    }
+}
+
+impl From<vfsr_cpu::CpuError> for Error {
+    fn from(e: vfsr_cpu::CpuError) -> Error {
+        Error::Pin(e)
+    }
+}
+
 const INGRESS_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 pub(crate) const HOST_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0xa, 1]);
 const GATEWAYS: u32 = 64;
@@ -161,7 +262,7 @@ pub(crate) fn remap6(routes: &[Route<u128>]) -> Vec<Route<u128>> {
 /// errors back to the senders) and four egress ports with 16 gateways each per family, all
 /// resolved; the table's routes spread over the 64 gateways of their family by their next
 /// hop (value `v` to gateway `(v - 1) % 64 + 1`, as [`remap4`] numbers them).
-pub(crate) fn build_router(table: &tables::Loaded) -> Result<Engines, String> {
+pub(crate) fn build_router(table: &tables::Loaded) -> Result<Engines, Error> {
     let mut specs = vec![PortSpec::new(1, INGRESS_MAC)
         .v4(Ipv4Addr::new(198, 18, 255, 254), 15)
         .v6(Ipv6Addr::new(0x2001, 0xdb8, 0xffff, 0, 0, 0, 0, 0xfe), 48)];
@@ -172,7 +273,7 @@ pub(crate) fn build_router(table: &tables::Loaded) -> Result<Engines, String> {
                 .v6(Ipv6Addr::new(0x2001, 0xdb8, p as u16, 0, 0, 0, 0, 0xfe), 64),
         );
     }
-    let mut router = Engines::new(specs, RouterConfig::default()).map_err(|e| e.to_string())?;
+    let mut router = Engines::new(specs, RouterConfig::default())?;
     let via4: Vec<(IpAddr, u32)> = (1..=GATEWAYS)
         .map(|n| (gw4(n).into(), port_of(n)))
         .collect();
@@ -184,15 +285,13 @@ pub(crate) fn build_router(table: &tables::Loaded) -> Result<Engines, String> {
         v6: table.v6.clone(),
         nexthops: table.nexthops.clone(),
     };
-    router
-        .load_table(&t, Source::Table, &via4, &via6)
-        .map_err(|e| e.to_string())?;
+    router.load_table(&t, Source::Table, &via4, &via6)?;
     for n in 1..=GATEWAYS {
         let p = port_of(n);
         router.resolve4(p, gw4(n), gw_mac(n, false));
         router.resolve6(p, gw6(n), gw_mac(n, true));
     }
-    router.publish().map_err(|e| e.to_string())?;
+    router.publish().map_err(Error::Publish)?;
     Ok(router)
 }
 
@@ -201,7 +300,7 @@ pub(crate) fn source_v4(i: usize) -> Ipv4Addr {
     Ipv4Addr::from(0xc612_0000u32 | (i as u32 & 0x1_ffff))
 }
 
-fn build_legacy(r4: &[Route<u32>], r6: &[Route<u128>]) -> Result<LegacyRouter, String> {
+fn build_legacy(r4: &[Route<u32>], r6: &[Route<u128>]) -> Result<LegacyRouter, Error> {
     let mut gws = Vec::new();
     for n in 1..=GATEWAYS {
         let p = port_of(n);
@@ -220,7 +319,7 @@ fn build_legacy(r4: &[Route<u32>], r6: &[Route<u128>]) -> Result<LegacyRouter, S
             port_mac: port_mac(p),
         });
     }
-    LegacyRouter::new(r4, r6, &gws, INGRESS_MAC).map_err(|e| format!("legacy table: {e:?}"))
+    LegacyRouter::new(r4, r6, &gws, INGRESS_MAC).map_err(Error::Legacy)
 }
 
 pub(crate) fn frame_v4(dst: u32, i: usize) -> Template {
@@ -417,7 +516,7 @@ fn run_split(
     workers: usize,
     a: &FwdBenchArgs,
     opts: SplitOpts,
-) -> Result<Vec<Count>, String> {
+) -> Result<Vec<Count>, Error> {
     // Each worker its own flow-table seed, as a runtime gives them.
     let cfg = || WorkerConfig {
         batch_size: a.batch,
@@ -437,7 +536,7 @@ fn run_split(
             .zip(cs)
             .enumerate()
             .map(|(k, (mut w, core))| {
-                s.spawn(move || -> Result<Count, String> {
+                s.spawn(move || -> Result<Count, Error> {
                     vfsr_cpu::pin(core)?;
                     let mut ring = Ring::new(a.batch, templates);
                     let start = k * templates.len() / workers.max(1);
@@ -474,12 +573,13 @@ fn run_split(
                     c.step_cycles = total;
                     let counters = w.counters();
                     if counters.outcome(Outcome::Forwarded) != counters.rx() {
-                        return Err(format!(
-                            "split worker on core {core}: {} of {} packets forwarded: {:?}",
-                            counters.outcome(Outcome::Forwarded),
-                            counters.rx(),
-                            counters.nonzero()
-                        ));
+                        return Err(Error::NotForwarded {
+                            design: "split",
+                            core,
+                            forwarded: counters.outcome(Outcome::Forwarded),
+                            packets: counters.rx(),
+                            drops: format!(": {:?}", counters.nonzero()),
+                        });
                     }
                     c.forwarded = c.packets;
                     Ok(c)
@@ -488,7 +588,7 @@ fn run_split(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().map_err(|_| "worker thread panicked".to_string())?)
+            .map(|h| h.join().map_err(|_| Error::WorkerPanicked)?)
             .collect()
     })
 }
@@ -498,14 +598,14 @@ fn run_legacy(
     templates: &[Template],
     workers: usize,
     a: &FwdBenchArgs,
-) -> Result<Vec<Count>, String> {
+) -> Result<Vec<Count>, Error> {
     let cs = cores(workers);
     std::thread::scope(|s| {
         let handles: Vec<_> = cs
             .into_iter()
             .enumerate()
             .map(|(k, core)| {
-                s.spawn(move || -> Result<Count, String> {
+                s.spawn(move || -> Result<Count, Error> {
                     vfsr_cpu::pin(core)?;
                     let mut ring = Ring::new(a.batch, templates);
                     let n = templates.len();
@@ -516,10 +616,13 @@ fn run_legacy(
                         router.forward_batch(&mut b.packets, &mut oifs) as u64
                     });
                     if c.forwarded != c.packets {
-                        return Err(format!(
-                            "legacy worker on core {core}: {} of {} packets forwarded",
-                            c.forwarded, c.packets
-                        ));
+                        return Err(Error::NotForwarded {
+                            design: "legacy",
+                            core,
+                            forwarded: c.forwarded,
+                            packets: c.packets,
+                            drops: String::new(),
+                        });
                     }
                     Ok(c)
                 })
@@ -527,48 +630,61 @@ fn run_legacy(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().map_err(|_| "worker thread panicked".to_string())?)
+            .map(|h| h.join().map_err(|_| Error::WorkerPanicked)?)
             .collect()
     })
 }
 
 pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
+    run_designs(a).map_err(|e| e.to_string())
+}
+
+fn run_designs(a: &FwdBenchArgs) -> Result<(), Error> {
     if a.veth {
-        return crate::vethbench::run(a);
+        return crate::vethbench::run(&crate::vethbench::Options {
+            table: a.table.clone(),
+            seed: a.seed,
+            seconds: a.seconds,
+            routers: a.routers.clone(),
+            destinations: a.destinations,
+            rate: a.rate,
+            sustain: a.sustain,
+            napi_priority: a.napi_priority,
+            json: a.json.clone(),
+        })
+        .map_err(Error::Veth);
     }
     if a.batch == 0 || a.batch > 4096 {
-        return Err(format!("--batch {} must be in 1..=4096", a.batch));
+        return Err(Error::Batch(a.batch));
     }
     if !(a.seconds > 0.0 && a.seconds <= 600.0) {
-        return Err(format!("--seconds {} must be in (0, 600]", a.seconds));
+        return Err(Error::Seconds(a.seconds));
     }
     for d in &a.designs {
         if !matches!(d.as_str(), "legacy" | "split" | "split+flow") {
-            return Err(format!(
-                "--designs: unknown design {d:?} (legacy, split, split+flow)"
-            ));
+            return Err(Error::UnknownDesign(d.clone()));
         }
     }
     for f in &a.families {
         if !matches!(f.as_str(), "v4" | "v6") {
-            return Err(format!("--families: unknown family {f:?} (v4, v6)"));
+            return Err(Error::UnknownFamily(f.clone()));
         }
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     for &w in &a.workers {
         if w == 0 || w > cpus {
-            return Err(format!("--workers {w}: this machine has {cpus} cores"));
+            return Err(Error::Workers { workers: w, cpus });
         }
     }
     if let Some(&f) = a.flows.iter().find(|&&f| f == 0 || f > 16_000_000) {
-        return Err(format!("--flows {f} must be in 1..=16000000"));
+        return Err(Error::Flows(f));
     }
     let table = match &a.table {
-        Some(p) => tables::load(p, false)?,
-        None => tables::default_table(a.seed)?,
+        Some(p) => tables::load(p, false).map_err(Error::Table)?,
+        None => tables::default_table(a.seed).map_err(Error::Table)?,
     };
     if table.v4.is_empty() || table.v6.is_empty() {
-        return Err("the table needs routes of both families".into());
+        return Err(Error::OneFamily);
     }
     eprintln!(
         "table: {} ({} IPv4, {} IPv6 routes)",
@@ -679,8 +795,11 @@ pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
             "results": results,
             "targets": checks,
         });
-        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = serde_json::to_string_pretty(&doc).map_err(Error::Json)?;
+        std::fs::write(path, text).map_err(|err| Error::File {
+            path: path.clone(),
+            err,
+        })?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())
@@ -868,6 +987,40 @@ mod tests {
 
     fn udp_sums_to_ones(pseudo: u16, segment: &[u8]) -> bool {
         checksum::add(pseudo, checksum::ones_sum(segment)) == 0xffff
+    }
+
+    #[test]
+    fn errors_say_which_design_lost_packets() {
+        let split = Error::NotForwarded {
+            design: "split",
+            core: 1,
+            forwarded: 90,
+            packets: 100,
+            drops: ": [(\"no_route\", 10)]".into(),
+        };
+        assert_eq!(
+            split.to_string(),
+            "split worker on core 1: 90 of 100 packets forwarded: [(\"no_route\", 10)]"
+        );
+        let legacy = Error::NotForwarded {
+            design: "legacy",
+            core: 0,
+            forwarded: 5,
+            packets: 6,
+            drops: String::new(),
+        };
+        assert_eq!(
+            legacy.to_string(),
+            "legacy worker on core 0: 5 of 6 packets forwarded"
+        );
+        assert_eq!(
+            Error::Workers {
+                workers: 3,
+                cpus: 2
+            }
+            .to_string(),
+            "--workers 3: this machine has 2 cores"
+        );
     }
 
     #[test]

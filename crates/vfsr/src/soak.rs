@@ -54,13 +54,12 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use serde_json::{json, Value};
 use vfsr_bench::stats::Stats;
-use vfsr_io::bpf::{self, BpfObject};
 use vfsr_netlink::fpm::{write_table_stream, TableRoute, TableStreamOptions};
 use vfsr_netlink::{encode_into, Message, NextHop, Op, Route, RouteType};
 use vfsrd::harness::Vfsrd;
 use vfsrd::netlab;
 
-use crate::vethbench::{self, Generator, GEN_CORE, ROUTER_A, ROUTER_CORE};
+use crate::vethbench::{self, Generator, Scheduling, GEN_CORE, ROUTER_A, ROUTER_CORE};
 
 /// `vfsr soak` arguments.
 #[derive(Args)]
@@ -244,7 +243,7 @@ fn put_route(
     p: &Pfx,
     gw: u8,
     oif: u32,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let nexthops = match op {
         Op::New => vec![NextHop {
             gateway: Some(gateway(p.v4(), gw)),
@@ -270,7 +269,7 @@ fn put_route(
     *seq = seq.wrapping_add(1);
     nl.clear();
     encode_into(&msg, *seq, nl);
-    vfsr_netlink::fpm::frame(nl, out).map_err(|e| e.to_string())
+    vfsr_netlink::fpm::frame(nl, out).map_err(Error::Frame)
 }
 
 /// What the churn thread was given.
@@ -292,7 +291,7 @@ fn churn(
     mut sock: TcpStream,
     counts: &ChurnCounts,
     stop: &AtomicBool,
-) -> Result<(Believed, TcpStream), String> {
+) -> Result<(Believed, TcpStream), Error> {
     let n = c.believed.prefixes.len();
     let pool = (n / 100).clamp(1, 10_000);
     let mut rng = Rng::new(c.seed ^ 0x5eed);
@@ -375,8 +374,7 @@ fn churn(
         }
         done += todo;
         if !out.is_empty() {
-            sock.write_all(&out)
-                .map_err(|e| format!("writing to vfsrd's FPM socket: {e}"))?;
+            sock.write_all(&out).map_err(Error::FpmWrite)?;
         }
         counts.withdrawals.fetch_add(w, Ordering::Relaxed);
         counts.nexthop_changes.fetch_add(x, Ordering::Relaxed);
@@ -444,7 +442,7 @@ fn fpm_progress(s: &Value) -> (u64, u64) {
 }
 
 /// Waits until vfsrd has taken in `frames` FPM messages and holds `routes` FPM routes.
-fn catch_up(d: &Vfsrd, frames: u64, routes: u64, what: &str) -> Result<Duration, String> {
+fn catch_up(d: &Vfsrd, frames: u64, routes: u64, what: &str) -> Result<Duration, Error> {
     let t0 = Instant::now();
     let mut last_print = t0;
     loop {
@@ -454,11 +452,11 @@ fn catch_up(d: &Vfsrd, frames: u64, routes: u64, what: &str) -> Result<Duration,
             return Ok(t0.elapsed());
         }
         if t0.elapsed() > CATCH_UP {
-            return Err(format!(
-                "{what}: vfsrd took in {m} of {frames} FPM messages and holds {r} of {routes} \
-                 routes after {} s",
-                CATCH_UP.as_secs()
-            ));
+            return Err(Error::CatchUp {
+                what: what.to_string(),
+                took: (m, frames),
+                holds: (r, routes),
+            });
         }
         if last_print.elapsed() > Duration::from_secs(10) {
             println!("  {what}: {m} of {frames} messages, {r} of {routes} routes");
@@ -528,9 +526,9 @@ fn compare_fib(fib: &BTreeMap<String, String>, expected: &BTreeMap<String, Strin
 }
 
 /// The table's prefixes (deduplicated, the lab's subnets left out), and where it came from.
-fn load_table(a: &SoakArgs) -> Result<(Vec<Pfx>, String), String> {
+fn load_table(a: &SoakArgs) -> Result<(Vec<Pfx>, String), Error> {
     let t = match (&a.table, a.synthetic) {
-        (Some(p), _) => crate::tables::load(p, false)?,
+        (Some(p), _) => crate::tables::load(p, false).map_err(Error::Table)?,
         (None, Some(n)) => {
             let p4 = vfsr_table::synth_v4(a.seed, n);
             let p6 = vfsr_table::synth_v6(a.seed, (n / 8).max(1));
@@ -542,7 +540,7 @@ fn load_table(a: &SoakArgs) -> Result<(Vec<Pfx>, String), String> {
                 source: format!("generated table (seed {}, {n} IPv4 prefixes)", a.seed),
             }
         }
-        (None, None) => crate::tables::default_table(a.seed)?,
+        (None, None) => crate::tables::default_table(a.seed).map_err(Error::Table)?,
     };
     let mut v: Vec<Pfx> =
         t.v4.iter()
@@ -598,24 +596,13 @@ fn destinations(prefixes: &[Pfx], n: usize, seed: u64) -> (Vec<u32>, Vec<usize>)
 }
 
 /// The sink's interface: the one that is not `lo` in its namespace.
-fn sink_if(lab: &netlab::NetLab) -> Result<String, String> {
+fn sink_if(lab: &netlab::NetLab) -> Result<String, Error> {
     let o = lab.ip("sink", &["-o", "link", "show"])?;
     o.lines()
         .filter_map(|l| l.split(':').nth(1))
         .map(|n| n.trim().split('@').next().unwrap_or("").to_string())
         .find(|n| !n.is_empty() && n != "lo")
-        .ok_or_else(|| "the sink has no interface".to_string())
-}
-
-fn vfsrd_exe(given: Option<&PathBuf>) -> Result<PathBuf, String> {
-    if let Some(p) = given {
-        return Ok(p.clone());
-    }
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("vfsrd")))
-        .filter(|p| p.exists())
-        .ok_or_else(|| "the vfsrd binary is not built next to vfsr (cargo build -p vfsrd)".into())
+        .ok_or(Error::NoSink)
 }
 
 /// One sample.
@@ -627,28 +614,130 @@ struct Sample {
     changes_per_s: f64,
 }
 
+/// What can stop a soak, each with the message it prints.
+#[derive(Debug)]
+enum Error {
+    /// No network namespaces or no root (why).
+    NoNamespaces(String),
+    /// Fewer than the two cores the soak pins to.
+    TooFewCores,
+    /// `--destinations` is not a power of two up to 2^20.
+    Destinations(usize),
+    /// `--minutes` or `--sample-s` is not positive.
+    NotPositive,
+    /// The table could not be read (the loader's message).
+    Table(String),
+    /// The table has fewer IPv4 prefixes than destinations are asked for.
+    TooFewPrefixes,
+    /// The benchmark lab the soak builds on (`vethbench`).
+    Lab(vethbench::Error),
+    /// A namespace, link or command, or vfsrd's harness, failed (their message).
+    NetLab(String),
+    /// The sink's namespace has no interface but the loopback.
+    NoSink,
+    /// vfsrd runs without a process id to watch.
+    NoPid,
+    /// The FPM listener did not take a connection (the last refusal, if any).
+    ConnectFpm(Option<std::io::Error>),
+    /// The table could not be sent over FPM.
+    SendTable(std::io::Error),
+    /// A route change could not be framed for FPM.
+    Frame(vfsr_netlink::fpm::FpmError),
+    /// The churn could not be written to the FPM socket.
+    FpmWrite(std::io::Error),
+    /// The churn thread panicked.
+    ChurnPanicked,
+    /// vfsrd did not take in the FPM messages or hold the routes in time: (messages taken,
+    /// sent), (routes held, expected).
+    CatchUp {
+        what: String,
+        took: (u64, u64),
+        holds: (u64, u64),
+    },
+    /// A file could not be written.
+    File { path: PathBuf, err: std::io::Error },
+    /// A check failed (the table printed says which).
+    ChecksFailed,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::NoNamespaces(why) => write!(f, "soak builds network namespaces: {why}"),
+            Error::TooFewCores => {
+                f.write_str("soak needs 2 cores (control plane and generator on 0, worker on 1)")
+            }
+            Error::Destinations(n) => {
+                write!(f, "--destinations {n} must be a power of two up to 1048576")
+            }
+            Error::NotPositive => f.write_str("--minutes and --sample-s must be positive"),
+            Error::Table(e) | Error::NetLab(e) => f.write_str(e),
+            Error::TooFewPrefixes => {
+                f.write_str("the table has too few IPv4 prefixes to draw destinations from")
+            }
+            Error::Lab(e) => write!(f, "{e}"),
+            Error::NoSink => f.write_str("the sink has no interface"),
+            Error::NoPid => f.write_str("vfsrd has no process id"),
+            Error::ConnectFpm(last) => write!(
+                f,
+                "cannot connect to vfsrd's FPM listener {FPM_LISTEN}: {}",
+                last.as_ref().map(ToString::to_string).unwrap_or_default()
+            ),
+            Error::SendTable(e) => write!(f, "sending the table: {e}"),
+            Error::Frame(e) => write!(f, "{e}"),
+            Error::FpmWrite(e) => write!(f, "writing to vfsrd's FPM socket: {e}"),
+            Error::ChurnPanicked => f.write_str("the churn thread panicked"),
+            Error::CatchUp { what, took, holds } => write!(
+                f,
+                "{what}: vfsrd took in {} of {} FPM messages and holds {} of {} routes after {} s",
+                took.0,
+                took.1,
+                holds.0,
+                holds.1,
+                CATCH_UP.as_secs()
+            ),
+            Error::File { path, err } => write!(f, "{}: {err}", path.display()),
+            Error::ChecksFailed => f.write_str("soak: a check failed (see the table above)"),
+        }
+    }
+}
+
+impl From<vethbench::Error> for Error {
+    fn from(e: vethbench::Error) -> Error {
+        Error::Lab(e)
+    }
+}
+
+/// `NetLab` and vfsrd's harness report their failures as text.
+impl From<String> for Error {
+    fn from(e: String) -> Error {
+        Error::NetLab(e)
+    }
+}
+
 /// `vfsr soak`.
 pub fn run(a: &SoakArgs) -> Result<(), String> {
-    netlab::available().map_err(|e| format!("soak builds network namespaces: {e}"))?;
+    soak(a).map_err(|e| e.to_string())
+}
+
+fn soak(a: &SoakArgs) -> Result<(), Error> {
+    netlab::available().map_err(Error::NoNamespaces)?;
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
-        return Err("soak needs 2 cores (control plane and generator on 0, worker on 1)".into());
+        return Err(Error::TooFewCores);
     }
     if !a.destinations.is_power_of_two() || a.destinations > 1 << 20 {
-        return Err(format!(
-            "--destinations {} must be a power of two up to 1048576",
-            a.destinations
-        ));
+        return Err(Error::Destinations(a.destinations));
     }
     let positive = |x: f64| x.is_finite() && x > 0.0;
     if !positive(a.minutes) || !positive(a.sample_s) {
-        return Err("--minutes and --sample-s must be positive".into());
+        return Err(Error::NotPositive);
     }
-    let exe = vfsrd_exe(a.vfsrd.as_ref())?;
+    let exe = vethbench::vfsrd_exe(a.vfsrd.as_ref())?;
     let cpu = crate::machine::cpu_model();
     let (prefixes, what) = load_table(a)?;
     let (dests, hot) = destinations(&prefixes, a.destinations, a.seed);
     if dests.len() < a.destinations {
-        return Err("the table has too few IPv4 prefixes to draw destinations from".into());
+        return Err(Error::TooFewPrefixes);
     }
     let n4 = prefixes.iter().filter(|p| p.v4()).count();
     let duration = Duration::from_secs_f64(a.minutes * 60.0);
@@ -704,7 +793,7 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
         l.a, l.b
     );
     let d = Vfsrd::start(&l.lab, "rtr", &exe, "soak", &config)?;
-    let pid = d.pid().ok_or("vfsrd has no process id")?;
+    let pid = d.pid().ok_or(Error::NoPid)?;
     // The soak's own threads stay on core 0, off the worker's core (after vfsrd started:
     // it would inherit the affinity and see one core).
     let _ = vfsr_cpu::pin(GEN_CORE);
@@ -736,7 +825,7 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
     let rss_empty = vm_rss_kib(pid);
     let t_load = Instant::now();
     let summary = write_table_stream(&r4, &r6, &TableStreamOptions::default(), &mut sock)
-        .map_err(|e| format!("sending the table: {e}"))?;
+        .map_err(Error::SendTable)?;
     drop((r4, r6));
     let load_frames = summary.frames;
     let total = believed.prefixes.len() as u64;
@@ -760,35 +849,11 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
     }
 
     // Traffic: the generator of the veth benchmark on core 0.
-    let gen_obj = BpfObject::load("bench", bpf::objects::BENCH).map_err(|e| e.to_string())?;
-    let dmap = gen_obj.map_fd("dests").map_err(|e| e.to_string())?;
-    for (i, x) in dests.iter().enumerate() {
-        bpf::map_update(dmap, &(i as u32).to_ne_bytes(), &x.to_be_bytes())
-            .map_err(|e| e.to_string())?;
-    }
-    let cmap = gen_obj.map_fd("conf").map_err(|e| e.to_string())?;
-    bpf::map_update(
-        cmap,
-        &0u32.to_ne_bytes(),
-        &((dests.len() as u64) - 1).to_ne_bytes(),
-    )
-    .map_err(|e| e.to_string())?;
-    let gen_counts = gen_obj.map_fd("counts").map_err(|e| e.to_string())?;
-    let frame = vethbench::template(
-        vethbench::mac_in(&l.lab, "rtr", &l.a)?,
-        vethbench::mac_in(&l.lab, "gen", "gen0")?,
-    );
-    let tmap = gen_obj.map_fd("tmpl").map_err(|e| e.to_string())?;
-    bpf::map_update(tmap, &0u32.to_ne_bytes(), frame.get(..42).unwrap_or(&[]))
-        .map_err(|e| e.to_string())?;
-    let gen_if = vethbench::ifindex_in(&l.lab, "gen", "gen0")?;
-    let ns_path = format!("/var/run/netns/{}", l.lab.name("gen"));
-    let prog = gen_obj.prog_fd("gen").map_err(|e| e.to_string())?;
     let limit = duration + Duration::from_secs(600);
     // Ordinary scheduling: it shares core 0 with the soak's threads and whatever else runs
     // there (at SCHED_IDLE a build beside it would stop the traffic); vfsrd's control plane
     // runs ahead of all of them at SCHED_FIFO.
-    let gen = Generator::start(ns_path, prog, cmap, gen_counts, gen_if, frame, limit);
+    let gen = Generator::launch(&l, &dests, limit, Scheduling::Ordinary)?;
     gen.set_rate(a.pps);
     // Neighbors resolve before the clock starts.
     std::thread::sleep(Duration::from_secs(1));
@@ -834,7 +899,6 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
     let mut prev_t = 0.0;
     let every = Duration::from_secs_f64(a.sample_s);
     let mut next = t0 + every;
-    let mut writer_error = None;
     while Instant::now() < until {
         if writer.is_finished() {
             break;
@@ -857,18 +921,11 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
     stop.store(true, Ordering::Relaxed);
     let stopped = Instant::now();
     let churn_s = stopped.duration_since(t0).as_secs_f64();
-    let believed = match writer.join() {
-        Ok(Ok((b, sock))) => Some((b, sock)),
-        Ok(Err(e)) => {
-            writer_error = Some(e);
-            None
-        }
-        Err(_) => {
-            writer_error = Some("the churn thread panicked".into());
-            None
-        }
+    let (believed, sock) = match writer.join() {
+        Ok(Ok((b, sock))) => (b, sock),
+        Ok(Err(e)) => return Err(e),
+        Err(_) => return Err(Error::ChurnPanicked),
     };
-    let (believed, sock) = believed.ok_or_else(|| writer_error.unwrap_or_default())?;
     let frames_total = load_frames + counts.frames.load(Ordering::Relaxed);
     catch_up(&d, frames_total, believed.installed() as u64, "catching up")?;
     let caught = stopped.elapsed();
@@ -1028,14 +1085,16 @@ pub fn run(a: &SoakArgs) -> Result<(), String> {
             "sources": src,
             "samples": samples.iter().map(|s| s.json.clone()).collect::<Vec<_>>(),
         });
-        std::fs::write(path, format!("{v:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(path, format!("{v:#}\n")).map_err(|err| Error::File {
+            path: path.clone(),
+            err,
+        })?;
     }
-    drop(gen_obj);
     drop(l);
     if checks_ok {
         Ok(())
     } else {
-        Err("soak: a check failed (see the table above)".into())
+        Err(Error::ChecksFailed)
     }
 }
 
@@ -1063,21 +1122,19 @@ fn ok(b: bool) -> &'static str {
 }
 
 /// Connects to vfsrd's FPM listener from inside the router's namespace.
-fn connect_fpm(lab: &netlab::NetLab) -> Result<TcpStream, String> {
-    let mut last = String::new();
+fn connect_fpm(lab: &netlab::NetLab) -> Result<TcpStream, Error> {
+    let mut last = None;
     for _ in 0..50 {
         match lab.in_ns("rtr", || TcpStream::connect(FPM_LISTEN))? {
             Ok(s) => {
                 let _ = s.set_nodelay(true);
                 return Ok(s);
             }
-            Err(e) => last = e.to_string(),
+            Err(e) => last = Some(e),
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    Err(format!(
-        "cannot connect to vfsrd's FPM listener {FPM_LISTEN}: {last}"
-    ))
+    Err(Error::ConnectFpm(last))
 }
 
 /// What is read at each sample.
@@ -1166,6 +1223,26 @@ fn balance(st: &Value, sink: u64) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_say_how_far_vfsrd_got() {
+        let e = Error::CatchUp {
+            what: "load".into(),
+            took: (10, 12),
+            holds: (7, 9),
+        };
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "load: vfsrd took in 10 of 12 FPM messages and holds 7 of 9 routes after {} s",
+                CATCH_UP.as_secs()
+            )
+        );
+        assert_eq!(
+            Error::ConnectFpm(None).to_string(),
+            format!("cannot connect to vfsrd's FPM listener {FPM_LISTEN}: ")
+        );
+    }
 
     #[test]
     fn lab_subnets_are_recognised() {

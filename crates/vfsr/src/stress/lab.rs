@@ -20,12 +20,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use vfsr_io::bpf::{self, BpfObject};
 use vfsr_io::packet::{PacketConfig, PacketPort};
 use vfsr_io::Backend;
 use vfsrd::harness::Vfsrd;
 
-use crate::vethbench::{self, Generator, Lab3, GEN_CORE, ROUTER_CORE};
+use super::error::Error;
+use crate::vethbench::{self, Generator, Lab3, Scheduling, GEN_CORE, ROUTER_CORE};
 
 /// The legitimate flow's rate: well below what the router forwards, so any loss is the
 /// case's doing.
@@ -53,7 +53,6 @@ pub(crate) struct Lab {
     legit: Option<Generator>,
     rr_stop: Arc<AtomicBool>,
     rr_server: Option<JoinHandle<()>>,
-    _gen_obj: BpfObject,
     pub(crate) exe: PathBuf,
     pub(crate) backend: String,
     pub(crate) mac_a: [u8; 6],
@@ -67,7 +66,7 @@ pub(crate) struct Lab {
 const TAG: &str = "stress";
 
 impl Lab {
-    pub(crate) fn build(exe: PathBuf, backend: &str, limit: Duration) -> Result<Lab, String> {
+    pub(crate) fn build(exe: PathBuf, backend: &str, limit: Duration) -> Result<Lab, Error> {
         let l = vethbench::build_lab()?;
         l.lab.ip(
             "gen",
@@ -88,36 +87,12 @@ impl Lab {
         )?;
         let mac_a = vethbench::mac_in(&l.lab, "rtr", &l.a)?;
         let mac_gen = vethbench::mac_in(&l.lab, "gen", "gen0")?;
-        // The legitimate flow: the XDP generator, 64-byte UDP to port 9 (what the sink counts).
-        let obj = BpfObject::load("bench", bpf::objects::BENCH).map_err(|e| e.to_string())?;
-        let e = |e: vfsr_io::IoError| e.to_string();
-        let dmap = obj.map_fd("dests").map_err(e)?;
-        for i in 0..LEGIT_DESTS {
-            let d = u32::from(Ipv4Addr::new(198, 18, 1, 0)) + i;
-            bpf::map_update(dmap, &i.to_ne_bytes(), &d.to_be_bytes()).map_err(e)?;
-        }
-        let cmap = obj.map_fd("conf").map_err(e)?;
-        bpf::map_update(
-            cmap,
-            &0u32.to_ne_bytes(),
-            &u64::from(LEGIT_DESTS - 1).to_ne_bytes(),
-        )
-        .map_err(e)?;
-        let counts = obj.map_fd("counts").map_err(e)?;
-        let frame = vethbench::template(mac_a, mac_gen);
-        let tmap = obj.map_fd("tmpl").map_err(e)?;
-        bpf::map_update(tmap, &0u32.to_ne_bytes(), frame.get(..42).unwrap_or(&[])).map_err(e)?;
-        let gen_if = vethbench::ifindex_in(&l.lab, "gen", "gen0")?;
-        let prog = obj.prog_fd("gen").map_err(e)?;
-        let ns_path = format!("/var/run/netns/{}", l.lab.name("gen"));
-        // SCHED_IDLE: it takes only what core 0 has left, behind vfsrd's control plane and
-        // the measuring threads (as in `cp flood`).
-        let legit = std::thread::spawn(move || {
-            let _ = vfsr_cpu::idle(0);
-            Generator::start(ns_path, prog, cmap, counts, gen_if, frame, limit)
-        })
-        .join()
-        .map_err(|_| "starting the generator failed".to_string())?;
+        // The legitimate flow: the XDP generator, 64-byte UDP to port 9 (what the sink
+        // counts), at SCHED_IDLE: it takes only what core 0 has left, behind vfsrd's control
+        // plane and the measuring threads (as in `cp flood`).
+        let base = u32::from(Ipv4Addr::new(198, 18, 1, 0));
+        let dests: Vec<u32> = (0..LEGIT_DESTS).map(|i| base + i).collect();
+        let legit = Generator::launch(&l, &dests, limit, Scheduling::Idle)?;
         let listener = l
             .lab
             .in_ns("rtr", || {
@@ -125,19 +100,18 @@ impl Lab {
                 s.set_nonblocking(true)?;
                 Ok::<_, std::io::Error>(s)
             })?
-            .map_err(|e| format!("TCP server on port {RR_PORT}: {e}"))?;
+            .map_err(Error::RrServer)?;
         let rr_stop = Arc::new(AtomicBool::new(false));
         let s = Arc::clone(&rr_stop);
         let rr_server = std::thread::Builder::new()
             .name("stress-rr-server".into())
-            .spawn(move || rr_server(listener, &s))
-            .map_err(|e| e.to_string())?;
+            .spawn(move || vethbench::echo_server(listener, &s))
+            .map_err(Error::Thread)?;
         Ok(Lab {
             vfsrd: None,
             legit: Some(legit),
             rr_stop,
             rr_server: Some(rr_server),
-            _gen_obj: obj,
             exe,
             backend: backend.to_string(),
             mac_a,
@@ -167,7 +141,7 @@ impl Lab {
 
     /// Starts vfsrd (stopping one that runs) and gives port A's receive thread the core
     /// and priority `cp flood` gives it.
-    pub(crate) fn start_vfsrd(&mut self) -> Result<(), String> {
+    pub(crate) fn start_vfsrd(&mut self) -> Result<(), Error> {
         self.vfsrd = None;
         let cfg = self.config("@SOCKET@");
         let d = Vfsrd::start(&self.l.lab, "rtr", &self.exe, &self.tag, &cfg)?;
@@ -190,8 +164,8 @@ impl Lab {
     }
 
     /// One request to vfsrd's control API.
-    pub(crate) fn api(&self, req: &vfsr_api::Request) -> Result<Value, String> {
-        let path = self.socket().ok_or("vfsrd is not running")?;
+    pub(crate) fn api(&self, req: &vfsr_api::Request) -> Result<Value, Error> {
+        let path = self.socket().ok_or(Error::NotRunning)?;
         api_call(&path, req)
     }
 
@@ -231,10 +205,10 @@ impl Lab {
     }
 
     /// Stops the generator thread (its own time limit would also stop it).
-    pub(crate) fn finish(&mut self) -> Result<(), String> {
+    pub(crate) fn finish(&mut self) -> Result<(), Error> {
         self.vfsrd = None;
         match self.legit.take() {
-            Some(g) => g.finish(),
+            Some(g) => Ok(g.finish()?),
             None => Ok(()),
         }
     }
@@ -252,53 +226,19 @@ impl Drop for Lab {
 }
 
 /// One request to the control API at `path`.
-pub(crate) fn api_call(path: &Path, req: &vfsr_api::Request) -> Result<Value, String> {
-    let mut c = vfsr_api::Client::connect(path).map_err(|e| e.to_string())?;
-    c.call(req).map_err(|e| e.to_string())
+pub(crate) fn api_call(path: &Path, req: &vfsr_api::Request) -> Result<Value, Error> {
+    let mut c = vfsr_api::Client::connect(path)?;
+    Ok(c.call(req)?)
 }
 
 /// The first interface of namespace `ns` that is not the loopback.
-fn interface_in(l: &Lab3, ns: &str) -> Result<String, String> {
+fn interface_in(l: &Lab3, ns: &str) -> Result<String, Error> {
     let out = l.lab.ip(ns, &["-o", "link", "show"])?;
     out.lines()
         .filter_map(|line| line.split(':').nth(1))
         .map(|n| n.trim().split('@').next().unwrap_or("").to_string())
         .find(|n| !n.is_empty() && n != "lo")
-        .ok_or_else(|| format!("no interface in {ns}"))
-}
-
-/// Answers each byte with itself, one connection at a time, until `stop`.
-fn rr_server(listener: TcpListener, stop: &AtomicBool) {
-    use std::io::{Read, Write};
-    while !stop.load(Ordering::Relaxed) {
-        let mut s = match listener.accept() {
-            Ok((s, _)) => s,
-            Err(_) => {
-                std::thread::sleep(Duration::from_millis(5));
-                continue;
-            }
-        };
-        let _ = s.set_nonblocking(false);
-        let _ = s.set_nodelay(true);
-        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
-        let mut b = [0u8; 1];
-        while !stop.load(Ordering::Relaxed) {
-            match s.read(&mut b) {
-                Ok(1) => {
-                    if s.write_all(&b).is_err() {
-                        break;
-                    }
-                }
-                Ok(_) => break,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) => {}
-                Err(_) => break,
-            }
-        }
-    }
+        .ok_or_else(|| Error::NoInterface(ns.to_string()))
 }
 
 /// What the TCP prober measured.
@@ -312,22 +252,13 @@ pub(crate) struct RrOutcome {
 
 impl RrOutcome {
     pub(crate) fn pct(&self, p: f64) -> Option<f64> {
-        pct(&self.samples, p)
+        vethbench::percentile(&self.samples, p)
     }
-}
-
-/// Nearest-rank percentile `p` (0..=1) of sorted `v`.
-pub(crate) fn pct(v: &[f64], p: f64) -> Option<f64> {
-    if v.is_empty() {
-        return None;
-    }
-    let k = ((p * v.len() as f64).ceil() as usize).clamp(1, v.len()) - 1;
-    v.get(k).copied()
 }
 
 /// One-byte transactions to the router's host stack (through vfsrd's control plane and the
 /// TAP), one every [`RR_EVERY`], for `secs`; the thread runs on core 0 at ordinary priority.
-pub(crate) fn rr_probe(l: &Lab3, secs: f64) -> Result<JoinHandle<RrOutcome>, String> {
+pub(crate) fn rr_probe(l: &Lab3, secs: f64) -> Result<JoinHandle<RrOutcome>, Error> {
     use std::io::{Read, Write};
     let addr = SocketAddr::from((ROUTER_A4, RR_PORT));
     let conn = l.lab.in_ns("gen", move || {
@@ -397,7 +328,7 @@ pub(crate) fn rr_probe(l: &Lab3, secs: f64) -> Result<JoinHandle<RrOutcome>, Str
             out.samples.sort_by(f64::total_cmp);
             out
         })
-        .map_err(|e| e.to_string())
+        .map_err(Error::Thread)
 }
 
 /// A process's resident memory: (VmRSS, VmHWM) in KiB.
@@ -470,11 +401,11 @@ pub(crate) fn flood(
     frames: Arc<Vec<Vec<u8>>>,
     pps: u64,
     secs: f64,
-) -> Result<FloodSent, String> {
+) -> Result<FloodSent, Error> {
     if frames.is_empty() {
         return Ok(FloodSent::default());
     }
-    l.lab.in_ns("gen", move || -> Result<FloodSent, String> {
+    l.lab.in_ns("gen", move || -> Result<FloodSent, Error> {
         let _ = vfsr_cpu::pin(GEN_CORE);
         let _ = vfsr_cpu::idle(0);
         let cfg = PacketConfig {
@@ -483,7 +414,7 @@ pub(crate) fn flood(
             tx_frames: 2048,
             ..PacketConfig::default()
         };
-        let mut port = PacketPort::with_config("gen0", &cfg).map_err(|e| e.to_string())?;
+        let mut port = PacketPort::with_config("gen0", &cfg).map_err(Error::Flood)?;
         let t0 = Instant::now();
         let end = Duration::from_secs_f64(secs);
         let mut sent = 0u64;
@@ -505,7 +436,7 @@ pub(crate) fn flood(
             k = (k + n) % frames.len();
             let mut it =
                 (0..n).filter_map(|i| frames.get((start + i) % frames.len()).map(Vec::as_slice));
-            let got = port.send(&mut it).map_err(|e| e.to_string())?;
+            let got = port.send(&mut it).map_err(Error::Flood)?;
             sent += got as u64;
             if got < n {
                 // The ring is full: let the kernel drain it.
@@ -571,15 +502,10 @@ pub(crate) fn control_delta(before: &Value, after: &Value) -> Value {
             }
         }
     }
-    let mut limited = serde_json::Map::new();
-    for (i, class) in ["arp_nd", "routing", "icmp", "local", "slow_path"]
-        .iter()
-        .enumerate()
-    {
-        let g = |v: &Value| v["control"]["rate_limited"][i].as_u64().unwrap_or(0);
-        limited.insert((*class).into(), json!(g(after).saturating_sub(g(before))));
-    }
-    m.insert("rate_limited".into(), Value::Object(limited));
+    m.insert(
+        "rate_limited".into(),
+        vethbench::rate_limited_delta(before, after),
+    );
     m.insert(
         "punts_limited_by_workers".into(),
         json!(after["punts_limited"]
@@ -665,13 +591,5 @@ mod tests {
         let c = json!({"workers": [{"counters": {"event.icmp4_sent": 3}},
                                    {"counters": {"event.icmp4_sent": 4}}]});
         assert_eq!(events(&c).get("event.icmp4_sent"), Some(&7));
-    }
-
-    #[test]
-    fn percentiles_are_nearest_rank() {
-        let v: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(pct(&v, 0.5), Some(50.0));
-        assert_eq!(pct(&v, 0.99), Some(99.0));
-        assert_eq!(pct(&[], 0.5), None);
     }
 }

@@ -55,6 +55,7 @@
 //! bounds, resident memory up by less than [`RSS_GROWTH_KIB`]), the books balanced, and each
 //! case's own checks.
 
+mod error;
 mod frames;
 mod lab;
 
@@ -69,6 +70,7 @@ use clap::Args;
 use serde_json::{json, Value};
 use vfsr_api::Request;
 
+use error::Error;
 use frames::Rng;
 use lab::{Lab, RrOutcome, RssWatch};
 
@@ -250,32 +252,14 @@ impl CaseResult {
     }
 }
 
-fn vfsrd_exe(given: Option<&PathBuf>) -> Result<PathBuf, String> {
-    if let Some(p) = given {
-        return if p.is_file() {
-            Ok(p.clone())
-        } else {
-            Err(format!("--vfsrd {}: no such file", p.display()))
-        };
-    }
-    std::env::current_exe()
-        .ok()
-        .and_then(|p| p.parent().map(|d| d.join("vfsrd")))
-        .filter(|p| p.exists())
-        .ok_or_else(|| "the vfsrd binary is not built next to vfsr (cargo build -p vfsrd)".into())
-}
-
 /// The cases `--only` asks for, checked, in run order.
-fn selected(only: &[String]) -> Result<Vec<&'static str>, String> {
+fn selected(only: &[String]) -> Result<Vec<&'static str>, Error> {
     if only.is_empty() {
         return Ok(CASES.to_vec());
     }
     for o in only {
         if !CASES.contains(&o.as_str()) {
-            return Err(format!(
-                "--only: unknown case {o:?} (cases: {})",
-                CASES.join(", ")
-            ));
+            return Err(Error::UnknownCase(o.clone()));
         }
     }
     Ok(CASES
@@ -289,27 +273,29 @@ static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Runs the stress cases.
 pub fn run(a: &StressArgs) -> Result<(), String> {
+    run_cases(a).map_err(|e| e.to_string())
+}
+
+fn run_cases(a: &StressArgs) -> Result<(), Error> {
     if !(1.0..=120.0).contains(&a.seconds) {
-        return Err("--seconds must be between 1 and 120".into());
+        return Err(Error::Seconds);
     }
     if !matches!(a.backend.as_str(), "xdp" | "packet") {
-        return Err(format!("--backend: {:?} is not xdp or packet", a.backend));
+        return Err(Error::Backend(a.backend.clone()));
     }
     let cases = selected(&a.only)?;
     if let Err(e) = vfsrd::netlab::available() {
-        return Err(format!(
-            "stress builds network namespaces and needs root: {e}"
-        ));
+        return Err(Error::NoNamespaces(e));
     }
     for tool in ["ethtool", "taskset", "chrt", "timeout", "mount"] {
         if which(tool).is_none() {
-            return Err(format!("stress needs {tool} on the PATH"));
+            return Err(Error::MissingTool(tool));
         }
     }
-    let exe = vfsrd_exe(a.vfsrd.as_ref())?;
+    let exe = crate::vethbench::vfsrd_exe(a.vfsrd.as_ref())?;
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cpus < 2 {
-        return Err("stress needs 2 cores (control plane on core 0, worker on core 1)".into());
+        return Err(Error::TooFewCores);
     }
     crate::interrupt::on_interrupt("stopping the stress run", || {
         INTERRUPTED.store(true, Ordering::Relaxed);
@@ -346,7 +332,7 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
     let mut rng = Rng::new(a.seed);
     for name in &cases {
         if INTERRUPTED.load(Ordering::Relaxed) {
-            return Err("interrupted".into());
+            return Err(Error::Interrupted);
         }
         if !lab.running() {
             println!("  (vfsrd is not running: starting it again)");
@@ -358,7 +344,7 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
             Ok(r) => r,
             Err(e) => {
                 let mut r = CaseResult::new(name, "flood");
-                r.error = Some(e);
+                r.error = Some(e.to_string());
                 r
             }
         };
@@ -394,8 +380,12 @@ pub fn run(a: &StressArgs) -> Result<(), String> {
             "table": table,
             "run_seconds": t_run.elapsed().as_secs_f64(),
         });
-        std::fs::write(p, serde_json::to_string_pretty(&doc).unwrap_or_default())
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, serde_json::to_string_pretty(&doc).unwrap_or_default()).map_err(
+            |err| Error::File {
+                path: p.clone(),
+                err,
+            },
+        )?;
     }
     let failed: Vec<&str> = results
         .iter()
@@ -446,8 +436,8 @@ fn link_drops(lab: &Lab) -> u64 {
 fn window(
     lab: &Lab,
     secs: f64,
-    action: impl FnOnce(&Lab) -> Result<lab::FloodSent, String>,
-) -> Result<Window, String> {
+    action: impl FnOnce(&Lab) -> Result<lab::FloodSent, Error>,
+) -> Result<Window, Error> {
     let pid = lab.pid();
     let stats0 = lab.stats();
     let counters0 = lab
@@ -463,9 +453,7 @@ fn window(
     let sent = action(lab);
     let (s1, f1) = lab.legit_counts();
     let dt = t0.elapsed().as_secs_f64();
-    let rr = rr
-        .join()
-        .map_err(|_| "the TCP prober panicked".to_string())?;
+    let rr = rr.join().map_err(|_| Error::ProberPanicked)?;
     let peak = watch.finish();
     let path_drops = link_drops(lab).saturating_sub(d0);
     std::thread::sleep(SETTLE);
@@ -540,7 +528,7 @@ impl Window {
     }
 }
 
-fn baseline(lab: &mut Lab, secs: f64) -> Result<(Baseline, CaseResult), String> {
+fn baseline(lab: &mut Lab, secs: f64) -> Result<(Baseline, CaseResult), Error> {
     println!("== idle (baseline)");
     let w = window(lab, secs, |_| {
         std::thread::sleep(Duration::from_secs_f64(secs));
@@ -552,17 +540,11 @@ fn baseline(lab: &mut Lab, secs: f64) -> Result<(Baseline, CaseResult), String> 
         rr_p99: w.rr.pct(0.99).unwrap_or(0.0),
     };
     if base.legit_pps < lab::LEGIT_PPS as f64 * 0.5 {
-        return Err(format!(
-            "the idle router delivered only {:.0} of {} legitimate frames per second: \
-             something is wrong with the set-up",
-            base.legit_pps,
-            lab::LEGIT_PPS
-        ));
+        return Err(Error::IdleRate(base.legit_pps));
     }
     if w.rr.samples.is_empty() {
-        return Err(format!(
-            "no TCP transaction reached the idle router's host stack ({})",
-            w.rr.error.clone().unwrap_or_default()
+        return Err(Error::IdleNoTransactions(
+            w.rr.error.clone().unwrap_or_default(),
         ));
     }
     let mut r = CaseResult::new("idle", "baseline");
@@ -576,7 +558,7 @@ fn run_case(
     secs: f64,
     base: &Baseline,
     rng: &mut Rng,
-) -> Result<CaseResult, String> {
+) -> Result<CaseResult, Error> {
     match name {
         "arp" | "ns" | "scan4" | "scan6" | "flows" | "echo" | "ttl1" | "noroute" | "malformed" => {
             flood_case(lab, name, secs, base, rng)
@@ -587,7 +569,7 @@ fn run_case(
         "tapgone" => tapgone_case(lab, secs, base),
         "unwritable" => unwritable_case(lab),
         "sigkill" => sigkill_case(lab, secs, base),
-        other => Err(format!("no case {other}")),
+        other => Err(Error::NoCase(other.to_string())),
     }
 }
 
@@ -657,25 +639,29 @@ fn flood_frames(lab: &Lab, name: &str, rng: &mut Rng) -> Vec<Vec<u8>> {
                 out.push(frames::echo4(macs, lab::GEN4, lab::ROUTER_A4, s));
             }
         }
-        "ttl1" => {
-            for k in 0..4096u32 {
-                let dst = Ipv4Addr::new(198, 18, 2, k as u8);
-                if k % 2 == 0 {
-                    out.push(frames::udp4(macs, lab::GEN4, dst, (10_000, 10_001), 1, 18));
-                } else {
-                    let d6 = Ipv6Addr::new(0x2001, 0xdb8, 0x18, 0, 0, 0, 0, k as u16);
-                    out.push(frames::udp6(macs, gen6, d6, (10_000, 10_001), 1));
-                }
-            }
-        }
-        "noroute" => {
+        "ttl1" | "noroute" => {
+            // IPv4 and IPv6 in turn: routed with TTL 1, or with a TTL of 64 to where no
+            // route goes.
+            let (net4, net6, ttl) = if name == "ttl1" {
+                ([198, 18, 2], 0x18, 1)
+            } else {
+                ([203, 0, 113], 0x99, 64)
+            };
             for k in 0..4096u32 {
                 if k % 2 == 0 {
-                    let dst = Ipv4Addr::new(203, 0, 113, k as u8);
-                    out.push(frames::udp4(macs, lab::GEN4, dst, (10_000, 10_001), 64, 18));
+                    let [a, b, c] = net4;
+                    let dst = Ipv4Addr::new(a, b, c, k as u8);
+                    out.push(frames::udp4(
+                        macs,
+                        lab::GEN4,
+                        dst,
+                        (10_000, 10_001),
+                        ttl,
+                        18,
+                    ));
                 } else {
-                    let d6 = Ipv6Addr::new(0x2001, 0xdb8, 0x99, 0, 0, 0, 0, k as u16);
-                    out.push(frames::udp6(macs, gen6, d6, (10_000, 10_001), 64));
+                    let d6 = Ipv6Addr::new(0x2001, 0xdb8, net6, 0, 0, 0, 0, k as u16);
+                    out.push(frames::udp6(macs, gen6, d6, (10_000, 10_001), ttl));
                 }
             }
         }
@@ -766,7 +752,7 @@ fn flood_case(
     secs: f64,
     base: &Baseline,
     rng: &mut Rng,
-) -> Result<CaseResult, String> {
+) -> Result<CaseResult, Error> {
     let pool = Arc::new(flood_frames(lab, name, rng));
     let mut r = CaseResult::new(name, "flood");
     let b = lab.l.b.clone();
@@ -998,7 +984,7 @@ fn punt_case(
     secs: f64,
     base: &Baseline,
     rng: &mut Rng,
-) -> Result<CaseResult, String> {
+) -> Result<CaseResult, Error> {
     let classes = punt_classes(lab, rng);
     let steps: Vec<(usize, f64)> = (0..classes.len())
         .flat_map(|c| [(c, 1.0), (c, 2.0)])
@@ -1078,10 +1064,51 @@ fn punt_case(
     Ok(r)
 }
 
-fn starve_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, String> {
+/// A fault's window: `action` does something to the router (it should take about `secs`)
+/// while the legitimate flow, the TCP transactions and vfsrd's memory are measured as in
+/// every case, and nothing floods; the figures every case shares go into `r`.
+fn fault_window(
+    lab: &Lab,
+    r: &mut CaseResult,
+    base: &Baseline,
+    secs: f64,
+    action: impl FnOnce(&Lab) -> Result<(), Error>,
+) -> Result<Window, Error> {
+    let w = window(lab, secs, |lab| {
+        let t0 = Instant::now();
+        action(lab)?;
+        Ok(lab::FloodSent {
+            secs: t0.elapsed().as_secs_f64(),
+            ..lab::FloodSent::default()
+        })
+    })?;
+    w.fill(r, base);
+    Ok(w)
+}
+
+/// Checks `name`: the legitimate flow delivers at least 0.9 of its idle rate over the next
+/// 2 s (`when` ends the check's detail: when that is).
+fn check_rate_back(lab: &Lab, r: &mut CaseResult, base: &Baseline, name: &str, when: &str) {
+    let ratio = lab.legit_rate_over(Duration::from_secs(2)) / base.legit_pps.max(1.0);
+    r.check(
+        name,
+        ratio >= 0.9,
+        format!("{ratio:.2} of the idle rate{when}"),
+    );
+}
+
+/// Checks that vfsrd still runs; a vfsrd that does not counts as crashed.
+fn check_alive(lab: &mut Lab, r: &mut CaseResult) {
+    let alive = lab.running();
+    r.check("vfsrd alive", alive, "vfsrd still runs");
+    r.crashed = !alive;
+}
+
+fn starve_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, Error> {
     let mut r = CaseResult::new("starve", "fault");
     r.excused = Some("the worker's core is taken from it on purpose");
-    let w = window(lab, secs, |_| {
+    let mut exit = None;
+    fault_window(lab, &mut r, base, secs, |_| {
         // A busy loop at the worker's SCHED_FIFO priority on its core, bounded by timeout.
         let st = std::process::Command::new("timeout")
             .args([
@@ -1097,51 +1124,40 @@ fn starve_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, 
                 "while :; do :; done",
             ])
             .status()
-            .map_err(|e| format!("starting the busy process: {e}"))?;
-        r.note("busy_process_exit", json!(st.code()));
-        Ok(lab::FloodSent {
-            secs,
-            ..lab::FloodSent::default()
-        })
+            .map_err(Error::BusyProcess)?;
+        exit = st.code();
+        Ok(())
     })?;
-    w.fill(&mut r, base);
-    let after = lab.legit_rate_over(Duration::from_secs(2));
-    let ratio = after / base.legit_pps.max(1.0);
-    r.check(
+    r.note("busy_process_exit", json!(exit));
+    check_rate_back(
+        lab,
+        &mut r,
+        base,
         "forwarding resumes",
-        ratio >= 0.9,
-        format!(
-            "{:.2} of the idle rate in the 2 s after the busy process ended",
-            ratio
-        ),
+        " in the 2 s after the busy process ended",
     );
-    r.check("vfsrd alive", lab.running(), "vfsrd still runs");
-    r.crashed = !lab.running();
+    check_alive(lab, &mut r);
     Ok(r)
 }
 
-fn linkflap_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, String> {
+fn linkflap_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, Error> {
     let mut r = CaseResult::new("linkflap", "fault");
     r.excused = Some("the egress port is down for a second of the window");
     let b = lab.l.b.clone();
-    let w = window(lab, secs, |lab| {
+    fault_window(lab, &mut r, base, secs, |lab| {
         std::thread::sleep(Duration::from_secs_f64(secs / 3.0));
         lab.l.lab.ip("rtr", &["link", "set", "dev", &b, "down"])?;
         std::thread::sleep(Duration::from_secs(1));
         lab.l.lab.ip("rtr", &["link", "set", "dev", &b, "up"])?;
         std::thread::sleep(Duration::from_secs_f64((secs * 2.0 / 3.0 - 1.0).max(0.5)));
-        Ok(lab::FloodSent {
-            secs,
-            ..lab::FloodSent::default()
-        })
+        Ok(())
     })?;
-    w.fill(&mut r, base);
-    let after = lab.legit_rate_over(Duration::from_secs(2));
-    let ratio = after / base.legit_pps.max(1.0);
-    r.check(
+    check_rate_back(
+        lab,
+        &mut r,
+        base,
         "traffic resumes",
-        ratio >= 0.9,
-        format!("{ratio:.2} of the idle rate in the 2 s after the window"),
+        " in the 2 s after the window",
     );
     let route = lab
         .api(&Request::RouteGet {
@@ -1154,31 +1170,26 @@ fn linkflap_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult
         route.contains("10.20.0.2"),
         format!("route get 198.18.1.1: {route}"),
     );
-    r.check("vfsrd alive", lab.running(), "vfsrd still runs");
-    r.crashed = !lab.running();
+    check_alive(lab, &mut r);
     Ok(r)
 }
 
-fn tapgone_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, String> {
+fn tapgone_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, Error> {
     let mut r = CaseResult::new("tapgone", "fault");
     r.excused = Some("the TCP transactions go through the deleted TAP");
     let tap = format!("v{}", lab.l.a);
-    let w = window(lab, secs, |lab| {
+    let w = fault_window(lab, &mut r, base, secs, |lab| {
         std::thread::sleep(Duration::from_secs_f64(secs / 3.0));
         lab.l.lab.ip("rtr", &["link", "del", "dev", &tap])?;
         std::thread::sleep(Duration::from_secs_f64(secs * 2.0 / 3.0));
-        Ok(lab::FloodSent {
-            secs,
-            ..lab::FloodSent::default()
-        })
+        Ok(())
     })?;
-    w.fill(&mut r, base);
-    let after = lab.legit_rate_over(Duration::from_secs(2));
-    let ratio = after / base.legit_pps.max(1.0);
-    r.check(
+    check_rate_back(
+        lab,
+        &mut r,
+        base,
         "forwarding continues",
-        ratio >= 0.9,
-        format!("{ratio:.2} of the idle rate after the TAP went away"),
+        " after the TAP went away",
     );
     let lost = w.control("taps_lost");
     let logged = lab
@@ -1193,8 +1204,7 @@ fn tapgone_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult,
             logged.unwrap_or_else(|| "nothing".into())
         ),
     );
-    r.check("vfsrd alive", lab.running(), "vfsrd still runs");
-    r.crashed = !lab.running();
+    check_alive(lab, &mut r);
     // The next case needs the TAP: a new vfsrd makes it again.
     lab.start_vfsrd()?;
     std::thread::sleep(Duration::from_secs(1));
@@ -1203,11 +1213,14 @@ fn tapgone_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult,
 
 /// vfsrd started with its control socket (then its stats file) in a read-only directory:
 /// it must stop with an error that names the path, or run on and say so, never crash.
-fn unwritable_case(lab: &mut Lab) -> Result<CaseResult, String> {
+fn unwritable_case(lab: &mut Lab) -> Result<CaseResult, Error> {
     let mut r = CaseResult::new("unwritable", "fault");
     lab.vfsrd = None;
     let dir = std::env::temp_dir().join(format!("vfsr-stress-ro-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(|err| Error::File {
+        path: dir.clone(),
+        err,
+    })?;
     let mut rows = Vec::new();
     for what in ["socket", "stats"] {
         let cfg_path =
@@ -1222,8 +1235,12 @@ fn unwritable_case(lab: &mut Lab) -> Result<CaseResult, String> {
         } else {
             std::env::temp_dir().join(format!("vfsr-stress-{}-stats.json", std::process::id()))
         };
-        std::fs::write(&cfg_path, lab.config(&sock.display().to_string()))
-            .map_err(|e| format!("{}: {e}", cfg_path.display()))?;
+        std::fs::write(&cfg_path, lab.config(&sock.display().to_string())).map_err(|err| {
+            Error::File {
+                path: cfg_path.clone(),
+                err,
+            }
+        })?;
         // The read-only mount lives in `ip netns exec`'s own mount namespace and goes
         // with it.
         let script = format!(
@@ -1242,7 +1259,7 @@ fn unwritable_case(lab: &mut Lab) -> Result<CaseResult, String> {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())
             .spawn()
-            .map_err(|e| format!("starting vfsrd: {e}"))?;
+            .map_err(Error::StartVfsrd)?;
         // A vfsrd that starts anyway runs until stopped: give it 4 s, then SIGTERM.
         let mut ran = false;
         loop {
@@ -1260,9 +1277,7 @@ fn unwritable_case(lab: &mut Lab) -> Result<CaseResult, String> {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        let out = child
-            .wait_with_output()
-            .map_err(|e| format!("waiting for vfsrd: {e}"))?;
+        let out = child.wait_with_output().map_err(Error::WaitVfsrd)?;
         let text = format!(
             "{}{}",
             String::from_utf8_lossy(&out.stderr),
@@ -1326,7 +1341,7 @@ fn port_state(lab: &Lab) -> BTreeMap<String, String> {
     m
 }
 
-fn sigkill_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, String> {
+fn sigkill_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult, Error> {
     let mut r = CaseResult::new("sigkill", "fault");
     r.excused = Some("vfsrd is killed in the window");
     // The ports as they were before any vfsrd: stop the running one cleanly first.
@@ -1335,14 +1350,10 @@ fn sigkill_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult,
     let pristine = port_state(lab);
     lab.start_vfsrd()?;
     std::thread::sleep(Duration::from_secs(1));
-    let w = window(lab, secs, |_| {
+    fault_window(lab, &mut r, base, secs, |_| {
         std::thread::sleep(Duration::from_secs_f64(secs / 2.0));
-        Ok(lab::FloodSent {
-            secs: secs / 2.0,
-            ..lab::FloodSent::default()
-        })
+        Ok(())
     })?;
-    w.fill(&mut r, base);
     r.imbalance = None;
     let killed = lab
         .vfsrd
@@ -1370,16 +1381,10 @@ fn sigkill_case(lab: &mut Lab, secs: f64, base: &Baseline) -> Result<CaseResult,
         restart.is_ok(),
         restart
             .err()
-            .unwrap_or_else(|| "vfsrd started again".into()),
+            .map_or_else(|| "vfsrd started again".to_string(), |e| e.to_string()),
     );
     if lab.running() {
-        let rate = lab.legit_rate_over(Duration::from_secs(2));
-        let ratio = rate / base.legit_pps.max(1.0);
-        r.check(
-            "forwarding after restart",
-            ratio >= 0.9,
-            format!("{ratio:.2} of the idle rate"),
-        );
+        check_rate_back(lab, &mut r, base, "forwarding after restart", "");
     }
     lab.vfsrd = None;
     std::thread::sleep(Duration::from_millis(300));

@@ -1,0 +1,185 @@
+//! vfsrd as the router under test: its config written for the router's two ports (control
+//! plane on the generator's core, one worker on the router's), the process started in the
+//! router's namespace and waited for until it says it is ready, its stats file and CPU time
+//! read, and the process stopped (SIGTERM, then SIGKILL after 5 s) and its files removed
+//! when it is dropped.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::{Error, Lab3, GEN_CORE, ROUTER_A, ROUTER_CORE, SINK};
+
+/// A running vfsrd.
+pub(super) struct Vfsrd {
+    child: Option<Child>,
+    stats: PathBuf,
+    cfg: PathBuf,
+}
+
+impl Drop for Vfsrd {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SAFETY: signals our own child.
+            unsafe {
+                libc::kill(c.id() as i32, libc::SIGTERM);
+            }
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(5) {
+                if let Ok(Some(_)) = c.try_wait() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_file(&self.stats);
+        let _ = std::fs::remove_file(&self.cfg);
+    }
+}
+
+/// The vfsrd binary: `given` (a `--vfsrd` option) when it names a file, else the one built
+/// next to vfsr.
+pub(crate) fn vfsrd_exe(given: Option<&PathBuf>) -> Result<PathBuf, Error> {
+    if let Some(p) = given {
+        return if p.is_file() {
+            Ok(p.clone())
+        } else {
+            Err(Error::NoSuchVfsrd(p.clone()))
+        };
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|p| p.parent().map(|d| d.join("vfsrd")))
+        .filter(|p| p.exists())
+        .ok_or(Error::NoVfsrd)
+}
+
+/// vfsrd's punt classes, in the order of the stats document's `control.rate_limited`.
+const PUNT_CLASSES: [&str; 5] = ["arp_nd", "routing", "icmp", "local", "slow_path"];
+
+/// The frames vfsrd's control plane rate-limited between two stats documents, by punt
+/// class: `{"arp_nd": n, "routing": n, ...}`.
+pub(crate) fn rate_limited_delta(before: &Value, after: &Value) -> Value {
+    let mut limited = serde_json::Map::new();
+    for (i, class) in PUNT_CLASSES.iter().enumerate() {
+        let get = |v: &Value| v["control"]["rate_limited"][i].as_u64().unwrap_or(0);
+        limited.insert(
+            (*class).into(),
+            Value::from(get(after).saturating_sub(get(before))),
+        );
+    }
+    Value::Object(limited)
+}
+
+/// vfsrd's last stats document (`Null` when unreadable).
+pub(super) fn vfsrd_stats(d: &Vfsrd) -> Value {
+    let s = std::fs::read_to_string(&d.stats).unwrap_or_default();
+    serde_json::from_str(&s).unwrap_or(Value::Null)
+}
+
+/// Starts vfsrd on the router's ports (`fast`: with the XDP fast path).
+pub(super) fn start_vfsrd(l: &Lab3, table: &TableSpec, fast: bool) -> Result<Vfsrd, Error> {
+    let exe = vfsrd_exe(None)?;
+    let dir = std::env::temp_dir();
+    let pid = std::process::id();
+    let cfg = dir.join(format!("vfsr-vethbench-{pid}.toml"));
+    let stats = dir.join(format!("vfsr-vethbench-{pid}.json"));
+    let source = match table {
+        TableSpec::Synthetic(seed) => format!("synthetic = true\nseed = {seed}"),
+        TableSpec::File(p) => format!("file = {:?}", p.display().to_string()),
+    };
+    std::fs::write(
+        &cfg,
+        format!(
+            "[router]\ncontrol_core = {GEN_CORE}\nworkers = [{ROUTER_CORE}]\nfast_path = {fast}\n\n\
+             [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"{ROUTER_A}/24\"]\n\n\
+             [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"10.20.0.1/24\"]\n\n\
+             [table]\n{source}\nvia4 = [\"{SINK}\"]\n",
+            l.a, l.b
+        ),
+    )
+    .map_err(|err| Error::File {
+        path: cfg.clone(),
+        err,
+    })?;
+    // NetLab::command gives vfsrd SIGTERM if the benchmark dies.
+    let mut cmd = l.lab.command("rtr", &exe.display().to_string());
+    let mut child = cmd
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--stats")
+        .arg(&stats)
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(Error::StartVfsrd)?;
+    let out = child.stdout.take().ok_or(Error::VfsrdStdout)?;
+    let d = Vfsrd {
+        child: Some(child),
+        stats,
+        cfg,
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    loop {
+        match rx.recv_timeout(Duration::from_secs(90)) {
+            Ok(l) if l.contains("ready") => {
+                println!("  {l}");
+                break;
+            }
+            Ok(_) => {}
+            Err(_) => return Err(Error::VfsrdNotReady),
+        }
+    }
+    Ok(d)
+}
+
+/// The table vfsrd is told to load.
+pub(super) enum TableSpec {
+    Synthetic(u64),
+    File(PathBuf),
+}
+
+/// vfsrd's CPU time so far (user and system), in seconds.
+pub(super) fn vfsrd_cpu(d: &Vfsrd) -> f64 {
+    let Some(c) = &d.child else { return 0.0 };
+    let s = std::fs::read_to_string(format!("/proc/{}/stat", c.id())).unwrap_or_default();
+    let Some(rest) = s.rfind(')').and_then(|i| s.get(i + 2..)) else {
+        return 0.0;
+    };
+    let f: Vec<f64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0.0))
+        .collect();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+    (f.get(11).copied().unwrap_or(0.0) + f.get(12).copied().unwrap_or(0.0)) / hz
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rate_limited_counters_are_differenced_by_class() {
+        let b = json!({"control": {"rate_limited": [1, 0, 0, 7, 0]}});
+        let a = json!({"control": {"rate_limited": [4, 0, 2, 7, 9]}});
+        let d = rate_limited_delta(&b, &a);
+        assert_eq!(d["arp_nd"], 3);
+        assert_eq!(d["routing"], 0);
+        assert_eq!(d["icmp"], 2);
+        assert_eq!(d["local"], 0);
+        assert_eq!(d["slow_path"], 9);
+        // A counter that went backwards (a restarted vfsrd) is 0, not a wrap.
+        assert_eq!(rate_limited_delta(&a, &b)["slow_path"], 0);
+    }
+}
