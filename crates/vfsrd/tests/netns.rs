@@ -12,12 +12,13 @@
 //! with a printed reason otherwise. The namespaces are deleted even when a check fails.
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::process::{Child, Stdio};
-use std::sync::mpsc;
+use std::path::Path;
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use vfsrd::harness::Vfsrd;
 use vfsrd::netlab::{self, NetLab};
 
 const VFSRD: &str = env!("CARGO_BIN_EXE_vfsrd");
@@ -49,31 +50,18 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The router and its namespaces; the fields drop in order: vfsrd stops before the
+/// namespaces go.
 struct Router {
+    daemon: Vfsrd,
     lab: NetLab,
-    daemon: Option<Child>,
-    stats: std::path::PathBuf,
-    api: std::path::PathBuf,
     _turn: std::sync::MutexGuard<'static, ()>,
-}
-
-impl Drop for Router {
-    fn drop(&mut self) {
-        if let Some(mut d) = self.daemon.take() {
-            let _ = d.kill();
-            let _ = d.wait();
-        }
-        let _ = std::fs::remove_file(&self.stats);
-        let _ = std::fs::remove_file(&self.api);
-    }
 }
 
 /// The topology and a running vfsrd; `fast`: with the XDP fast path (the hosts' veth ends
 /// then take redirected frames: GRO on).
 fn build(tag: &str, backend: &str, fast: bool) -> Router {
     let turn = one_at_a_time();
-    let dir = std::env::temp_dir();
-    let api = dir.join(format!("vfsrd-{tag}-{}.sock", std::process::id()));
     let mut lab = NetLab::new(tag);
     for ns in ["h1", "rt", "h2", "n1", "n2"] {
         lab.add_ns(ns).unwrap();
@@ -126,7 +114,7 @@ busy_poll_us = 50
 fast_path = {fast}
 
 [api]
-socket = "{api}"
+socket = "@SOCKET@"
 
 [[interface]]
 name = "r1"
@@ -149,47 +137,20 @@ addresses = ["10.4.0.1/24"]
 [[route]]
 prefix = "10.99.0.0/16"
 via = ["10.3.0.2", "10.4.0.2"]
-"#,
-        api = api.display()
+"#
     );
-    let cfg = dir.join(format!("vfsrd-{tag}-{}.toml", std::process::id()));
-    let stats = dir.join(format!("vfsrd-{tag}-{}.json", std::process::id()));
-    std::fs::write(&cfg, config).unwrap();
-    let mut child = lab
-        .command("rt", VFSRD)
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--stats")
-        .arg(&stats)
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            println!("[vfsrd] {line}");
-            if line.contains("ready") {
-                let _ = tx.send(());
-            }
-        }
-    });
-    let router = Router {
+    let daemon = Vfsrd::start(&lab, "rt", Path::new(VFSRD), tag, &config)
+        .expect("vfsrd starts and says ready");
+    Router {
+        daemon,
         lab,
-        daemon: Some(child),
-        stats,
-        api,
         _turn: turn,
-    };
-    rx.recv_timeout(Duration::from_secs(30))
-        .expect("vfsrd says ready within 30 s");
-    router
+    }
 }
 
 fn stats(r: &Router) -> serde_json::Value {
     std::thread::sleep(Duration::from_millis(1200));
-    let s = std::fs::read_to_string(&r.stats).unwrap_or_default();
-    serde_json::from_str(&s).unwrap_or(serde_json::Value::Null)
+    r.daemon.stats()
 }
 
 fn received(ping_out: &str) -> u32 {
@@ -377,23 +338,9 @@ fn the_router_forwards_and_answers(tag: &str, backend: &str, fast: bool) {
     }
 
     // A clean stop: SIGTERM, exit 0, no XDP program and no TAP left.
-    let mut d = r.daemon.take().unwrap();
-    // SAFETY: signals our own child.
-    unsafe {
-        libc::kill(d.id() as i32, libc::SIGTERM);
-    }
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = d.try_wait().unwrap() {
-            break st;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(10),
-            "vfsrd stops on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(status.success(), "{status:?}");
+    // (SIGKILL after the grace would show as a failure here.)
+    let status = r.daemon.stop().expect("vfsrd was running");
+    assert!(status.success(), "vfsrd stops on SIGTERM: {status:?}");
     let links = r.lab.ip("rt", &["link", "show"]).unwrap();
     assert!(!links.contains("xdp"), "an XDP program was left: {links}");
     assert!(!links.contains("vr1"), "a TAP was left: {links}");
