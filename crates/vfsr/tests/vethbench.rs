@@ -188,7 +188,7 @@ fn an_interrupted_run_leaves_nothing_behind() {
             .any(|e| {
                 std::fs::read_to_string(e.path().join("cmdline"))
                     .unwrap_or_default()
-                    .contains(&format!("vfsr-vethbench-{pid}"))
+                    .contains(&format!("vfsrd-vethbench-rtr-{pid}."))
             })
     };
     // Wait until the router runs, then interrupt.

@@ -10,13 +10,17 @@
 //!   test ──Vfsrd::start(lab, ns, binary, tag, config)──▶ ip netns exec <ns> vfsrd
 //!          --config <tag>.toml --fib-dump <tag>.fib --stats <tag>.json
 //!            │ stdout/stderr: printed as "[vfsrd <ns>] …" and kept for `logged`
-//!            ▼ "ready" on stdout (30 s at most)
+//!            ▼ "ready" on stdout (90 s at most)
 //!   fib()     SIGUSR1, then reads the dump         stats()  reads the stats file
 //!   signal()  any signal                           stop()   SIGTERM, 10 s, SIGKILL
 //! ```
 //!
 //! The config text may name the control socket as `@SOCKET@`; it is replaced by the socket
 //! path of this instance ([`Vfsrd::socket`]).
+//!
+//! The tests print every line vfsrd writes ([`Echo::All`]); a benchmark that keeps its own
+//! transcript prints only the `ready` line ([`Echo::Ready`]) and still has the rest through
+//! [`Vfsrd::logged`].
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
@@ -28,14 +32,25 @@ use std::time::{Duration, Instant};
 use crate::daemons::{stop_child, wait_for};
 use crate::netlab::NetLab;
 
-/// How long vfsrd may take to say `ready`.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long vfsrd may take to say `ready` (a debug build loading a full table takes tens of
+/// seconds; a vfsrd that exits ends the wait at once).
+pub const READY_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long `stop` waits after SIGTERM before it kills.
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
+
+/// Which of vfsrd's output lines are printed (all are kept for [`Vfsrd::logged`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Echo {
+    /// Every line, prefixed `[vfsrd <ns>]` (standard error: `[vfsrd <ns>!]`).
+    All,
+    /// Only the line that says `ready`.
+    Ready,
+}
 
 /// A vfsrd process in one namespace (or none between [`Vfsrd::stop`] and [`Vfsrd::spawn`]).
 pub struct Vfsrd {
     ns: String,
+    echo: Echo,
     binary: PathBuf,
     child: Option<Child>,
     config: PathBuf,
@@ -48,7 +63,7 @@ pub struct Vfsrd {
 
 impl Vfsrd {
     /// Writes `config` (with `@SOCKET@` replaced) and starts `binary` in namespace `ns` of
-    /// `lab`; returns once it has said `ready`.
+    /// `lab`; returns once it has said `ready`. Prints every line vfsrd writes.
     pub fn start(
         lab: &NetLab,
         ns: &str,
@@ -56,12 +71,25 @@ impl Vfsrd {
         tag: &str,
         config: &str,
     ) -> Result<Vfsrd, String> {
+        Vfsrd::start_echo(lab, ns, binary, tag, config, Echo::All)
+    }
+
+    /// [`Vfsrd::start`], printing what `echo` says.
+    pub fn start_echo(
+        lab: &NetLab,
+        ns: &str,
+        binary: &Path,
+        tag: &str,
+        config: &str,
+        echo: Echo,
+    ) -> Result<Vfsrd, String> {
         let path = |ext: &str| {
             std::env::temp_dir().join(format!("vfsrd-{tag}-{ns}-{}.{ext}", std::process::id()))
         };
         let (log_tx, log) = mpsc::channel();
         let mut v = Vfsrd {
             ns: ns.to_string(),
+            echo,
             binary: binary.to_path_buf(),
             child: None,
             config: path("toml"),
@@ -99,11 +127,14 @@ impl Vfsrd {
             .map_err(|e| format!("cannot start {}: {e}", self.binary.display()))?;
         let (ready_tx, ready_rx) = mpsc::channel();
         if let Some(out) = child.stdout.take() {
-            let (tx, ns) = (self.log_tx.clone(), self.ns.clone());
+            let (tx, ns, echo) = (self.log_tx.clone(), self.ns.clone(), self.echo);
             std::thread::spawn(move || {
                 for line in BufReader::new(out).lines().map_while(Result::ok) {
-                    println!("[vfsrd {ns}] {line}");
-                    if line.contains("ready") {
+                    let ready = line.contains("ready");
+                    if echo == Echo::All || ready {
+                        println!("[vfsrd {ns}] {line}");
+                    }
+                    if ready {
                         let _ = ready_tx.send(());
                     }
                     let _ = tx.send(line);
@@ -111,10 +142,12 @@ impl Vfsrd {
             });
         }
         if let Some(err) = child.stderr.take() {
-            let (tx, ns) = (self.log_tx.clone(), self.ns.clone());
+            let (tx, ns, echo) = (self.log_tx.clone(), self.ns.clone(), self.echo);
             std::thread::spawn(move || {
                 for line in BufReader::new(err).lines().map_while(Result::ok) {
-                    println!("[vfsrd {ns}!] {line}");
+                    if echo == Echo::All {
+                        println!("[vfsrd {ns}!] {line}");
+                    }
                     let _ = tx.send(line);
                 }
             });
@@ -122,9 +155,14 @@ impl Vfsrd {
         self.child = Some(child);
         if ready_rx.recv_timeout(READY_TIMEOUT).is_err() {
             let status = self.stop();
+            // What it said last (its error, when it exited), whether or not it was printed.
+            let said: Vec<String> = self.log.try_iter().collect();
+            let tail = said.get(said.len().saturating_sub(5)..).unwrap_or_default();
             return Err(format!(
-                "vfsrd in {} did not say ready within {READY_TIMEOUT:?} ({status:?})",
-                self.ns
+                "vfsrd in {} did not say ready within {READY_TIMEOUT:?} ({status:?}){}{}",
+                self.ns,
+                if tail.is_empty() { "" } else { ": " },
+                tail.join(" | ")
             ));
         }
         Ok(())

@@ -1,46 +1,17 @@
 //! vfsrd as the router under test: its config written for the router's two ports (control
-//! plane on the generator's core, one worker on the router's), the process started in the
-//! router's namespace and waited for until it says it is ready, its stats file and CPU time
-//! read, and the process stopped (SIGTERM, then SIGKILL after 5 s) and its files removed
-//! when it is dropped.
+//! plane on the generator's core, one worker on the router's), started in the router's
+//! namespace through `vfsrd::harness` (which waits until it says it is ready, and stops it
+//! and removes its files when dropped), its stats file and CPU time read.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
+use vfsrd::harness::Echo;
 
 use super::{Error, Lab3, GEN_CORE, ROUTER_A, ROUTER_CORE, SINK};
 
 /// A running vfsrd.
-pub(super) struct Vfsrd {
-    child: Option<Child>,
-    stats: PathBuf,
-    cfg: PathBuf,
-}
-
-impl Drop for Vfsrd {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SAFETY: signals our own child.
-            unsafe {
-                libc::kill(c.id() as i32, libc::SIGTERM);
-            }
-            let t0 = Instant::now();
-            while t0.elapsed() < Duration::from_secs(5) {
-                if let Ok(Some(_)) = c.try_wait() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        let _ = std::fs::remove_file(&self.stats);
-        let _ = std::fs::remove_file(&self.cfg);
-    }
-}
+pub(super) struct Vfsrd(vfsrd::harness::Vfsrd);
 
 /// The vfsrd binary: `given` (a `--vfsrd` option) when it names a file, else the one built
 /// next to vfsr.
@@ -78,68 +49,27 @@ pub(crate) fn rate_limited_delta(before: &Value, after: &Value) -> Value {
 
 /// vfsrd's last stats document (`Null` when unreadable).
 pub(super) fn vfsrd_stats(d: &Vfsrd) -> Value {
-    let s = std::fs::read_to_string(&d.stats).unwrap_or_default();
-    serde_json::from_str(&s).unwrap_or(Value::Null)
+    d.0.stats()
 }
 
 /// Starts vfsrd on the router's ports (`fast`: with the XDP fast path).
 pub(super) fn start_vfsrd(l: &Lab3, table: &TableSpec, fast: bool) -> Result<Vfsrd, Error> {
     let exe = vfsrd_exe(None)?;
-    let dir = std::env::temp_dir();
-    let pid = std::process::id();
-    let cfg = dir.join(format!("vfsr-vethbench-{pid}.toml"));
-    let stats = dir.join(format!("vfsr-vethbench-{pid}.json"));
     let source = match table {
         TableSpec::Synthetic(seed) => format!("synthetic = true\nseed = {seed}"),
         TableSpec::File(p) => format!("file = {:?}", p.display().to_string()),
     };
-    std::fs::write(
-        &cfg,
-        format!(
-            "[router]\ncontrol_core = {GEN_CORE}\nworkers = [{ROUTER_CORE}]\nfast_path = {fast}\n\n\
-             [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"{ROUTER_A}/24\"]\n\n\
-             [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"10.20.0.1/24\"]\n\n\
-             [table]\n{source}\nvia4 = [\"{SINK}\"]\n",
-            l.a, l.b
-        ),
-    )
-    .map_err(|err| Error::File {
-        path: cfg.clone(),
-        err,
-    })?;
-    // NetLab::command gives vfsrd SIGTERM if the benchmark dies.
-    let mut cmd = l.lab.command("rtr", &exe.display().to_string());
-    let mut child = cmd
-        .arg("--config")
-        .arg(&cfg)
-        .arg("--stats")
-        .arg(&stats)
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(Error::StartVfsrd)?;
-    let out = child.stdout.take().ok_or(Error::VfsrdStdout)?;
-    let d = Vfsrd {
-        child: Some(child),
-        stats,
-        cfg,
-    };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    loop {
-        match rx.recv_timeout(Duration::from_secs(90)) {
-            Ok(l) if l.contains("ready") => {
-                println!("  {l}");
-                break;
-            }
-            Ok(_) => {}
-            Err(_) => return Err(Error::VfsrdNotReady),
-        }
-    }
-    Ok(d)
+    let config = format!(
+        "[router]\ncontrol_core = {GEN_CORE}\nworkers = [{ROUTER_CORE}]\nfast_path = {fast}\n\n\
+         [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"{ROUTER_A}/24\"]\n\n\
+         [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"10.20.0.1/24\"]\n\n\
+         [table]\n{source}\nvia4 = [\"{SINK}\"]\n",
+        l.a, l.b
+    );
+    // NetLab::command (under the harness) gives vfsrd SIGTERM if the benchmark dies.
+    vfsrd::harness::Vfsrd::start_echo(&l.lab, "rtr", &exe, "vethbench", &config, Echo::Ready)
+        .map(Vfsrd)
+        .map_err(Error::Vfsrd)
 }
 
 /// The table vfsrd is told to load.
@@ -150,8 +80,8 @@ pub(super) enum TableSpec {
 
 /// vfsrd's CPU time so far (user and system), in seconds.
 pub(super) fn vfsrd_cpu(d: &Vfsrd) -> f64 {
-    let Some(c) = &d.child else { return 0.0 };
-    let s = std::fs::read_to_string(format!("/proc/{}/stat", c.id())).unwrap_or_default();
+    let Some(pid) = d.0.pid() else { return 0.0 };
+    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let Some(rest) = s.rfind(')').and_then(|i| s.get(i + 2..)) else {
         return 0.0;
     };

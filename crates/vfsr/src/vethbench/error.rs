@@ -52,12 +52,8 @@ pub(crate) enum Error {
     NoVfsrd,
     /// `--vfsrd` names no file.
     NoSuchVfsrd(PathBuf),
-    /// vfsrd could not be started.
-    StartVfsrd(std::io::Error),
-    /// vfsrd's standard output could not be taken.
-    VfsrdStdout,
-    /// vfsrd did not say it was ready in time.
-    VfsrdNotReady,
+    /// vfsrd could not be started, or did not say it was ready (the harness's message).
+    Vfsrd(String),
 }
 
 impl fmt::Display for Error {
@@ -96,9 +92,7 @@ impl fmt::Display for Error {
                 f.write_str("the vfsrd binary is not built next to vfsr (cargo build -p vfsrd)")
             }
             Error::NoSuchVfsrd(p) => write!(f, "--vfsrd {}: no such file", p.display()),
-            Error::StartVfsrd(e) => write!(f, "starting vfsrd: {e}"),
-            Error::VfsrdStdout => f.write_str("vfsrd: no stdout"),
-            Error::VfsrdNotReady => f.write_str("vfsrd did not become ready in 90 s"),
+            Error::Vfsrd(why) => f.write_str(why),
         }
     }
 }
