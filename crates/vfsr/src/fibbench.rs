@@ -34,6 +34,63 @@ use vfsr_table::{trace, traffic, Table};
 
 use crate::tables;
 
+/// What can stop `vfsr fib bench`.
+#[derive(Debug)]
+enum Error {
+    /// The route table could not be read or made (the reader's message).
+    Table(String),
+    /// The writer could not be pinned.
+    Pin(vfsr_cpu::CpuError),
+    /// A live FIB refused a change, a publication or its first build.
+    Fib(vfsr_fib::FibError),
+    /// A fresh Poptrie, the reference of the check, could not be built.
+    Build(vfsr_lpm::BuildError),
+    /// The RIB refused a route.
+    Rib(vfsr_rib::RibError),
+    /// The RIB-to-FIB table could not load the table (its message).
+    Load(String),
+    /// The published FIB answered addresses unlike a fresh build (where, how many).
+    Stale { what: String, bad: usize },
+    /// The reader thread panicked.
+    ReaderPanicked,
+    /// The JSON document could not be made or written.
+    Json(serde_json::Error),
+    File {
+        path: std::path::PathBuf,
+        err: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Table(e) | Error::Load(e) => f.write_str(e),
+            Error::Pin(e) => write!(f, "{e}"),
+            Error::Fib(e) => write!(f, "{e}"),
+            Error::Build(e) => write!(f, "{e}"),
+            Error::Rib(e) => write!(f, "{e}"),
+            Error::Stale { what, bad } => {
+                write!(f, "{what}: {bad} addresses answer unlike a fresh build")
+            }
+            Error::ReaderPanicked => f.write_str("reader thread failed"),
+            Error::Json(e) => write!(f, "{e}"),
+            Error::File { path, err } => write!(f, "{}: {err}", path.display()),
+        }
+    }
+}
+
+impl From<vfsr_fib::FibError> for Error {
+    fn from(e: vfsr_fib::FibError) -> Error {
+        Error::Fib(e)
+    }
+}
+
+impl From<vfsr_lpm::BuildError> for Error {
+    fn from(e: vfsr_lpm::BuildError) -> Error {
+        Error::Build(e)
+    }
+}
+
 #[derive(Args)]
 pub struct FibBenchArgs {
     /// Route table (default: the reference table in ../shared/data when present, else the
@@ -95,9 +152,8 @@ fn distinct_hops<K: Key>(routes: &[Route<K>]) -> Vec<NextHop> {
 
 type Fib<K> = LiveFib<K, Poptrie<K>>;
 
-fn new_fib<K: Key>(routes: &[Route<K>], delay: Duration) -> Result<Fib<K>, String> {
-    let mut f =
-        LiveFib::new(routes, PoptrieConfig::for_family::<K>()).map_err(|e| e.to_string())?;
+fn new_fib<K: Key>(routes: &[Route<K>], delay: Duration) -> Result<Fib<K>, Error> {
+    let mut f = LiveFib::new(routes, PoptrieConfig::for_family::<K>())?;
     f.set_max_delay(delay);
     Ok(f)
 }
@@ -109,18 +165,18 @@ fn stream<K: Key, E: LpmUpdate<K> + Clone>(
     fib: &mut LiveFib<K, E>,
     changes: &[Route<K>],
     each: bool,
-) -> Result<(f64, u64), String> {
+) -> Result<(f64, u64), Error> {
     let p0 = fib.stats().publications;
     let t = Instant::now();
     for (i, r) in changes.iter().enumerate() {
-        fib.set(r.prefix, r.nexthop).map_err(|e| e.to_string())?;
+        fib.set(r.prefix, r.nexthop)?;
         if each {
-            fib.publish().map_err(|e| e.to_string())?;
+            fib.publish()?;
         } else if i % 64 == 63 {
-            fib.poll(Instant::now()).map_err(|e| e.to_string())?;
+            fib.poll(Instant::now())?;
         }
     }
-    fib.settle().map_err(|e| e.to_string())?;
+    fib.settle()?;
     let s = t.elapsed().as_secs_f64();
     Ok((changes.len() as f64 / s, fib.stats().publications - p0))
 }
@@ -157,7 +213,7 @@ fn update_rates<K: Key>(
     seed: u64,
     delay: Duration,
     out: &mut Vec<Value>,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let phases = update_phases(routes, n, seed);
     for each in [false, true] {
         let mut fib = new_fib(routes, delay)?;
@@ -181,24 +237,24 @@ fn update_rates<K: Key>(
 }
 
 /// The published FIB answers every start address of `probe` as a fresh build would.
-fn check_fresh<K: Key>(fib: &Fib<K>, probe: &[Route<K>], what: &str) -> Result<(), String> {
-    let fresh = Poptrie::build(&fib.table().to_routes(), &PoptrieConfig::for_family::<K>())
-        .map_err(|e| e.to_string())?;
+fn check_fresh<K: Key>(fib: &Fib<K>, probe: &[Route<K>], what: &str) -> Result<(), Error> {
+    let fresh = Poptrie::build(&fib.table().to_routes(), &PoptrieConfig::for_family::<K>())?;
     let snap = fib.reader().load();
     let bad = probe
         .iter()
         .filter(|r| snap.engine.lookup(r.prefix.addr()) != fresh.lookup(r.prefix.addr()))
         .count();
     if bad > 0 {
-        return Err(format!(
-            "{what}: {bad} addresses answer unlike a fresh build"
-        ));
+        return Err(Error::Stale {
+            what: what.to_string(),
+            bad,
+        });
     }
     Ok(())
 }
 
 /// Load time from a route list to a published FIB.
-fn load<K: Key>(routes: &[Route<K>], out: &mut Vec<Value>) -> Result<f64, String> {
+fn load<K: Key>(routes: &[Route<K>], out: &mut Vec<Value>) -> Result<f64, Error> {
     let t = Instant::now();
     let fib = new_fib(routes, Duration::from_millis(1))?;
     let s = t.elapsed().as_secs_f64();
@@ -219,22 +275,21 @@ fn load<K: Key>(routes: &[Route<K>], out: &mut Vec<Value>) -> Result<f64, String
 
 type Routes = RouteTable<Poptrie<u32>, Poptrie<u128>>;
 
-fn new_route_table(delay: Duration) -> Result<Routes, String> {
+fn new_route_table(delay: Duration) -> Result<Routes, Error> {
     let mut rt = RouteTable::new(
         Rib::new(),
         PoptrieConfig::for_family::<u32>(),
         PoptrieConfig::for_family::<u128>(),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     rt.set_max_delay(delay);
     Ok(rt)
 }
 
 /// Load time of the whole table (both families) through the RIB into published FIBs.
-fn load_rib(t: &Table, out: &mut Vec<Value>) -> Result<Routes, String> {
+fn load_rib(t: &Table, out: &mut Vec<Value>) -> Result<Routes, Error> {
     let mut rt = new_route_table(Duration::from_millis(1))?;
     let tm = Instant::now();
-    let r = rt.load_table(t, Source::Table)?;
+    let r = rt.load_table(t, Source::Table).map_err(Error::Load)?;
     let s = tm.elapsed().as_secs_f64();
     let n = r.v4 + r.v6;
     eprintln!(
@@ -266,12 +321,12 @@ fn rib_update_rates<K: Key + RibFamily>(
     seed: u64,
     delay: Duration,
     out: &mut Vec<Value>,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let phases = update_phases(routes, n, seed);
     let route = |nh: NextHop| [RibRoute::new(Source::Table, forward_of(t, nh))];
     for each in [false, true] {
         let mut rt = new_route_table(delay)?;
-        rt.load_table(t, Source::Table)?;
+        rt.load_table(t, Source::Table).map_err(Error::Load)?;
         let publish = if each { "each" } else { "batched" };
         for (kind, changes) in &phases {
             let p0 = rt.v4().stats().publications + rt.v6().stats().publications;
@@ -282,16 +337,16 @@ fn rib_update_rates<K: Key + RibFamily>(
                     rib.withdraw(r.prefix, Source::Table);
                 } else {
                     rib.replace(r.prefix, Source::Table, &route(r.nexthop))
-                        .map_err(|e| e.to_string())?;
+                        .map_err(Error::Rib)?;
                 }
-                rt.feed().map_err(|e| e.to_string())?;
+                rt.feed()?;
                 if each {
-                    rt.publish().map_err(|e| e.to_string())?;
+                    rt.publish()?;
                 } else if i % 64 == 63 {
-                    rt.poll(Instant::now()).map_err(|e| e.to_string())?;
+                    rt.poll(Instant::now())?;
                 }
             }
-            rt.settle().map_err(|e| e.to_string())?;
+            rt.settle()?;
             let per_s = changes.len() as f64 / tm.elapsed().as_secs_f64();
             let pubs = rt.v4().stats().publications + rt.v6().stats().publications - p0;
             eprintln!(
@@ -316,7 +371,7 @@ fn reader_phase(
     rate: u64,
     secs: f64,
     core: usize,
-) -> Result<(f64, f64), String> {
+) -> Result<(f64, f64), Error> {
     let stop = Arc::new(AtomicBool::new(false));
     let done = Arc::new(AtomicU64::new(0));
     let reader = fib.reader();
@@ -356,10 +411,10 @@ fn reader_phase(
         for _ in 0..burst {
             let r = changes[*cursor % changes.len()];
             *cursor += 1;
-            fib.set(r.prefix, r.nexthop).map_err(|e| e.to_string())?;
+            fib.set(r.prefix, r.nexthop)?;
             applied += 1;
         }
-        fib.poll(Instant::now()).map_err(|e| e.to_string())?;
+        fib.poll(Instant::now())?;
         if rate != u64::MAX {
             next += tick;
             let now = Instant::now();
@@ -368,10 +423,10 @@ fn reader_phase(
             }
         }
     }
-    fib.publish().map_err(|e| e.to_string())?;
+    fib.publish()?;
     let wall = t0.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
-    let (rs, _) = h.join().map_err(|_| "reader thread failed".to_string())?;
+    let (rs, _) = h.join().map_err(|_| Error::ReaderPanicked)?;
     let n = done.load(Ordering::Relaxed) as f64;
     Ok((n / rs, applied as f64 / wall))
 }
@@ -382,7 +437,7 @@ fn reader_ratios(
     a: &FibBenchArgs,
     core: usize,
     out: &mut Vec<Value>,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let mut fib = new_fib(routes, Duration::from_micros(a.max_delay_us))?;
     let addrs = Arc::new(traffic::matched(routes, a.seed ^ 4, 1 << 20));
     // Changes that move random routes to another next hop and back.
@@ -449,7 +504,7 @@ fn run_trace<K: Key>(
     per_phase: usize,
     delay: Duration,
     out: &mut Vec<Value>,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let mut fib = new_fib(routes, delay)?;
     let tr = trace::trace(
         &vfsr_lpm::RouteMap::from_routes(routes).to_routes(),
@@ -476,12 +531,17 @@ fn run_trace<K: Key>(
 }
 
 pub fn run(a: &FibBenchArgs) -> Result<(), String> {
+    bench(a).map_err(|e| e.to_string())
+}
+
+fn bench(a: &FibBenchArgs) -> Result<(), Error> {
     let core = a.core.unwrap_or_else(vfsr_cpu::default_bench_core);
-    vfsr_cpu::pin(0)?;
+    vfsr_cpu::pin(0).map_err(Error::Pin)?;
     let table = match &a.table {
-        Some(p) => tables::load(p, false)?,
-        None => tables::default_table(a.seed)?,
-    };
+        Some(p) => tables::load(p, false),
+        None => tables::default_table(a.seed),
+    }
+    .map_err(Error::Table)?;
     eprintln!(
         "table: {} ({} IPv4, {} IPv6 routes); writer on core 0, reader on core {core}",
         table.source,
@@ -577,8 +637,11 @@ pub fn run(a: &FibBenchArgs) -> Result<(), String> {
             "reader": reader,
             "trace": traces,
         });
-        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = serde_json::to_string_pretty(&doc).map_err(Error::Json)?;
+        std::fs::write(path, text).map_err(|err| Error::File {
+            path: path.clone(),
+            err,
+        })?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())
