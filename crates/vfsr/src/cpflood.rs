@@ -100,7 +100,7 @@
 //! in its namespaces are killed and the namespaces and state directories removed).
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
@@ -117,8 +117,8 @@ use vfsrd::daemons::{self, FpmTarget, Frr, FrrConfig, GoBgp, GoBgpConfig, GoBgpN
 use vfsrd::netlab;
 
 use crate::vethbench::{
-    self, echo_server, percentile, rate_limited_delta, vfsrd_exe, Generator, Lab3, Scheduling,
-    GEN_CORE, ROUTER_A, ROUTER_CORE, SINK,
+    self, echo_server, percentile, rate_limited_delta, rr_client, vfsrd_exe, Generator, Lab3,
+    RrOutcome, RrPace, Scheduling, GEN_CORE, ROUTER_A, ROUTER_CORE, SINK,
 };
 
 /// What the run prints, kept for `--text`.
@@ -919,68 +919,6 @@ fn prober(sock: UdpSocket, targets: &Mutex<Vec<Target>>, stop: &AtomicBool) {
     }
 }
 
-/// What the TCP client measured.
-#[derive(Default)]
-struct RrOutcome {
-    samples: Vec<f64>,
-    unanswered: u32,
-    error: Option<String>,
-}
-
-/// Closed-loop one-byte transactions on `c` for `secs`, one started every `interval` at
-/// most.
-fn rr_client(mut c: TcpStream, secs: f64, interval: Duration) -> RrOutcome {
-    let mut out = RrOutcome::default();
-    let _ = c.set_nodelay(true);
-    let _ = c.set_read_timeout(Some(Duration::from_millis(100)));
-    let t0 = Instant::now();
-    let mut next = t0;
-    let mut seq: u8 = 0;
-    while t0.elapsed().as_secs_f64() < secs && !interrupted() {
-        let now = Instant::now();
-        if now < next {
-            std::thread::sleep(next - now);
-        }
-        seq = seq % 250 + 1;
-        let t = Instant::now();
-        next = t + interval;
-        if let Err(e) = c.write_all(&[seq]) {
-            out.error = Some(format!("send: {e}"));
-            return out;
-        }
-        let mut b = [0u8; 1];
-        loop {
-            match c.read(&mut b) {
-                Ok(1) if b[0] == seq => {
-                    out.samples.push(t.elapsed().as_secs_f64() * 1e6);
-                    break;
-                }
-                Ok(1) => continue,
-                Ok(_) => {
-                    out.error = Some("the server closed the connection".into());
-                    return out;
-                }
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
-                {
-                    if t.elapsed() > RR_GIVE_UP || interrupted() {
-                        out.unanswered += 1;
-                        break;
-                    }
-                }
-                Err(e) => {
-                    out.error = Some(format!("receive: {e}"));
-                    return out;
-                }
-            }
-        }
-    }
-    out
-}
-
 /// Packets `ping` says it transmitted.
 fn ping_transmitted(text: &str) -> Option<u32> {
     text.lines()
@@ -1513,7 +1451,14 @@ impl Bench<'_> {
             Ok(conn) => Some(
                 std::thread::Builder::new()
                     .name("cpflood-rr-client".into())
-                    .spawn(move || rr_client(conn, secs, interval))
+                    .spawn(move || {
+                        let pace = RrPace {
+                            every: interval,
+                            read_timeout: Duration::from_millis(100),
+                            give_up: RR_GIVE_UP,
+                        };
+                        rr_client(conn, secs, &pace, interrupted)
+                    })
                     .map_err(|e| e.to_string())?,
             ),
             Err(e) => {

@@ -25,7 +25,9 @@ use vfsr_io::Backend;
 use vfsrd::harness::Vfsrd;
 
 use super::error::Error;
-use crate::vethbench::{self, Generator, Lab3, Scheduling, GEN_CORE, ROUTER_CORE};
+use crate::vethbench::{
+    self, Generator, Lab3, RrOutcome, RrPace, Scheduling, GEN_CORE, ROUTER_CORE,
+};
 
 /// The legitimate flow's rate: well below what the router forwards, so any loss is the
 /// case's doing.
@@ -241,25 +243,10 @@ fn interface_in(l: &Lab3, ns: &str) -> Result<String, Error> {
         .ok_or_else(|| Error::NoInterface(ns.to_string()))
 }
 
-/// What the TCP prober measured.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct RrOutcome {
-    /// Round trips of the answered transactions, µs, sorted.
-    pub(crate) samples: Vec<f64>,
-    pub(crate) lost: u32,
-    pub(crate) error: Option<String>,
-}
-
-impl RrOutcome {
-    pub(crate) fn pct(&self, p: f64) -> Option<f64> {
-        vethbench::percentile(&self.samples, p)
-    }
-}
-
 /// One-byte transactions to the router's host stack (through vfsrd's control plane and the
 /// TAP), one every [`RR_EVERY`], for `secs`; the thread runs on core 0 at ordinary priority.
+/// The outcome's samples are sorted.
 pub(crate) fn rr_probe(l: &Lab3, secs: f64) -> Result<JoinHandle<RrOutcome>, Error> {
-    use std::io::{Read, Write};
     let addr = SocketAddr::from((ROUTER_A4, RR_PORT));
     let conn = l.lab.in_ns("gen", move || {
         TcpStream::connect_timeout(&addr, Duration::from_secs(2))
@@ -268,65 +255,21 @@ pub(crate) fn rr_probe(l: &Lab3, secs: f64) -> Result<JoinHandle<RrOutcome>, Err
         .name("stress-rr".into())
         .spawn(move || {
             let _ = vfsr_cpu::pin(GEN_CORE);
-            let mut out = RrOutcome::default();
-            let mut c = match conn {
+            let c = match conn {
                 Ok(c) => c,
                 Err(e) => {
-                    out.error = Some(format!("connecting to {addr}: {e}"));
-                    return out;
-                }
-            };
-            let _ = c.set_nodelay(true);
-            let _ = c.set_read_timeout(Some(Duration::from_millis(50)));
-            let t0 = Instant::now();
-            let mut next = t0;
-            let mut seq: u8 = 0;
-            while t0.elapsed().as_secs_f64() < secs {
-                let now = Instant::now();
-                if now < next {
-                    std::thread::sleep(next - now);
-                }
-                seq = seq % 250 + 1;
-                let t = Instant::now();
-                next = t + RR_EVERY;
-                if let Err(e) = c.write_all(&[seq]) {
-                    out.error = Some(format!("send: {e}"));
-                    break;
-                }
-                let mut b = [0u8; 1];
-                loop {
-                    match c.read(&mut b) {
-                        Ok(1) if b[0] == seq => {
-                            out.samples.push(t.elapsed().as_secs_f64() * 1e6);
-                            break;
-                        }
-                        Ok(1) => continue,
-                        Ok(_) => {
-                            out.error = Some("the server closed the connection".into());
-                            out.samples.sort_by(f64::total_cmp);
-                            return out;
-                        }
-                        Err(e)
-                            if matches!(
-                                e.kind(),
-                                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                            ) =>
-                        {
-                            if t.elapsed() > RR_GIVE_UP {
-                                out.lost += 1;
-                                break;
-                            }
-                        }
-                        Err(e) => {
-                            out.error = Some(format!("receive: {e}"));
-                            out.samples.sort_by(f64::total_cmp);
-                            return out;
-                        }
+                    return RrOutcome {
+                        error: Some(format!("connecting to {addr}: {e}")),
+                        ..RrOutcome::default()
                     }
                 }
-            }
-            out.samples.sort_by(f64::total_cmp);
-            out
+            };
+            let pace = RrPace {
+                every: RR_EVERY,
+                read_timeout: Duration::from_millis(50),
+                give_up: RR_GIVE_UP,
+            };
+            vethbench::rr_client(c, secs, &pace, || false).sorted()
         })
         .map_err(Error::Thread)
 }

@@ -70,9 +70,10 @@ use clap::Args;
 use serde_json::{json, Value};
 use vfsr_api::Request;
 
+use crate::vethbench::RrOutcome;
 use error::Error;
 use frames::Rng;
-use lab::{Lab, RrOutcome, RssWatch};
+use lab::{Lab, RssWatch};
 
 /// Resident memory may grow this much over a case (KiB) before it counts as growth.
 pub(crate) const RSS_GROWTH_KIB: u64 = 32 * 1024;
@@ -234,7 +235,7 @@ impl CaseResult {
             "legit_rate_ratio": self.legit_ratio,
             "legit_pps": self.legit_pps,
             "cp_latency_us": {"p50": self.rr.pct(0.5), "p99": self.rr.pct(0.99),
-                              "transactions": self.rr.samples.len(), "lost": self.rr.lost,
+                              "transactions": self.rr.samples.len(), "lost": self.rr.unanswered,
                               "error": self.rr.error},
             "cp_latency_ratio": {"p50": self.rr_p50_ratio, "p99": self.rr_p99_ratio},
             "rss_kib": {"before": self.rss.0, "after": self.rss.1, "peak": self.rss.2},

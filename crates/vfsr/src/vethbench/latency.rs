@@ -191,6 +191,100 @@ pub(crate) fn echo_server(listener: TcpListener, stop: &AtomicBool) {
     }
 }
 
+/// What a closed-loop request/response client measured.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RrOutcome {
+    /// Round trips of the answered transactions, µs, in the order they were made (sorted
+    /// after [`RrOutcome::sorted`]).
+    pub(crate) samples: Vec<f64>,
+    /// Transactions given up on (no answer within the pace's `give_up`).
+    pub(crate) unanswered: u32,
+    /// What ended the client early, if anything did.
+    pub(crate) error: Option<String>,
+}
+
+impl RrOutcome {
+    /// The same, with the samples sorted (for [`RrOutcome::pct`]).
+    pub(crate) fn sorted(mut self) -> RrOutcome {
+        self.samples.sort_by(f64::total_cmp);
+        self
+    }
+
+    /// Nearest-rank percentile `p` of the samples, which must be [`RrOutcome::sorted`].
+    pub(crate) fn pct(&self, p: f64) -> Option<f64> {
+        percentile(&self.samples, p)
+    }
+}
+
+/// How a request/response client paces itself and waits.
+pub(crate) struct RrPace {
+    /// A transaction starts this long after the previous one started, at the earliest.
+    pub(crate) every: Duration,
+    /// How often a wait for the answer wakes (to see whether to give up or stop).
+    pub(crate) read_timeout: Duration,
+    /// An answer later than this counts the transaction unanswered.
+    pub(crate) give_up: Duration,
+}
+
+/// Closed-loop one-byte transactions on `c` for `secs` (or until `stop()`), paced by
+/// `pace`: each writes a sequence byte and waits for the server to echo it.
+pub(crate) fn rr_client(
+    mut c: TcpStream,
+    secs: f64,
+    pace: &RrPace,
+    stop: impl Fn() -> bool,
+) -> RrOutcome {
+    let mut out = RrOutcome::default();
+    let _ = c.set_nodelay(true);
+    let _ = c.set_read_timeout(Some(pace.read_timeout));
+    let t0 = Instant::now();
+    let mut next = t0;
+    let mut seq: u8 = 0;
+    while t0.elapsed().as_secs_f64() < secs && !stop() {
+        let now = Instant::now();
+        if now < next {
+            std::thread::sleep(next - now);
+        }
+        seq = seq % 250 + 1;
+        let t = Instant::now();
+        next = t + pace.every;
+        if let Err(e) = c.write_all(&[seq]) {
+            out.error = Some(format!("send: {e}"));
+            return out;
+        }
+        let mut b = [0u8; 1];
+        loop {
+            match c.read(&mut b) {
+                Ok(1) if b[0] == seq => {
+                    out.samples.push(t.elapsed().as_secs_f64() * 1e6);
+                    break;
+                }
+                Ok(1) => continue,
+                Ok(_) => {
+                    out.error = Some("the server closed the connection".into());
+                    return out;
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    if t.elapsed() > pace.give_up || stop() {
+                        out.unanswered += 1;
+                        break;
+                    }
+                }
+                Err(e) => {
+                    out.error = Some(format!("receive: {e}"));
+                    return out;
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Nearest-rank percentile `p` (0..=1) of sorted `v`; `None` when empty.
 pub(crate) fn percentile(v: &[f64], p: f64) -> Option<f64> {
     if v.is_empty() {

@@ -64,7 +64,7 @@ use vfsrd::netlab;
 pub(crate) use daemon::{rate_limited_delta, vfsrd_exe};
 pub(crate) use error::Error;
 pub(crate) use generator::{destinations, Generator, Scheduling};
-pub(crate) use latency::{echo_server, percentile};
+pub(crate) use latency::{echo_server, percentile, rr_client, RrOutcome, RrPace};
 pub(crate) use measure::core_jiffies;
 pub(crate) use topology::{build_lab, if_stat, ifindex_in, mac_in, threaded_napi, Lab3};
 
