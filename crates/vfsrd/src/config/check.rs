@@ -570,15 +570,9 @@ pub fn parse_cidr(s: &str, prefix: bool) -> Result<(IpAddr, u8), String> {
     Ok((addr, len))
 }
 
-/// Parses gateways of one family and finds the interface each is reached by: `iface` if
-/// given, else the interface whose subnet holds it.
-fn gateways(
-    list: &[String],
-    v4: bool,
-    iface: Option<usize>,
-    interfaces: &[Interface],
-) -> Result<Vec<(IpAddr, usize)>, String> {
-    let mut out = Vec::new();
+/// Parses a list of gateway addresses of one family (`v4`), each listed once.
+fn gateway_addrs(list: &[String], v4: bool) -> Result<Vec<IpAddr>, String> {
+    let mut out: Vec<IpAddr> = Vec::new();
     for s in list {
         let a: IpAddr = s
             .trim()
@@ -590,19 +584,33 @@ fn gateways(
                 if v4 { "IPv4" } else { "IPv6" }
             ));
         }
-        let p = match iface {
-            Some(p) => p,
+        if out.contains(&a) {
+            return Err(format!("{a} is listed twice"));
+        }
+        out.push(a);
+    }
+    Ok(out)
+}
+
+/// Parses gateways of one family and finds the interface each is reached by: `iface` if
+/// given, else the interface whose subnet holds it.
+fn gateways(
+    list: &[String],
+    v4: bool,
+    iface: Option<usize>,
+    interfaces: &[Interface],
+) -> Result<Vec<(IpAddr, usize)>, String> {
+    gateway_addrs(list, v4)?
+        .into_iter()
+        .map(|a| match iface {
+            Some(p) => Ok((a, p)),
             None => interfaces
                 .iter()
                 .position(|i| on_link(i, a))
-                .ok_or_else(|| format!("{a} is on no configured interface's subnet"))?,
-        };
-        if out.iter().any(|(g, _)| *g == a) {
-            return Err(format!("{a} is listed twice"));
-        }
-        out.push((a, p));
-    }
-    Ok(out)
+                .map(|p| (a, p))
+                .ok_or_else(|| format!("{a} is on no configured interface's subnet")),
+        })
+        .collect()
 }
 
 /// Parses the gateways of a static route: each with `iface` when the route names one, else
@@ -612,24 +620,10 @@ fn route_gateways(
     v4: bool,
     iface: Option<usize>,
 ) -> Result<Vec<(IpAddr, Option<usize>)>, String> {
-    let mut out: Vec<(IpAddr, Option<usize>)> = Vec::new();
-    for s in list {
-        let a: IpAddr = s
-            .trim()
-            .parse()
-            .map_err(|_| format!("{s:?} is not an IP address"))?;
-        if a.is_ipv4() != v4 {
-            return Err(format!(
-                "{a} is not an {} address like the prefix",
-                if v4 { "IPv4" } else { "IPv6" }
-            ));
-        }
-        if out.iter().any(|(g, _)| *g == a) {
-            return Err(format!("{a} is listed twice"));
-        }
-        out.push((a, iface));
-    }
-    Ok(out)
+    Ok(gateway_addrs(list, v4)?
+        .into_iter()
+        .map(|a| (a, iface))
+        .collect())
 }
 
 fn on_link(i: &Interface, a: IpAddr) -> bool {
