@@ -200,14 +200,11 @@ impl KernelFeed {
             }
             self.run(msgs, multi, start..i, router, ifmap, distance, watch);
             start = i + 1;
-            match m {
-                Message::Link(l) => self.link(l, router),
-                Message::Done | Message::Error(_)
-                    if self.dump_ended(router.rib_mut(), watch) == Next::Dump =>
-                {
-                    return Next::Dump;
-                }
-                _ => {}
+            // A boundary is a link or a dump's end (`Done`, or an error in its place).
+            if let Message::Link(l) = m {
+                self.link(l, router);
+            } else if self.dump_ended(router.rib_mut(), watch) == Next::Dump {
+                return Next::Dump;
             }
         }
         self.run(
