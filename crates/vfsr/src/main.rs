@@ -142,6 +142,11 @@ enum LpmCommand {
     Bench(bench::BenchArgs),
 }
 
+/// The heap is mimalloc's, as in vfsrd (see the note there): the live FIBs and RIBs the
+/// benchmarks build are the router's own, on the router's heap.
+#[global_allocator]
+static HEAP: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {

@@ -15,8 +15,10 @@
 //!
 //! The elements are `UnsafeCell`s: readers hold `&Arena` and read slots; the writer holds
 //! `&Arena` too and writes slots that, by the protocol above, no reader reads at that time.
-//! (Advising the arenas for transparent huge pages showed no lookup gain in a same-run
-//! comparison, so they use normal pages.)
+//! The storage comes from the global allocator. In the vfsr and vfsrd binaries that is
+//! mimalloc, which advises its large regions for transparent huge pages, so an arena of a
+//! full table sits on 2 MiB pages there; `docs/bench/core.md` has the same-run comparison
+//! with the system allocator's 4 KiB pages.
 
 use core::cell::UnsafeCell;
 use core::ptr::NonNull;
