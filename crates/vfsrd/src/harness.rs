@@ -59,8 +59,9 @@ pub enum Echo {
 pub struct Launch {
     /// Which output lines are printed.
     pub echo: Echo,
-    /// The cores vfsrd may run on, set in the child between fork and exec; `None` keeps
-    /// the affinity it inherits from the thread that starts it.
+    /// The cores vfsrd may run on, set in the child between fork and exec (the start fails
+    /// when the kernel refuses the set); `None` keeps the affinity it inherits from the
+    /// thread that starts it.
     pub cpus: Option<Vec<usize>>,
 }
 
