@@ -101,21 +101,19 @@ where
     }
 
     /// Loads a whole table into the RIB as routes of `source` and the FIBs in one build each
-    /// (a full load, not a change per route). Returns what the RIB took.
-    pub fn load_table(&mut self, table: &Table, source: Source) -> Result<LoadReport, String> {
-        let report = self
-            .rib
-            .load_table(table, source)
-            .map_err(|e: RibError| e.to_string())?;
+    /// (a full load, not a change per route). Returns what the RIB took; a [`LoadError`]
+    /// says whether the RIB refused the table or a FIB could not be built.
+    pub fn load_table(&mut self, table: &Table, source: Source) -> Result<LoadReport, LoadError> {
+        let report = self.rib.load_table(table, source).map_err(LoadError::Rib)?;
         self.nexthops.publish(self.rib.nexthop_snapshot());
         self.rib.drain_fib_changes_v4();
         self.rib.drain_fib_changes_v6();
         self.v4
             .load(&self.rib.fib_routes_v4())
-            .map_err(|e| e.to_string())?;
+            .map_err(LoadError::Fib)?;
         self.v6
             .load(&self.rib.fib_routes_v6())
-            .map_err(|e| e.to_string())?;
+            .map_err(LoadError::Fib)?;
         Ok(report)
     }
 
@@ -383,5 +381,20 @@ mod tests {
                 want.lookup(a).map(|w| w.nexthop)
             );
         }
+    }
+
+    #[test]
+    fn a_table_the_rib_refuses_is_a_rib_error_and_loads_nothing() {
+        let mut t = table();
+        let mut tab = vfsr_table::synth_table(3);
+        tab.v4.truncate(100);
+        // 999 is neither an nh64 value (1..=64) nor one of the table's gateways.
+        if let Some(r) = tab.v4.first_mut() {
+            r.nexthop = 999;
+        }
+        let e = t.load_table(&tab, Source::Table).unwrap_err();
+        assert_eq!(e, LoadError::Rib(RibError::UnknownTableNextHop(999)));
+        assert_eq!(e.to_string(), "RIB: unknown table next hop 999");
+        assert!(t.fib_routes_v4().is_empty());
     }
 }

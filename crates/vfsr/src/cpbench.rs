@@ -75,14 +75,13 @@
 //! (`--timeout-s`); daemons, namespaces and files go on return, on error and on SIGINT or
 //! SIGTERM.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fs;
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -95,6 +94,7 @@ use vfsr_wire::MacAddr;
 use vfsrd::daemons::{
     self, Bird, FpmTarget, Frr, FrrConfig, GoBgp, GoBgpConfig, GoBgpNeighbor, Net,
 };
+use vfsrd::harness::{self, Echo, Launch};
 use vfsrd::netlab::{self, NetLab};
 
 use crate::fpmbench::{self, Expect, IntakeSetup};
@@ -141,12 +141,261 @@ const OTHER_CORE: usize = 1;
 /// The FPM tap listens where zebra connects; vfsrd listens behind it.
 const TAP_PORT: u16 = daemons::FPM_PORT;
 const VFSRD_FPM_PORT: u16 = 2621;
+/// The tag of vfsrd's files (config, stats, FIB dump) in the temporary directory.
+const VFSRD_TAG: &str = "cpbench";
 const ROUTER_AS: u32 = 65000;
 const SPEAKER_AS: u32 = 65001;
 /// `rtm_protocol` of zebra's BGP routes, in the kernel and in FPM frames.
 const RTPROT_BGP: u8 = 186;
 /// A 2 ms interval in which vfsrd's control thread ran longer than this counts as busy.
 const BUSY_NS: u64 = 40_000;
+
+// ---------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------
+
+/// What can stop `cp bench`, as values. Only [`run`] turns one into text.
+#[derive(Debug)]
+enum Error {
+    /// `--paths` names a path there is not.
+    UnknownPath(String),
+    /// `--paths` names none.
+    NoPaths,
+    /// `--speaker` is neither `bird` nor `gobgp`.
+    UnknownSpeaker(String),
+    /// `--prefixes` is 0 or more than the table has (its usable prefixes).
+    Prefixes {
+        total: usize,
+    },
+    /// No network namespaces or no root (why).
+    NoNamespaces(String),
+    /// Fewer than the two cores the run pins to.
+    TooFewCores,
+    /// A program the run starts is not installed.
+    NotInstalled(String),
+    /// No vfsrd binary, and a path needs it.
+    NoVfsrd,
+    /// The table could not be read (its file, or the default table when `None`).
+    Table {
+        path: Option<PathBuf>,
+        err: vfsr_table::Error,
+    },
+    /// The table has no prefix the lab can announce.
+    NoUsablePrefix,
+    /// This thread could not be moved onto `cores`.
+    Affinity {
+        cores: Vec<usize>,
+        err: vfsr_cpu::CpuError,
+    },
+    /// A namespace, link or address of the lab (`NetLab`'s message).
+    Topology(String),
+    /// A thread could not enter a namespace (its full name).
+    EnterNetns {
+        ns: String,
+        err: std::io::Error,
+    },
+    /// A route dump or the route listener (rtnetlink).
+    Netlink(rtnl::Error),
+    /// A probe's thread could not be started, or said nothing in time (its name).
+    Thread {
+        name: String,
+        err: std::io::Error,
+    },
+    ProbeSilent(&'static str),
+    /// A daemon did not start or did not become ready (its message).
+    Start {
+        daemon: &'static str,
+        err: String,
+    },
+    /// The vty of an FRR daemon could not be reached (its socket).
+    VtyConnect {
+        path: PathBuf,
+        err: std::io::Error,
+    },
+    /// A vty command could not be sent or its answer read.
+    Vty {
+        command: String,
+        err: std::io::Error,
+    },
+    /// The daemon closed the vty session during a command.
+    VtyClosed {
+        command: String,
+    },
+    /// The daemon refused a vty command (what it said).
+    VtyRefused {
+        command: String,
+        said: String,
+    },
+    /// The FPM tap could not listen for zebra (its port).
+    TapListen {
+        port: u16,
+        err: std::io::Error,
+    },
+    /// The FPM tap could not connect to vfsrd (vfsrd's FPM port).
+    TapConnect {
+        port: u16,
+        err: std::io::Error,
+    },
+    /// The FPM tap could not set up zebra's connection.
+    TapIo(std::io::Error),
+    /// The FPM tap could not write to vfsrd.
+    TapWrite(std::io::Error),
+    /// zebra's stream held a frame header that is not FPM's (after so many bytes).
+    TapFrame {
+        header: [u8; 4],
+        after: u64,
+    },
+    /// A speaker command failed (what it was asked, its message).
+    Speaker {
+        what: String,
+        err: String,
+    },
+    /// BIRD's `show route count` said something else than a count.
+    BirdCount(String),
+    /// A link address of the lab does not parse.
+    Address {
+        text: &'static str,
+        err: std::net::AddrParseError,
+    },
+    /// The kernel's interface index of a lab interface (the lab's message).
+    Ifindex(String),
+    /// What the run waited for did not happen in time.
+    Timeout {
+        what: &'static str,
+        after: Duration,
+    },
+    /// A path did not converge or withdraw in time: what the probes saw last.
+    Stalled {
+        path: &'static str,
+        what: &'static str,
+        after: Duration,
+        probes: String,
+    },
+    /// vfsrd wrote no FIB dump (the harness's message).
+    FibDump(String),
+    /// The recorded FPM stream could not be replayed (`fpm bench`'s message).
+    Replay(String),
+    /// The recorded FPM stream made fewer prefixes than were announced.
+    ShortRecording {
+        routes: usize,
+        announced: usize,
+    },
+    /// A file could not be read or written.
+    File {
+        path: PathBuf,
+        err: std::io::Error,
+    },
+    /// A path's complete sets were wrong, or it left routes behind (the paths).
+    ChecksFailed(Vec<&'static str>),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::UnknownPath(p) => {
+                write!(
+                    f,
+                    "--paths: unknown path {p:?} (fpm, kernel, kernel-mirror)"
+                )
+            }
+            Error::NoPaths => f.write_str("--paths: nothing to measure"),
+            Error::UnknownSpeaker(s) => {
+                write!(f, "--speaker: unknown speaker {s:?} (bird, gobgp)")
+            }
+            Error::Prefixes { total } => write!(f, "--prefixes: between 1 and {total}"),
+            Error::NoNamespaces(why) => write!(
+                f,
+                "vfsr cp bench builds network namespaces and needs root: {why}"
+            ),
+            Error::TooFewCores => {
+                f.write_str("vfsr cp bench needs 2 cores (FRR and vfsrd's control on core 0)")
+            }
+            Error::NotInstalled(p) => write!(
+                f,
+                "{p} is not installed (scripts/setup.sh installs FRR and BIRD)"
+            ),
+            Error::NoVfsrd => f.write_str(
+                "the vfsrd binary is not next to vfsr (cargo build -p vfsrd, or --vfsrd FILE)",
+            ),
+            Error::Table { path: Some(p), err } => write!(f, "{}: {err}", p.display()),
+            Error::Table { path: None, err } => write!(f, "{err}"),
+            Error::NoUsablePrefix => f.write_str("the table has no usable prefix"),
+            Error::Affinity { cores, err } => write!(f, "moving onto cores {cores:?}: {err}"),
+            Error::Topology(e) | Error::Ifindex(e) | Error::FibDump(e) => f.write_str(e),
+            Error::EnterNetns { ns, err } => write!(f, "entering namespace {ns}: {err}"),
+            Error::Netlink(e) => write!(f, "{e}"),
+            Error::Thread { name, err } => write!(f, "{name}: {err}"),
+            Error::ProbeSilent(name) => write!(f, "the {name} did not start"),
+            Error::Start { daemon, err } => write!(f, "starting {daemon}: {err}"),
+            Error::VtyConnect { path, err } => write!(f, "{}: {err}", path.display()),
+            Error::Vty { command, err } => write!(f, "vty {command:?}: {err}"),
+            Error::VtyClosed { command } => {
+                write!(f, "vty {command:?}: the daemon closed the session")
+            }
+            Error::VtyRefused { command, said } => write!(f, "vty {command:?}: {said}"),
+            Error::TapListen { port, err } => {
+                write!(f, "FPM tap: bind 127.0.0.1:{port}: {err}")
+            }
+            Error::TapConnect { port, err } => {
+                write!(f, "FPM tap: connect to vfsrd on 127.0.0.1:{port}: {err}")
+            }
+            Error::TapIo(e) => write!(f, "FPM tap: {e}"),
+            Error::TapWrite(e) => write!(f, "FPM tap: writing to vfsrd: {e}"),
+            Error::TapFrame { header, after } => write!(
+                f,
+                "FPM tap: bad frame header {header:?} after {after} bytes"
+            ),
+            Error::Speaker { what, err } => write!(f, "the speaker: {what}: {err}"),
+            Error::BirdCount(out) => write!(f, "unexpected `show route count`: {out}"),
+            Error::Address { text, err } => write!(f, "{text}: {err}"),
+            Error::Timeout { what, after } => write!(
+                f,
+                "timed out after {:.1} s waiting for {what}",
+                after.as_secs_f64()
+            ),
+            Error::Stalled {
+                path,
+                what,
+                after,
+                probes,
+            } => write!(
+                f,
+                "{path} path: timed out after {:.1} s waiting for {what}: {probes}",
+                after.as_secs_f64()
+            ),
+            Error::Replay(e) => write!(f, "replaying the recorded FPM stream: {e}"),
+            Error::ShortRecording { routes, announced } => write!(
+                f,
+                "the recorded FPM stream made {routes} prefixes, fewer than the {announced} \
+                 announced"
+            ),
+            Error::File { path, err } => write!(f, "{}: {err}", path.display()),
+            Error::ChecksFailed(paths) => {
+                write!(f, "the checks failed for: {}", paths.join(", "))
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<rtnl::Error> for Error {
+    fn from(e: rtnl::Error) -> Error {
+        Error::Netlink(e)
+    }
+}
+
+/// [`daemons::wait_until`], its time-out as [`Error::Timeout`].
+fn wait_until(
+    what: &'static str,
+    timeout: Duration,
+    cond: impl FnMut() -> bool,
+) -> Result<Duration, Error> {
+    daemons::wait_until(what, timeout, cond).map_err(|_| Error::Timeout {
+        what,
+        after: timeout,
+    })
+}
 
 // ---------------------------------------------------------------------------------------
 // Topology
@@ -209,14 +458,12 @@ enum PathKind {
 }
 
 impl PathKind {
-    fn parse(s: &str) -> Result<PathKind, String> {
+    fn parse(s: &str) -> Result<PathKind, Error> {
         match s {
             "fpm" => Ok(PathKind::Fpm),
             "kernel" => Ok(PathKind::Kernel),
             "kernel-mirror" => Ok(PathKind::KernelMirror),
-            other => Err(format!(
-                "--paths: unknown path {other:?} (fpm, kernel, kernel-mirror)"
-            )),
+            other => Err(Error::UnknownPath(other.to_string())),
         }
     }
 
@@ -260,17 +507,20 @@ struct Workload {
 }
 
 impl Workload {
-    fn load(a: &CpBenchArgs) -> Result<Workload, String> {
+    fn load(a: &CpBenchArgs) -> Result<Workload, Error> {
         let (table, what) = match &a.table {
             Some(p) => (
                 vfsr_table::read_table_file(p, &Default::default())
-                    .map_err(|e| format!("{}: {e}", p.display()))?
+                    .map_err(|err| Error::Table {
+                        path: Some(p.clone()),
+                        err,
+                    })?
                     .0,
                 p.display().to_string(),
             ),
             None => {
-                let (t, s) =
-                    vfsr_table::shared::load_default_table(1).map_err(|e| e.to_string())?;
+                let (t, s) = vfsr_table::shared::load_default_table(1)
+                    .map_err(|err| Error::Table { path: None, err })?;
                 (t, s.to_string())
             }
         };
@@ -300,7 +550,7 @@ impl Workload {
         if let Some(n) = a.prefixes {
             let total = v4.len() + v6.len();
             if n == 0 || n > total {
-                return Err(format!("--prefixes: between 1 and {total}"));
+                return Err(Error::Prefixes { total });
             }
             let n4 = (n as u128 * v4.len() as u128 / total as u128) as usize;
             let n4 = n4.max(n.saturating_sub(v6.len())).min(v4.len());
@@ -309,7 +559,7 @@ impl Workload {
             what.push_str(&format!(", {n} of its prefixes"));
         }
         if v4.is_empty() && v6.is_empty() {
-            return Err("the table has no usable prefix".into());
+            return Err(Error::NoUsablePrefix);
         }
         Ok(Workload { v4, v6, what })
     }
@@ -376,13 +626,16 @@ fn key_text(k: &rtnl::Key) -> String {
 // ---------------------------------------------------------------------------------------
 
 /// Sets the calling thread's CPU affinity to `cores`. Processes it starts inherit it.
-fn set_affinity(cores: &[usize]) -> Result<(), String> {
-    vfsr_cpu::pin_task(0, cores).map_err(String::from)
+fn set_affinity(cores: &[usize]) -> Result<(), Error> {
+    vfsr_cpu::pin_task(0, cores).map_err(|err| Error::Affinity {
+        cores: cores.to_vec(),
+        err,
+    })
 }
 
 /// Runs `f` (which starts daemons) with the calling thread on `cores`, then puts it back on
 /// [`OTHER_CORE`].
-fn on_cores<T>(cores: &[usize], f: impl FnOnce() -> Result<T, String>) -> Result<T, String> {
+fn on_cores<T>(cores: &[usize], f: impl FnOnce() -> Result<T, Error>) -> Result<T, Error> {
     set_affinity(cores)?;
     let r = f();
     set_affinity(&[OTHER_CORE])?;
@@ -449,28 +702,6 @@ fn read_pid(path: &Path) -> Option<i32> {
     fs::read_to_string(path).ok()?.trim().parse().ok()
 }
 
-/// This run's working directory (vfsrd's config, stats, FIB dump, logs), removed on drop.
-struct RunDir(PathBuf);
-
-impl RunDir {
-    fn new() -> Result<RunDir, String> {
-        let p = run_dir_path(std::process::id());
-        let _ = fs::remove_dir_all(&p);
-        fs::create_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-        Ok(RunDir(p))
-    }
-}
-
-impl Drop for RunDir {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
-    }
-}
-
-fn run_dir_path(pid: u32) -> PathBuf {
-    PathBuf::from(format!("/tmp/vfsr-cpbench-{pid}"))
-}
-
 /// On SIGINT or SIGTERM: stops every process in this run's namespaces (the daemons this
 /// program started: FRR, the speaker, vfsrd), deletes the namespaces, removes the daemons'
 /// state directories and this run's files, and exits. The handler writes the signal to a
@@ -531,10 +762,17 @@ fn namespace_pids(ns: &str) -> Vec<i32> {
         .unwrap_or_default()
 }
 
-/// Removes the daemons' state directories (`/tmp/vfsr-frr-PID-*` and the like) and this
-/// run's directory.
+/// Removes the daemons' state directories (`/tmp/vfsr-frr-PID-*` and the like) and vfsrd's
+/// files (config, stats, FIB dump: `vfsrd-cpbench-rt-PID.*` where the harness keeps them).
 fn remove_state_dirs(pid: u32) {
-    let _ = fs::remove_dir_all(run_dir_path(pid));
+    let vfsrd_files = format!("vfsrd-{VFSRD_TAG}-{}-{pid}.", VFSR_LINK.ns);
+    if let Ok(entries) = fs::read_dir(std::env::temp_dir()) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&vfsrd_files) {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
     let Ok(entries) = fs::read_dir("/tmp") else {
         return;
     };
@@ -550,12 +788,15 @@ fn remove_state_dirs(pid: u32) {
 }
 
 /// Makes the calling thread enter network namespace `full_name` (for good).
-fn enter_netns(full_name: &str) -> Result<(), String> {
-    let path = format!("/var/run/netns/{full_name}");
-    let file = fs::File::open(&path).map_err(|e| format!("{path}: {e}"))?;
+fn enter_netns(full_name: &str) -> Result<(), Error> {
+    let err = |err| Error::EnterNetns {
+        ns: full_name.to_string(),
+        err,
+    };
+    let file = fs::File::open(format!("/var/run/netns/{full_name}")).map_err(err)?;
     // SAFETY: setns on a descriptor we hold open, for this thread only.
     if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
-        return Err(format!("setns {path}: {}", std::io::Error::last_os_error()));
+        return Err(err(std::io::Error::last_os_error()));
     }
     Ok(())
 }
@@ -629,6 +870,41 @@ mod rtnl {
         Some(((family, addr, dst_len), table, protocol))
     }
 
+    /// What went wrong with rtnetlink.
+    #[derive(Debug)]
+    pub enum Error {
+        /// A message cut short at byte `at` of the buffer.
+        Truncated { at: usize },
+        /// A message length shorter than a header or past the buffer's end.
+        Length { len: usize, at: usize },
+        /// An `NLMSG_ERROR` other than an acknowledgement.
+        Kernel(io::Error),
+        /// The socket could not be opened.
+        Socket(io::Error),
+        /// A dump could not be asked for.
+        Request(io::Error),
+        /// A dump could not be read.
+        Recv(io::Error),
+        /// A dump stopped coming (100 reads timed out).
+        Stalled,
+    }
+
+    impl std::fmt::Display for Error {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            match self {
+                Error::Truncated { at } => write!(f, "netlink message cut short at byte {at}"),
+                Error::Length { len, at } => write!(f, "bad netlink length {len} at byte {at}"),
+                Error::Kernel(e) => write!(f, "netlink error: {e}"),
+                Error::Socket(e) => write!(f, "netlink socket: {e}"),
+                Error::Request(e) => write!(f, "route dump request: {e}"),
+                Error::Recv(e) => write!(f, "route dump: {e}"),
+                Error::Stalled => f.write_str("the route dump stalled"),
+            }
+        }
+    }
+
+    impl std::error::Error for Error {}
+
     /// What a buffer of netlink messages held.
     #[derive(Debug, Default)]
     pub struct Parsed {
@@ -639,25 +915,24 @@ mod rtnl {
     /// Calls `f(message type, route)` for each BGP route of table main in `buf`: netlink
     /// messages back to back (a datagram, or an FPM frame's payload). An `NLMSG_ERROR`
     /// other than an acknowledgement is an error.
-    pub fn bgp_routes(buf: &[u8], mut f: impl FnMut(u16, Key)) -> Result<Parsed, String> {
+    pub fn bgp_routes(buf: &[u8], mut f: impl FnMut(u16, Key)) -> Result<Parsed, Error> {
         let mut parsed = Parsed::default();
         let mut at = 0;
         while buf.len().saturating_sub(at) >= NLMSG_HDRLEN {
-            let len = u32_at(buf, at).ok_or("short header")? as usize;
-            let kind = u16_at(buf, at + 4).ok_or("short header")?;
+            let len = u32_at(buf, at).ok_or(Error::Truncated { at })? as usize;
+            let kind = u16_at(buf, at + 4).ok_or(Error::Truncated { at })?;
             if len < NLMSG_HDRLEN || at + len > buf.len() {
-                return Err(format!("bad netlink length {len} at byte {at}"));
+                return Err(Error::Length { len, at });
             }
-            let body = buf.get(at + NLMSG_HDRLEN..at + len).ok_or("bad length")?;
+            let body = buf
+                .get(at + NLMSG_HDRLEN..at + len)
+                .ok_or(Error::Length { len, at })?;
             match kind {
                 NLMSG_DONE => parsed.done = true,
                 NLMSG_ERROR => {
-                    let code = u32_at(body, 0).ok_or("short error")? as i32;
+                    let code = u32_at(body, 0).ok_or(Error::Truncated { at })? as i32;
                     if code != 0 {
-                        return Err(format!(
-                            "netlink error: {}",
-                            io::Error::from_raw_os_error(-code)
-                        ));
+                        return Err(Error::Kernel(io::Error::from_raw_os_error(-code)));
                     }
                 }
                 RTM_NEWROUTE | RTM_DELROUTE => {
@@ -777,8 +1052,8 @@ mod rtnl {
 
     /// The BGP routes of table main in the calling thread's namespace, both families, by
     /// route dumps.
-    pub fn dump_bgp_routes() -> Result<HashSet<Key>, String> {
-        let s = Socket::open(false, 8 << 20).map_err(|e| format!("netlink socket: {e}"))?;
+    pub fn dump_bgp_routes() -> Result<HashSet<Key>, Error> {
+        let s = Socket::open(false, 8 << 20).map_err(Error::Socket)?;
         let mut out = HashSet::new();
         let mut buf = vec![0u8; 1 << 20];
         for (seq, family) in [(1u32, libc::AF_INET), (2, libc::AF_INET6)] {
@@ -792,8 +1067,7 @@ mod rtnl {
             let mut rtm = [0u8; 12];
             rtm[0] = family as u8;
             req.extend_from_slice(&rtm);
-            s.send(&req)
-                .map_err(|e| format!("route dump request: {e}"))?;
+            s.send(&req).map_err(Error::Request)?;
             let mut idle = 0;
             loop {
                 let n = match s.recv(&mut buf) {
@@ -801,14 +1075,14 @@ mod rtnl {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         idle += 1;
                         if idle > 100 {
-                            return Err("the route dump stalled".into());
+                            return Err(Error::Stalled);
                         }
                         continue;
                     }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(format!("route dump: {e}")),
+                    Err(e) => return Err(Error::Recv(e)),
                 };
-                let data = buf.get(..n).ok_or("recv length")?;
+                let data = buf.get(..n).ok_or(Error::Length { len: n, at: 0 })?;
                 let p = bgp_routes(data, |kind, k| {
                     if kind == RTM_NEWROUTE {
                         out.insert(k);
@@ -864,7 +1138,26 @@ mod rtnl {
         fn refuses_a_length_past_the_end() {
             let mut buf = message(RTM_NEWROUTE, 2, 24, 186, &[192, 0, 2, 0]);
             buf.truncate(buf.len() - 4);
-            assert!(bgp_routes(&buf, |_, _| {}).is_err());
+            let e = bgp_routes(&buf, |_, _| {}).err();
+            assert!(matches!(e, Some(Error::Length { len: 36, at: 0 })), "{e:?}");
+        }
+
+        #[test]
+        fn a_kernel_error_is_an_error_and_an_acknowledgement_is_not() {
+            let ack = |code: i32| {
+                let mut m = Vec::new();
+                m.extend_from_slice(&20u32.to_ne_bytes());
+                m.extend_from_slice(&NLMSG_ERROR.to_ne_bytes());
+                m.extend_from_slice(&[0u8; 10]);
+                m.extend_from_slice(&code.to_ne_bytes());
+                m
+            };
+            assert!(bgp_routes(&ack(0), |_, _| {}).is_ok());
+            let e = bgp_routes(&ack(-libc::EPERM), |_, _| {}).err();
+            assert!(
+                matches!(&e, Some(Error::Kernel(k)) if k.raw_os_error() == Some(libc::EPERM)),
+                "{e:?}"
+            );
         }
     }
 }
@@ -950,7 +1243,7 @@ fn poll_probe(
     series: &Series,
     all_samples: bool,
     mut sample: impl FnMut() -> Option<[u64; 4]> + Send + 'static,
-) -> Result<JoinHandle<()>, String> {
+) -> Result<JoinHandle<()>, Error> {
     let stop = Arc::clone(stop);
     let series = series.clone();
     std::thread::Builder::new()
@@ -968,7 +1261,10 @@ fn poll_probe(
                 std::thread::sleep(period.saturating_sub(t.elapsed()));
             }
         })
-        .map_err(|e| format!("{name}: {e}"))
+        .map_err(|err| Error::Thread {
+            name: name.to_string(),
+            err,
+        })
 }
 
 /// A vty session with one FRR daemon over its unix socket (`DIR/<daemon>.vty`), the way
@@ -980,12 +1276,14 @@ struct Vty {
 }
 
 impl Vty {
-    fn connect(frr: &Frr, daemon: &str) -> Result<Vty, String> {
+    fn connect(frr: &Frr, daemon: &str) -> Result<Vty, Error> {
         let path = frr.dir().join(format!("{daemon}.vty"));
-        let stream = UnixStream::connect(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .map_err(|e| e.to_string())?;
+        let stream = UnixStream::connect(&path)
+            .and_then(|s| {
+                s.set_read_timeout(Some(Duration::from_secs(10)))?;
+                Ok(s)
+            })
+            .map_err(|err| Error::VtyConnect { path, err })?;
         let mut v = Vty {
             stream,
             buf: Vec::with_capacity(1 << 16),
@@ -994,21 +1292,22 @@ impl Vty {
         Ok(v)
     }
 
-    fn run(&mut self, command: &str) -> Result<String, String> {
+    fn run(&mut self, command: &str) -> Result<String, Error> {
+        let io = |err| Error::Vty {
+            command: command.to_string(),
+            err,
+        };
         let mut line = command.as_bytes().to_vec();
         line.push(0);
-        self.stream
-            .write_all(&line)
-            .map_err(|e| format!("vty {command:?}: {e}"))?;
+        self.stream.write_all(&line).map_err(io)?;
         self.buf.clear();
         let mut chunk = [0u8; 1 << 16];
         loop {
-            let n = self
-                .stream
-                .read(&mut chunk)
-                .map_err(|e| format!("vty {command:?}: {e}"))?;
+            let n = self.stream.read(&mut chunk).map_err(io)?;
             if n == 0 {
-                return Err(format!("vty {command:?}: the daemon closed the session"));
+                return Err(Error::VtyClosed {
+                    command: command.to_string(),
+                });
             }
             self.buf.extend_from_slice(chunk.get(..n).unwrap_or(&[]));
             let len = self.buf.len();
@@ -1016,7 +1315,10 @@ impl Vty {
                 let status = self.buf.get(len - 1).copied().unwrap_or(1);
                 let text = String::from_utf8_lossy(self.buf.get(..len - 4).unwrap_or(&[]));
                 if status != 0 {
-                    return Err(format!("vty {command:?}: {}", text.trim()));
+                    return Err(Error::VtyRefused {
+                        command: command.to_string(),
+                        said: text.trim().to_string(),
+                    });
                 }
                 return Ok(text.into_owned());
             }
@@ -1075,15 +1377,16 @@ fn kernel_probe(
     full_ns: String,
     stop: &Arc<AtomicBool>,
     series: &Series,
-) -> Result<JoinHandle<()>, String> {
+) -> Result<JoinHandle<()>, Error> {
     let stop = Arc::clone(stop);
     let series = series.clone();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), Error>>();
     let h = std::thread::Builder::new()
         .name("kernel-probe".into())
         .spawn(move || {
             let sock = enter_netns(&full_ns).and_then(|()| {
-                rtnl::Socket::open(true, 256 << 20).map_err(|e| format!("netlink socket: {e}"))
+                rtnl::Socket::open(true, 256 << 20)
+                    .map_err(|e| Error::Netlink(rtnl::Error::Socket(e)))
             });
             let sock = match sock {
                 Ok(s) => s,
@@ -1140,10 +1443,13 @@ fn kernel_probe(
                 }
             }
         })
-        .map_err(|e| format!("kernel probe: {e}"))?;
+        .map_err(|err| Error::Thread {
+            name: "kernel probe".to_string(),
+            err,
+        })?;
     ready_rx
         .recv_timeout(Duration::from_secs(30))
-        .map_err(|_| "the kernel probe did not start".to_string())??;
+        .map_err(|_| Error::ProbeSilent("kernel probe"))??;
     Ok(h)
 }
 
@@ -1214,7 +1520,7 @@ impl FpmTap {
         upstream: u16,
         series: &Series,
         target: (u64, u64),
-    ) -> Result<FpmTap, String> {
+    ) -> Result<FpmTap, Error> {
         let state = Arc::new(TapState {
             stop: AtomicBool::new(false),
             connections: Mutex::new(0),
@@ -1225,15 +1531,17 @@ impl FpmTap {
         });
         let st = Arc::clone(&state);
         let series = series.clone();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), Error>>();
         let thread = std::thread::Builder::new()
             .name("fpm-tap".into())
             .spawn(move || {
                 let listener = enter_netns(&full_ns).and_then(|()| {
-                    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, listen))
-                        .map_err(|e| format!("FPM tap: bind 127.0.0.1:{listen}: {e}"))?;
-                    l.set_nonblocking(true).map_err(|e| e.to_string())?;
-                    Ok(l)
+                    TcpListener::bind((Ipv4Addr::LOCALHOST, listen))
+                        .and_then(|l| {
+                            l.set_nonblocking(true)?;
+                            Ok(l)
+                        })
+                        .map_err(|err| Error::TapListen { port: listen, err })
                 });
                 let listener = match listener {
                     Ok(l) => l,
@@ -1260,17 +1568,21 @@ impl FpmTap {
                                 &mut counts,
                             );
                             if let Err(e) = r {
-                                *st.error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+                                *st.error.lock().unwrap_or_else(|e| e.into_inner()) =
+                                    Some(e.to_string());
                             }
                         }
                         Err(_) => std::thread::sleep(Duration::from_millis(10)),
                     }
                 }
             })
-            .map_err(|e| format!("FPM tap: {e}"))?;
+            .map_err(|err| Error::Thread {
+                name: "FPM tap".to_string(),
+                err,
+            })?;
         ready_rx
             .recv_timeout(Duration::from_secs(10))
-            .map_err(|_| "the FPM tap did not start".to_string())??;
+            .map_err(|_| Error::ProbeSilent("FPM tap"))??;
         Ok(FpmTap {
             state,
             thread: Some(thread),
@@ -1326,14 +1638,17 @@ fn relay(
     co: &mut Coalescer,
     routes: &mut HashSet<rtnl::Key>,
     counts: &mut [u64; 4],
-) -> Result<(), String> {
-    let mut vfsrd = TcpStream::connect((Ipv4Addr::LOCALHOST, upstream))
-        .map_err(|e| format!("FPM tap: connect to vfsrd on 127.0.0.1:{upstream}: {e}"))?;
+) -> Result<(), Error> {
+    let mut vfsrd =
+        TcpStream::connect((Ipv4Addr::LOCALHOST, upstream)).map_err(|err| Error::TapConnect {
+            port: upstream,
+            err,
+        })?;
     let _ = vfsrd.set_nodelay(true);
     zebra
         .set_nonblocking(false)
         .and_then(|()| zebra.set_read_timeout(Some(Duration::from_millis(50))))
-        .map_err(|e| format!("FPM tap: {e}"))?;
+        .map_err(Error::TapIo)?;
     let mut pending: Vec<u8> = Vec::with_capacity(1 << 20);
     let mut chunk = vec![0u8; 1 << 18];
     while !st.stop.load(Ordering::Relaxed) {
@@ -1351,18 +1666,16 @@ fn relay(
             Err(_) => return Ok(()),
         };
         let data = chunk.get(..n).unwrap_or(&[]);
-        vfsrd
-            .write_all(data)
-            .map_err(|e| format!("FPM tap: writing to vfsrd: {e}"))?;
+        vfsrd.write_all(data).map_err(Error::TapWrite)?;
         pending.extend_from_slice(data);
         let mut at = 0;
         while let Some(header) = pending.get(at..at + 4) {
             let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
             if header[0] != 1 || header[1] != 1 || len < 4 {
-                return Err(format!(
-                    "FPM tap: bad frame header {header:?} after {} bytes",
-                    counts[3]
-                ));
+                return Err(Error::TapFrame {
+                    header: [header[0], header[1], header[2], header[3]],
+                    after: counts[3],
+                });
             }
             let Some(frame) = pending.get(at..at + len) else {
                 break;
@@ -1406,92 +1719,34 @@ fn relay(
 // vfsrd
 // ---------------------------------------------------------------------------------------
 
-/// vfsrd running in a namespace, its FIB readable on demand (`--fib-dump`, SIGUSR1).
+/// vfsrd running in a namespace (through the harness), its FIB readable on demand
+/// (`--fib-dump`, SIGUSR1).
 struct Vfsrd {
-    child: Option<Child>,
+    d: harness::Vfsrd,
+    /// Its process id, which is also its control thread's.
     pid: i32,
-    stats: PathBuf,
-    dump: PathBuf,
-    log: PathBuf,
 }
 
 impl Vfsrd {
-    fn start(
-        lab: &NetLab,
-        exe: &Path,
-        dir: &Path,
-        ns: &str,
-        config: &str,
-    ) -> Result<Vfsrd, String> {
-        let cfg = dir.join("vfsrd.toml");
-        let stats = dir.join("vfsrd-stats.json");
-        let dump = dir.join("vfsrd-fib.txt");
-        let log = dir.join("vfsrd.log");
-        for p in [&stats, &dump] {
-            let _ = fs::remove_file(p);
-        }
-        fs::write(&cfg, config).map_err(|e| format!("{}: {e}", cfg.display()))?;
-        let err = fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&log)
-            .map_err(|e| format!("{}: {e}", log.display()))?;
-        // NetLab::command gives vfsrd SIGTERM if the benchmark dies.
-        let mut cmd = lab.command(ns, &exe.display().to_string());
-        let mut child = cmd
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--stats")
-            .arg(&stats)
-            .arg("--fib-dump")
-            .arg(&dump)
-            .stdout(Stdio::piped())
-            .stderr(err)
-            .spawn()
-            .map_err(|e| format!("starting vfsrd: {e}"))?;
-        let out = child.stdout.take().ok_or("vfsrd: no standard output")?;
-        let pid = child.id() as i32;
-        let mut v = Vfsrd {
-            child: Some(child),
-            pid,
-            stats,
-            dump,
-            log: log.clone(),
+    /// Starts vfsrd in `ns` with `config`; returns once it has said `ready`. It prints
+    /// nothing (what it says is kept by the harness, and its last lines are in the error
+    /// when it does not start).
+    fn start(lab: &NetLab, exe: &Path, ns: &str, config: &str) -> Result<Vfsrd, Error> {
+        let launch = Launch {
+            echo: Echo::Quiet,
+            cpus: None,
         };
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let log_path = log;
-        std::thread::spawn(move || {
-            let mut f = fs::OpenOptions::new().append(true).open(&log_path).ok();
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                if let Some(f) = f.as_mut() {
-                    let _ = writeln!(f, "{line}");
-                }
-                if line.contains("ready") {
-                    let _ = tx.send(());
-                }
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if rx.recv_timeout(Duration::from_millis(100)).is_ok() {
-                return Ok(v);
-            }
-            let exited = v
-                .child
-                .as_mut()
-                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
-            if exited || Instant::now() > deadline {
-                let why = if exited {
-                    "exited"
-                } else {
-                    "was not ready in 60 s"
-                };
-                return Err(format!(
-                    "vfsrd {why}; its log ends with:\n{}",
-                    daemons::log_tail(&v.log, 20)
-                ));
-            }
-        }
+        let start = |err| Error::Start {
+            daemon: "vfsrd",
+            err,
+        };
+        let d =
+            harness::Vfsrd::start_with(lab, ns, exe, VFSRD_TAG, config, launch).map_err(start)?;
+        let pid = d
+            .pid()
+            .and_then(|p| i32::try_from(p).ok())
+            .ok_or_else(|| start("it runs without a process id".to_string()))?;
+        Ok(Vfsrd { d, pid })
     }
 
     fn rss(&self) -> Option<u64> {
@@ -1506,32 +1761,19 @@ impl Vfsrd {
         )
     }
 
-    /// The FIB, from a dump asked for now: (prefix, how it forwards) per line.
-    fn fib(&self, timeout: Duration) -> Result<Vec<(String, String)>, String> {
-        let _ = fs::remove_file(&self.dump);
-        // SAFETY: kill(2) on our own child (`ip netns exec` execs, so it is vfsrd).
-        unsafe { libc::kill(self.pid, libc::SIGUSR1) };
-        let text = daemons::wait_for("vfsrd's FIB dump", timeout, || {
-            fs::read_to_string(&self.dump).ok()
-        })?;
-        Ok(text
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| l.split_once(' '))
-            .map(|(p, f)| (p.to_string(), f.to_string()))
-            .collect())
+    /// The stats file vfsrd rewrites every second.
+    fn stats(&self) -> &Path {
+        self.d.stats_path()
+    }
+
+    /// The FIB, from a dump asked for now: prefix → how it forwards.
+    fn fib(&self, timeout: Duration) -> Result<BTreeMap<String, String>, Error> {
+        let text = self.d.fib_dump(timeout).map_err(Error::FibDump)?;
+        Ok(harness::fib_entries(&text))
     }
 
     fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = daemons::stop_child(&mut c, libc::SIGTERM, Duration::from_secs(10));
-        }
-    }
-}
-
-impl Drop for Vfsrd {
-    fn drop(&mut self) {
-        self.stop();
+        self.d.stop();
     }
 }
 
@@ -1577,7 +1819,7 @@ fn bgpd_config(link: &Link) -> String {
     c
 }
 
-fn start_frr(lab: &NetLab, kind: PathKind) -> Result<Frr, String> {
+fn start_frr(lab: &NetLab, kind: PathKind) -> Result<Frr, Error> {
     let link = kind.link();
     on_cores(&[CONTROL_CORE], || {
         Frr::start(
@@ -1590,6 +1832,10 @@ fn start_frr(lab: &NetLab, kind: PathKind) -> Result<Frr, String> {
                 fpm: (kind == PathKind::Fpm).then(|| FpmTarget::local(true)),
             },
         )
+        .map_err(|err| Error::Start {
+            daemon: "FRR (zebra, bgpd)",
+            err,
+        })
     })
 }
 
@@ -1606,11 +1852,15 @@ enum Speaker {
 
 impl Speaker {
     /// Starts the speaker on core 1 and loads the table; how long the loading took.
-    fn start(lab: &NetLab, kind: &str, work: &Workload) -> Result<(Speaker, f64), String> {
+    fn start(lab: &NetLab, kind: &str, work: &Workload) -> Result<(Speaker, f64), Error> {
         on_cores(&[OTHER_CORE], || match kind {
             "bird" => {
                 let t0 = Instant::now();
-                let bird = Bird::start(lab, "sp", &bird_config(work))?;
+                let bird =
+                    Bird::start(lab, "sp", &bird_config(work)).map_err(|err| Error::Start {
+                        daemon: "BIRD",
+                        err,
+                    })?;
                 let s = Speaker::Bird(bird);
                 s.wait_loaded(work.total())?;
                 Ok((s, t0.elapsed().as_secs_f64()))
@@ -1621,20 +1871,23 @@ impl Speaker {
                     .flat_map(|l| [l.router4, l.router6])
                     .map(|a| {
                         Ok(GoBgpNeighbor {
-                            address: a.parse().map_err(|e| format!("{a}: {e}"))?,
+                            address: a.parse().map_err(|err| Error::Address { text: a, err })?,
                             peer_as: ROUTER_AS,
                             hold_time: 180,
                             keepalive: 60,
                         })
                     })
-                    .collect::<Result<Vec<_>, String>>()?;
+                    .collect::<Result<Vec<_>, Error>>()?;
                 let toml = GoBgpConfig {
                     asn: SPEAKER_AS,
                     router_id: Ipv4Addr::new(10, 9, 0, 2),
                     neighbors,
                 }
                 .toml();
-                let gobgp = GoBgp::start(lab, "sp", &toml)?;
+                let gobgp = GoBgp::start(lab, "sp", &toml).map_err(|err| Error::Start {
+                    daemon: "gobgpd",
+                    err,
+                })?;
                 let s = Speaker::GoBgp {
                     gobgp,
                     netns: lab.name("sp"),
@@ -1648,9 +1901,7 @@ impl Speaker {
                 s.reload()?;
                 Ok((s, t0.elapsed().as_secs_f64()))
             }
-            other => Err(format!(
-                "--speaker: unknown speaker {other:?} (bird, gobgp)"
-            )),
+            other => Err(Error::UnknownSpeaker(other.to_string())),
         })
     }
 
@@ -1670,15 +1921,26 @@ impl Speaker {
         }
     }
 
-    fn birdc(bird: &Bird, commands: &[String]) -> Result<(), String> {
+    fn birdc(bird: &Bird, commands: &[String]) -> Result<(), Error> {
         for c in commands {
-            bird.birdc(c)?;
+            bird.birdc(c).map_err(|err| Error::Speaker {
+                what: format!("birdc {c}"),
+                err,
+            })?;
         }
         Ok(())
     }
 
+    /// `gobgp ARGS`, its failure as [`Error::Speaker`].
+    fn gobgp(gobgp: &GoBgp, args: &[&str]) -> Result<(), Error> {
+        gobgp.gobgp(args).map(drop).map_err(|err| Error::Speaker {
+            what: format!("gobgp {}", args.join(" ")),
+            err,
+        })
+    }
+
     /// Lets the sessions on `link` come up.
-    fn release(&self, link: &Link) -> Result<(), String> {
+    fn release(&self, link: &Link) -> Result<(), Error> {
         match self {
             Speaker::Bird(b) => Self::birdc(
                 b,
@@ -1689,7 +1951,7 @@ impl Speaker {
             ),
             Speaker::GoBgp { gobgp, .. } => {
                 for a in [link.router4, link.router6] {
-                    gobgp.gobgp(&["neighbor", a, "enable"])?;
+                    Self::gobgp(gobgp, &["neighbor", a, "enable"])?;
                 }
                 Ok(())
             }
@@ -1697,7 +1959,7 @@ impl Speaker {
     }
 
     /// Takes the sessions on `link` down and keeps them down.
-    fn hold(&self, link: &Link) -> Result<(), String> {
+    fn hold(&self, link: &Link) -> Result<(), Error> {
         match self {
             Speaker::Bird(b) => Self::birdc(
                 b,
@@ -1708,7 +1970,7 @@ impl Speaker {
             ),
             Speaker::GoBgp { gobgp, .. } => {
                 for a in [link.router4, link.router6] {
-                    gobgp.gobgp(&["neighbor", a, "disable"])?;
+                    Self::gobgp(gobgp, &["neighbor", a, "disable"])?;
                 }
                 Ok(())
             }
@@ -1716,30 +1978,37 @@ impl Speaker {
     }
 
     /// Withdraws every route.
-    fn withdraw(&self) -> Result<(), String> {
+    fn withdraw(&self) -> Result<(), Error> {
         match self {
             Speaker::Bird(b) => Self::birdc(b, &["disable s4".into(), "disable s6".into()]),
-            Speaker::GoBgp { gobgp, .. } => gobgp.withdraw_all(),
+            Speaker::GoBgp { gobgp, .. } => gobgp.withdraw_all().map_err(|err| Error::Speaker {
+                what: "withdrawing every route".to_string(),
+                err,
+            }),
         }
     }
 
     /// Takes the whole table back (with the sessions held).
-    fn reload(&self) -> Result<(), String> {
+    fn reload(&self) -> Result<(), Error> {
         match self {
             Speaker::Bird(b) => {
                 Self::birdc(b, &["enable s4".into(), "enable s6".into()])?;
                 self.wait_loaded(0)
             }
             Speaker::GoBgp { gobgp, v4, v6, .. } => {
+                let add = |routes: &[Net], nh: IpAddr| {
+                    gobgp.add_routes(routes, nh).map_err(|err| Error::Speaker {
+                        what: format!("announcing {} routes via {nh}", routes.len()),
+                        err,
+                    })
+                };
                 if !v4.is_empty() {
-                    gobgp.add_routes(v4, IpAddr::V4(Ipv4Addr::new(10, 9, 0, 2)))?;
+                    add(v4, IpAddr::V4(Ipv4Addr::new(10, 9, 0, 2)))?;
                 }
                 if !v6.is_empty() {
-                    let nh: IpAddr = VFSR_LINK
-                        .speaker6
-                        .parse()
-                        .map_err(|e| format!("{}: {e}", VFSR_LINK.speaker6))?;
-                    gobgp.add_routes(v6, nh)?;
+                    let text = VFSR_LINK.speaker6;
+                    let nh: IpAddr = text.parse().map_err(|err| Error::Address { text, err })?;
+                    add(v6, nh)?;
                 }
                 Ok(())
             }
@@ -1747,7 +2016,7 @@ impl Speaker {
     }
 
     /// For BIRD: waits until its tables hold `total` routes (0: as many as its config has).
-    fn wait_loaded(&self, total: usize) -> Result<(), String> {
+    fn wait_loaded(&self, total: usize) -> Result<(), Error> {
         let Speaker::Bird(b) = self else {
             return Ok(());
         };
@@ -1756,7 +2025,7 @@ impl Speaker {
         } else {
             bird_total(b, true)?
         };
-        daemons::wait_until("BIRD to hold the table", Duration::from_secs(300), || {
+        wait_until("BIRD to hold the table", Duration::from_secs(300), || {
             bird_total(b, false).is_ok_and(|n| n >= want)
         })
         .map(drop)
@@ -1765,21 +2034,25 @@ impl Speaker {
 
 /// The routes in BIRD's tables (the total of `show route count`); with `configured`, the
 /// routes its config gives its static protocols (its `route` lines).
-fn bird_total(b: &Bird, configured: bool) -> Result<usize, String> {
+fn bird_total(b: &Bird, configured: bool) -> Result<usize, Error> {
     if configured {
-        let text = fs::read_to_string(b.dir().join("bird.conf")).map_err(|e| e.to_string())?;
+        let path = b.dir().join("bird.conf");
+        let text = fs::read_to_string(&path).map_err(|err| Error::File { path, err })?;
         return Ok(text
             .lines()
             .filter(|l| l.trim_start().starts_with("route "))
             .count());
     }
-    let out = b.birdc("show route count")?;
+    let out = b.birdc("show route count").map_err(|err| Error::Speaker {
+        what: "birdc show route count".to_string(),
+        err,
+    })?;
     out.lines()
         .find_map(|l| l.trim().strip_prefix("Total:"))
         .or_else(|| out.lines().last())
         .and_then(|l| l.split_whitespace().next())
         .and_then(|n| n.parse().ok())
-        .ok_or_else(|| format!("unexpected `show route count`: {out}"))
+        .ok_or_else(|| Error::BirdCount(out.clone()))
 }
 
 /// BIRD's config: the table as blackhole static routes (`s4`, `s6`) and, per link, an
@@ -1877,7 +2150,6 @@ struct Bench<'a> {
     work: &'a Workload,
     speaker: &'a Speaker,
     vfsrd_exe: Option<&'a Path>,
-    dir: &'a Path,
     timeout: Duration,
 }
 
@@ -1952,7 +2224,7 @@ impl Probes {
         frr: &Frr,
         vfsrd: Option<&Vfsrd>,
         tap: Series,
-    ) -> Result<Probes, String> {
+    ) -> Result<Probes, Error> {
         let link = kind.link();
         let mut p = Probes {
             stop: Arc::new(AtomicBool::new(false)),
@@ -1986,7 +2258,7 @@ impl Probes {
         p.threads
             .push(kernel_probe(lab.name(link.ns), &p.stop, &p.kernel)?);
         if let Some(d) = vfsrd {
-            let (path, source) = (d.stats.clone(), kind.vfsr_source());
+            let (path, source) = (d.stats().to_path_buf(), kind.vfsr_source());
             let (stop, series) = (Arc::clone(&p.stop), p.stats.clone());
             let base = Arc::clone(&p.stats_base);
             p.threads.push(
@@ -2011,7 +2283,10 @@ impl Probes {
                             std::thread::sleep(Duration::from_millis(20));
                         }
                     })
-                    .map_err(|e| format!("stats probe: {e}"))?,
+                    .map_err(|err| Error::Thread {
+                        name: "stats probe".to_string(),
+                        err,
+                    })?,
             );
             let pid = d.pid;
             p.threads.push(poll_probe(
@@ -2028,19 +2303,18 @@ impl Probes {
 
     /// Takes the source's routes that vfsrd holds now, once two consecutive writes of its
     /// stats file agree, as the baseline of the counts that follow.
-    fn settle_stats_base(&self) -> Result<(), String> {
+    fn settle_stats_base(&self) -> Result<(), Error> {
         let seen = self.stats.samples().len();
-        let stable = daemons::wait_for(
-            "vfsrd's route counts to settle",
-            Duration::from_secs(20),
-            || {
-                let s = self.stats.samples();
-                let fresh = s.get(seen..)?;
-                let (a, b) = (fresh.len().checked_sub(2)?, fresh.len() - 1);
-                let (x, y) = (fresh.get(a)?.1, fresh.get(b)?.1);
-                (x == y).then_some([x[0], x[1]])
-            },
-        )?;
+        let what = "vfsrd's route counts to settle";
+        let after = Duration::from_secs(20);
+        let stable = daemons::wait_for(what, after, || {
+            let s = self.stats.samples();
+            let fresh = s.get(seen..)?;
+            let (a, b) = (fresh.len().checked_sub(2)?, fresh.len() - 1);
+            let (x, y) = (fresh.get(a)?.1, fresh.get(b)?.1);
+            (x == y).then_some([x[0], x[1]])
+        })
+        .map_err(|_| Error::Timeout { what, after })?;
         *self.stats_base.lock().unwrap_or_else(|e| e.into_inner()) = stable;
         Ok(())
     }
@@ -2214,16 +2488,16 @@ fn phase_stages(
     (stages, vfsr, source_done)
 }
 
-fn run_path(b: &Bench, kind: PathKind) -> Result<(PathResult, Option<Recorded>), String> {
+fn run_path(b: &Bench, kind: PathKind) -> Result<(PathResult, Option<Recorded>), Error> {
     let link = kind.link();
     let (n4, n6) = (b.work.v4.len() as u64, b.work.v6.len() as u64);
     let n = (n4, n6);
     let mut vfsrd = match (kind.uses_vfsrd(), b.vfsrd_exe) {
         // vfsrd checks its config against the cores it may use, and pins its threads.
         (true, Some(exe)) => Some(on_cores(&[CONTROL_CORE, OTHER_CORE], || {
-            Vfsrd::start(b.lab, exe, b.dir, link.ns, &vfsrd_config(kind))
+            Vfsrd::start(b.lab, exe, link.ns, &vfsrd_config(kind))
         })?),
-        (true, None) => return Err("vfsrd is needed for this path".into()),
+        (true, None) => return Err(Error::NoVfsrd),
         (false, _) => None,
     };
     let tap_series = Series::default();
@@ -2240,7 +2514,7 @@ fn run_path(b: &Bench, kind: PathKind) -> Result<(PathResult, Option<Recorded>),
     let mut frr = start_frr(b.lab, kind)?;
     let mut setup = None;
     if let Some(t) = &tap {
-        daemons::wait_until("zebra's FPM connection", Duration::from_secs(30), || {
+        wait_until("zebra's FPM connection", Duration::from_secs(30), || {
             t.connections() > 0
         })?;
         // zebra's first replay (its connected routes) goes by before the session comes up.
@@ -2251,10 +2525,19 @@ fn run_path(b: &Bench, kind: PathKind) -> Result<(PathResult, Option<Recorded>),
         ];
         let mut interfaces = Vec::new();
         for i in &ifs {
-            interfaces.push((daemons::ifindex(b.lab, link.ns, i)?, 1));
+            interfaces.push((
+                daemons::ifindex(b.lab, link.ns, i).map_err(Error::Ifindex)?,
+                1,
+            ));
         }
-        let a4: Ipv4Addr = link.router4.parse().map_err(|e| format!("{e}"))?;
-        let a6: Ipv6Addr = link.router6.parse().map_err(|e| format!("{e}"))?;
+        let a4: Ipv4Addr = link.router4.parse().map_err(|err| Error::Address {
+            text: link.router4,
+            err,
+        })?;
+        let a6: Ipv6Addr = link.router6.parse().map_err(|err| Error::Address {
+            text: link.router6,
+            err,
+        })?;
         setup = Some(IntakeSetup {
             ports: vec![PortSpec::new(1, MacAddr([2, 0, 0, 0, 0, 1]))
                 .v4(a4, 24)
@@ -2274,7 +2557,7 @@ fn run_path(b: &Bench, kind: PathKind) -> Result<(PathResult, Option<Recorded>),
     // The load, from the first session's Established.
     let released = Instant::now();
     b.speaker.release(link)?;
-    daemons::wait_until("a BGP session to come up", Duration::from_secs(120), || {
+    wait_until("a BGP session to come up", Duration::from_secs(120), || {
         probes.bgpd.last().is_some_and(|v| v[0] + v[1] > 0)
     })?;
     let est4 = probes.bgpd.first(released, |v| v[0] > 0);
@@ -2283,11 +2566,17 @@ fn run_path(b: &Bench, kind: PathKind) -> Result<(PathResult, Option<Recorded>),
         (Some(a), Some(c)) => a.min(c),
         (a, c) => a.or(c).unwrap_or(released),
     };
+    let stalled = |what| Error::Stalled {
+        path: kind.name(),
+        what,
+        after: b.timeout,
+        probes: probes.describe(),
+    };
     let converged = daemons::wait_until("the path to converge", b.timeout, || {
         stages_done(&probes, kind, n, true)
     });
-    if let Err(e) = converged {
-        return Err(format!("{} path: {e}: {}", kind.name(), probes.describe()));
+    if converged.is_err() {
+        return Err(stalled("the path to converge"));
     }
     let cpu1 = cpu_snapshot(b.speaker, &frr, vfsrd.as_ref());
     std::thread::sleep(Duration::from_secs(1));
@@ -2310,14 +2599,17 @@ fn run_path(b: &Bench, kind: PathKind) -> Result<(PathResult, Option<Recorded>),
     // The complete sets.
     let mut problems = Vec::new();
     let want = b.work.keys();
-    let kernel_set = b.lab.in_ns(link.ns, rtnl::dump_bgp_routes)??;
+    let kernel_set = b
+        .lab
+        .in_ns(link.ns, rtnl::dump_bgp_routes)
+        .map_err(Error::Topology)??;
     compare_sets("kernel", &kernel_set, &want, &mut problems);
     let mut vfsrd_routing = None;
     if let Some(d) = &vfsrd {
         let fib = d.fib(Duration::from_secs(120))?;
         let learned = learned_routes(&fib, &mut problems);
         compare_sets("vfsr", &learned, &want, &mut problems);
-        vfsrd_routing = stats_routing(&d.stats);
+        vfsrd_routing = stats_routing(d.stats());
     }
 
     // The withdrawal, from the speaker's command.
@@ -2327,8 +2619,8 @@ fn run_path(b: &Bench, kind: PathKind) -> Result<(PathResult, Option<Recorded>),
     let withdrawn = daemons::wait_until("the path to withdraw", b.timeout, || {
         stages_done(&probes, kind, n, false)
     });
-    if let Err(e) = withdrawn {
-        return Err(format!("{} path: {e}: {}", kind.name(), probes.describe()));
+    if withdrawn.is_err() {
+        return Err(stalled("the path to withdraw"));
     }
     let cpu3 = cpu_snapshot(b.speaker, &frr, vfsrd.as_ref());
     std::thread::sleep(Duration::from_millis(1200));
@@ -2345,7 +2637,11 @@ fn run_path(b: &Bench, kind: PathKind) -> Result<(PathResult, Option<Recorded>),
         vfsr: wvfsr,
         cpu: cpu_diff(&cpu3, &cpu2),
     };
-    let kernel_left = b.lab.in_ns(link.ns, rtnl::dump_bgp_routes)??.len();
+    let kernel_left = b
+        .lab
+        .in_ns(link.ns, rtnl::dump_bgp_routes)
+        .map_err(Error::Topology)??
+        .len();
     let vfsr_left = match &vfsrd {
         Some(d) => Some(learned_routes(&d.fib(Duration::from_secs(60))?, &mut problems).len()),
         None => None,
@@ -2394,7 +2690,10 @@ fn run_path(b: &Bench, kind: PathKind) -> Result<(PathResult, Option<Recorded>),
 }
 
 /// vfsr's learned routes in a FIB dump (the ports' connected subnets left out).
-fn learned_routes(fib: &[(String, String)], problems: &mut Vec<String>) -> HashSet<rtnl::Key> {
+fn learned_routes(
+    fib: &BTreeMap<String, String>,
+    problems: &mut Vec<String>,
+) -> HashSet<rtnl::Key> {
     let mut out = HashSet::new();
     for (prefix, how) in fib {
         if how.starts_with("connected") {
@@ -2449,7 +2748,12 @@ fn stats_routing(path: &Path) -> Option<Value> {
 // The run and its report
 // ---------------------------------------------------------------------------------------
 
-fn build_lab() -> Result<NetLab, String> {
+fn build_lab() -> Result<NetLab, Error> {
+    build_lab_steps().map_err(Error::Topology)
+}
+
+/// The namespaces, links and addresses of the lab.
+fn build_lab_steps() -> Result<NetLab, String> {
     let mut lab = NetLab::new("cp");
     for ns in ["sp", "rt", "lx"] {
         daemons::add_ns_without_dad(&mut lab, ns)?;
@@ -2622,7 +2926,7 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-fn intake(rec: &Recorded, passes: usize, expected_min: usize) -> Result<Intake, String> {
+fn intake(rec: &Recorded, passes: usize, expected_min: usize) -> Result<Intake, Error> {
     // The writer thread runs on core 0; `replay` pins the reading side to core 1.
     set_affinity(&[CONTROL_CORE])?;
     let r = (|| {
@@ -2632,12 +2936,13 @@ fn intake(rec: &Recorded, passes: usize, expected_min: usize) -> Result<Intake, 
             OTHER_CORE,
             None,
             &rec.setup,
-        )?;
+        )
+        .map_err(Error::Replay)?;
         if warm.routes < expected_min {
-            return Err(format!(
-                "the recorded FPM stream made {} prefixes, fewer than the {expected_min} announced",
-                warm.routes
-            ));
+            return Err(Error::ShortRecording {
+                routes: warm.routes,
+                announced: expected_min,
+            });
         }
         let mut out = Intake {
             routes: warm.routes,
@@ -2653,7 +2958,8 @@ fn intake(rec: &Recorded, passes: usize, expected_min: usize) -> Result<Intake, 
                 OTHER_CORE,
                 None,
                 &rec.setup,
-            )?;
+            )
+            .map_err(Error::Replay)?;
             out.rates.push(p.routes_per_s);
             out.tails.push(p.tail_s);
             out.replay_bytes.push(p.bytes_per_route);
@@ -2664,21 +2970,24 @@ fn intake(rec: &Recorded, passes: usize, expected_min: usize) -> Result<Intake, 
     r
 }
 
-/// Runs the benchmark.
+/// `vfsr cp bench`: runs the benchmark; an error as the text `vfsr` prints.
 pub fn run(a: &CpBenchArgs) -> Result<(), String> {
+    cp_bench(a).map_err(|e| e.to_string())
+}
+
+fn cp_bench(a: &CpBenchArgs) -> Result<(), Error> {
     let kinds = a
         .paths
         .iter()
         .map(|p| PathKind::parse(p))
         .collect::<Result<Vec<_>, _>>()?;
     if kinds.is_empty() {
-        return Err("--paths: nothing to measure".into());
+        return Err(Error::NoPaths);
     }
-    netlab::available()
-        .map_err(|e| format!("vfsr cp bench builds network namespaces and needs root: {e}"))?;
+    netlab::available().map_err(Error::NoNamespaces)?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     if cores < 2 {
-        return Err("vfsr cp bench needs 2 cores (FRR and vfsrd's control on core 0)".into());
+        return Err(Error::TooFewCores);
     }
     let mut programs = vec![daemons::ZEBRA, daemons::BGPD, daemons::VTYSH];
     if kinds.contains(&PathKind::Fpm) {
@@ -2687,16 +2996,10 @@ pub fn run(a: &CpBenchArgs) -> Result<(), String> {
     match a.speaker.as_str() {
         "bird" => programs.extend(daemons::BIRD_PROGRAMS),
         "gobgp" => programs.extend(daemons::GOBGP_PROGRAMS),
-        other => {
-            return Err(format!(
-                "--speaker: unknown speaker {other:?} (bird, gobgp)"
-            ))
-        }
+        other => return Err(Error::UnknownSpeaker(other.to_string())),
     }
     if let Some(p) = programs.iter().find(|p| !daemons::program_exists(p)) {
-        return Err(format!(
-            "{p} is not installed (scripts/setup.sh installs FRR and BIRD)"
-        ));
+        return Err(Error::NotInstalled(p.to_string()));
     }
     let vfsrd_exe = match &a.vfsrd {
         Some(p) => Some(p.clone()),
@@ -2706,9 +3009,7 @@ pub fn run(a: &CpBenchArgs) -> Result<(), String> {
     }
     .filter(|p| p.is_file());
     if vfsrd_exe.is_none() && kinds.iter().any(|k| k.uses_vfsrd()) {
-        return Err(
-            "the vfsrd binary is not next to vfsr (cargo build -p vfsrd, or --vfsrd FILE)".into(),
-        );
+        return Err(Error::NoVfsrd);
     }
     let work = Workload::load(a)?;
     let cpu = crate::machine::cpu_model();
@@ -2722,7 +3023,6 @@ pub fn run(a: &CpBenchArgs) -> Result<(), String> {
         a.speaker
     );
     clean_up_on_signal();
-    let dir = RunDir::new()?;
     set_affinity(&[OTHER_CORE])?;
     let lab = build_lab()?;
     let (speaker, load_s) = Speaker::start(&lab, &a.speaker, &work)?;
@@ -2735,7 +3035,6 @@ pub fn run(a: &CpBenchArgs) -> Result<(), String> {
         work: &work,
         speaker: &speaker,
         vfsrd_exe: vfsrd_exe.as_deref(),
-        dir: &dir.0,
         timeout: Duration::from_secs(a.timeout_s.max(1)),
     };
     let mut results = Vec::new();
@@ -2775,7 +3074,7 @@ fn report(
     results: &[PathResult],
     intake: Option<&Intake>,
     recorded: Option<&Recorded>,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     println!("\n| path | routes | converge s | withdraw s | routes/s | vfsr after its source, load / withdrawal s |");
     println!("| --- | --- | --- | --- | --- | --- |");
     for r in results {
@@ -2886,19 +3185,22 @@ fn report(
             "kernel_bytes_per_route": kernel_bpr,
             "targets": t,
         });
-        fs::write(path, format!("{v:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
+        fs::write(path, format!("{v:#}\n")).map_err(|err| Error::File {
+            path: path.clone(),
+            err,
+        })?;
     }
-    let failed: Vec<String> = results
+    let failed: Vec<&'static str> = results
         .iter()
         .filter(|r| {
             !r.problems.is_empty() || r.left_behind.0 > 0 || r.left_behind.1.is_some_and(|n| n > 0)
         })
-        .map(|r| r.kind.name().to_string())
+        .map(|r| r.kind.name())
         .collect();
     if failed.is_empty() {
         Ok(())
     } else {
-        Err(format!("the checks failed for: {}", failed.join(", ")))
+        Err(Error::ChecksFailed(failed))
     }
 }
 
@@ -2992,6 +3294,54 @@ fn targets(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_say_what_failed_and_where() {
+        assert_eq!(
+            Error::UnknownPath("bgp".into()).to_string(),
+            "--paths: unknown path \"bgp\" (fpm, kernel, kernel-mirror)"
+        );
+        let e = Error::Start {
+            daemon: "BIRD",
+            err: "bird: exit 1".into(),
+        };
+        assert_eq!(e.to_string(), "starting BIRD: bird: exit 1");
+        let e = Error::Stalled {
+            path: "fpm",
+            what: "the path to converge",
+            after: Duration::from_secs(900),
+            probes: "bgpd [1, 1, 10, 2]".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "fpm path: timed out after 900.0 s waiting for the path to converge: \
+             bgpd [1, 1, 10, 2]"
+        );
+        let e = Error::TapFrame {
+            header: [1, 2, 0, 8],
+            after: 4096,
+        };
+        assert_eq!(
+            e.to_string(),
+            "FPM tap: bad frame header [1, 2, 0, 8] after 4096 bytes"
+        );
+        let e = Error::ChecksFailed(vec!["fpm", "kernel"]);
+        assert_eq!(e.to_string(), "the checks failed for: fpm, kernel");
+        let e = Error::Netlink(rtnl::Error::Stalled);
+        assert_eq!(e.to_string(), "the route dump stalled");
+    }
+
+    #[test]
+    fn the_paths_are_parsed_by_name() {
+        assert_eq!(
+            PathKind::parse("kernel-mirror").ok(),
+            Some(PathKind::KernelMirror)
+        );
+        assert!(matches!(
+            PathKind::parse("mirror"),
+            Err(Error::UnknownPath(p)) if p == "mirror"
+        ));
+    }
 
     #[test]
     fn reads_bgps_line_of_zebras_client_summary() {

@@ -100,11 +100,10 @@
 //! in its namespaces are killed and the namespaces and state directories removed).
 
 use std::collections::HashSet;
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -114,6 +113,7 @@ use clap::Args;
 use serde_json::{json, Value};
 use vfsr_lpm::Route;
 use vfsrd::daemons::{self, FpmTarget, Frr, FrrConfig, GoBgp, GoBgpConfig, GoBgpNeighbor, Net};
+use vfsrd::harness::{Echo, Launch, Vfsrd};
 use vfsrd::netlab;
 
 use crate::vethbench::{
@@ -161,6 +161,8 @@ const OTHER_PORT: Placement = Placement {
     router: Ipv4Addr::new(10, 30, 0, 1),
     neighbour: Ipv4Addr::new(10, 30, 0, 2),
 };
+/// The tag of vfsrd's files (config, stats, FIB dump) in the temporary directory.
+const VFSRD_TAG: &str = "cpflood";
 /// The TCP request/response server's port on the router's address.
 const RR_PORT: u16 = 7000;
 /// The UDP echo's port in the neighbour's namespace.
@@ -253,6 +255,138 @@ pub struct CpFloodArgs {
 }
 
 // ---------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------
+
+/// What can stop `cp flood`, as values. Only [`run`] turns one into text.
+#[derive(Debug)]
+enum Error {
+    /// An argument out of its range: the flag and what it must be.
+    Arg {
+        flag: &'static str,
+        must: &'static str,
+    },
+    /// `--destinations` is not a power of two up to 2^20.
+    Destinations(usize),
+    /// An argument that is none of its choices.
+    Unknown {
+        flag: &'static str,
+        value: String,
+        choices: &'static str,
+    },
+    /// No network namespaces or no root (why).
+    NoNamespaces(String),
+    /// A daemon or tool the run needs is missing (which).
+    MissingTools(String),
+    /// Fewer than the two cores the run pins to.
+    TooFewCores,
+    /// This process could not be pinned to the generator's core.
+    Pin(vfsr_cpu::CpuError),
+    /// The table could not be read (the loader's message).
+    Table(String),
+    /// The table has fewer IPv4 routes than destinations are asked for.
+    TooFewRoutes,
+    /// Fewer /24s free of the table's routes than announcements are planned.
+    TooFewFreePrefixes { free: usize, want: usize },
+    /// The benchmark lab the run builds on (`vethbench`: the namespaces, the generator).
+    Lab(vethbench::Error),
+    /// A namespace, link, address, route or queueing step of the topology (`NetLab`'s
+    /// message).
+    Topology(String),
+    /// A daemon did not start or did not become ready (its message).
+    Start { daemon: &'static str, err: String },
+    /// vfsrd runs without a process id.
+    NoPid,
+    /// vfsrd's control thread could not be moved or rescheduled.
+    Control(vfsr_cpu::CpuError),
+    /// A socket of the measuring helpers could not be opened (which, where).
+    Socket { what: String, err: std::io::Error },
+    /// A thread could not be started (its name).
+    Thread {
+        name: &'static str,
+        err: std::io::Error,
+    },
+    /// SIGINT or SIGTERM.
+    Interrupted,
+    /// What the run waited for did not happen in time.
+    Timeout { what: &'static str, after: Duration },
+    /// vfsrd wrote no FIB dump (the harness's message).
+    FibDump(String),
+    /// Every prefix set aside for announcements has been announced.
+    NoPrefixesLeft,
+    /// gobgpd did not take an announcement.
+    Announce { net: Net, err: String },
+    /// `ping` could not be started.
+    Ping(std::io::Error),
+    /// The TCP client's thread panicked.
+    ClientPanicked,
+    /// A report file could not be written.
+    File { path: PathBuf, err: std::io::Error },
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Arg { flag, must } => write!(f, "{flag} must {must}"),
+            Error::Destinations(n) => {
+                write!(f, "--destinations {n} must be a power of two up to 1048576")
+            }
+            Error::Unknown {
+                flag,
+                value,
+                choices,
+            } => write!(f, "{flag}: unknown {value:?} ({choices})"),
+            Error::NoNamespaces(why) => {
+                write!(
+                    f,
+                    "cp flood builds network namespaces and needs root: {why}"
+                )
+            }
+            Error::MissingTools(why) => {
+                write!(f, "cp flood needs FRR, GoBGP, ping and ethtool: {why}")
+            }
+            Error::TooFewCores => {
+                f.write_str("cp flood needs 2 cores (control on core 0, worker on core 1)")
+            }
+            Error::Pin(e) => write!(f, "pinning this process to core {GEN_CORE}: {e}"),
+            Error::Table(e) | Error::Topology(e) | Error::FibDump(e) => f.write_str(e),
+            Error::TooFewRoutes => {
+                f.write_str("the table has too few IPv4 routes to draw destinations from")
+            }
+            Error::TooFewFreePrefixes { free, want } => write!(
+                f,
+                "only {free} of the {want} /24s to announce are free of the table's routes"
+            ),
+            Error::Lab(e) => write!(f, "{e}"),
+            Error::Start { daemon, err } => write!(f, "starting {daemon}: {err}"),
+            Error::NoPid => f.write_str("vfsrd runs without a process id"),
+            Error::Control(e) => write!(f, "vfsrd's control plane: {e}"),
+            Error::Socket { what, err } => write!(f, "{what}: {err}"),
+            Error::Thread { name, err } => write!(f, "starting thread {name}: {err}"),
+            Error::Interrupted => f.write_str("interrupted"),
+            Error::Timeout { what, after } => write!(
+                f,
+                "timed out after {:.0} s waiting for {what}",
+                after.as_secs_f64()
+            ),
+            Error::NoPrefixesLeft => f.write_str("no prefixes left to announce"),
+            Error::Announce { net, err } => write!(f, "announcing {net}: {err}"),
+            Error::Ping(e) => write!(f, "ping: {e}"),
+            Error::ClientPanicked => f.write_str("the TCP client panicked"),
+            Error::File { path, err } => write!(f, "{}: {err}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<vethbench::Error> for Error {
+    fn from(e: vethbench::Error) -> Error {
+        Error::Lab(e)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Interruption
 // ---------------------------------------------------------------------------------------
 
@@ -300,15 +434,21 @@ fn hard_clean_up() {
             .args(["netns", "del", ns])
             .status();
     }
+    // The daemons' state directories in /tmp; vfsrd's files where the harness puts them.
     let mine = [
-        format!("vfsr-frr-{pid}-"),
-        format!("vfsr-gobgp-{pid}-"),
-        format!("vfsr-cpflood-{pid}."),
+        (PathBuf::from("/tmp"), format!("vfsr-frr-{pid}-")),
+        (PathBuf::from("/tmp"), format!("vfsr-gobgp-{pid}-")),
+        (
+            std::env::temp_dir(),
+            format!("vfsrd-{VFSRD_TAG}-rtr-{pid}."),
+        ),
     ];
-    if let Ok(rd) = std::fs::read_dir("/tmp") {
+    for (dir, start) in &mine {
+        let Ok(rd) = std::fs::read_dir(dir) else {
+            continue;
+        };
         for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if mine.iter().any(|m| name.starts_with(m.as_str())) {
+            if e.file_name().to_string_lossy().starts_with(start.as_str()) {
                 let p = e.path();
                 let _ = std::fs::remove_dir_all(&p).or_else(|_| std::fs::remove_file(&p));
             }
@@ -320,16 +460,16 @@ fn interrupted() -> bool {
     INTERRUPTED.load(Ordering::Relaxed)
 }
 
-fn check() -> Result<(), String> {
+fn check() -> Result<(), Error> {
     if interrupted() {
-        Err("interrupted".into())
+        Err(Error::Interrupted)
     } else {
         Ok(())
     }
 }
 
 /// Sleeps `d`, waking every 50 ms to see whether the run was interrupted.
-fn nap(d: Duration) -> Result<(), String> {
+fn nap(d: Duration) -> Result<(), Error> {
     let end = Instant::now() + d;
     loop {
         check()?;
@@ -344,20 +484,20 @@ fn nap(d: Duration) -> Result<(), String> {
 /// Polls `cond` every 100 ms until it holds (its time), `timeout` passes or the run is
 /// interrupted.
 fn wait_until(
-    what: &str,
+    what: &'static str,
     timeout: Duration,
     mut cond: impl FnMut() -> bool,
-) -> Result<f64, String> {
+) -> Result<f64, Error> {
     let t0 = Instant::now();
     loop {
         if cond() {
             return Ok(t0.elapsed().as_secs_f64());
         }
         if t0.elapsed() > timeout {
-            return Err(format!(
-                "timed out after {:.0} s waiting for {what}",
-                timeout.as_secs_f64()
-            ));
+            return Err(Error::Timeout {
+                what,
+                after: timeout,
+            });
         }
         nap(Duration::from_millis(100))?;
     }
@@ -460,168 +600,78 @@ enum TableSpec {
     File(PathBuf),
 }
 
-/// vfsrd in the router's namespace, with its stats file and FIB dump.
-struct Vfsrd {
-    child: Option<Child>,
-    pid: i32,
-    cfg: PathBuf,
-    stats: PathBuf,
-    dump: PathBuf,
+/// Writes vfsrd's config and starts it in the router's namespace (through the harness, on
+/// every core: this process keeps to core 0, and vfsrd counts the cores it may use and pins
+/// its control plane and workers itself); prints the line with which it said `ready`.
+/// Returns it with its process id, which is also its control thread's.
+fn start_vfsrd(
+    l: &Lab3,
+    exe: &std::path::Path,
+    table: &TableSpec,
+    fast: bool,
+    ctl_port: Option<&str>,
+) -> Result<(Vfsrd, i32), Error> {
+    let source = match table {
+        TableSpec::Synthetic(seed) => format!("synthetic = true\nseed = {seed}"),
+        TableSpec::File(p) => format!("file = {:?}", p.display().to_string()),
+    };
+    let text = format!(
+        "[router]\ncontrol_core = {GEN_CORE}\nworkers = [{ROUTER_CORE}]\n\
+         control_priority = {CONTROL_PRIORITY}\nworker_priority = {WORKER_PRIORITY}\n\
+         fast_path = {fast}\n\n\
+         [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"{ROUTER_A}/24\"]\n\n\
+         [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"10.20.0.1/24\"]\n\n\
+         [table]\n{source}\nvia4 = [\"{SINK}\"]\n\n[fpm]\n",
+        l.a, l.b
+    );
+    let text = match ctl_port {
+        Some(c) => format!(
+            "{text}\n[[interface]]\nname = \"{c}\"\nbackend = \"xdp\"\naddresses = [\"{}/24\"]\n",
+            OTHER_PORT.router
+        ),
+        None => text,
+    };
+    let launch = Launch {
+        echo: Echo::Quiet,
+        cpus: Some((0..online_cores()).collect()),
+    };
+    let v = Vfsrd::start_with(&l.lab, "rtr", exe, VFSRD_TAG, &text, launch).map_err(|err| {
+        Error::Start {
+            daemon: "vfsrd",
+            err,
+        }
+    })?;
+    if let Some(line) = v.ready_line() {
+        out!("  {line}");
+    }
+    let pid = v
+        .pid()
+        .and_then(|p| i32::try_from(p).ok())
+        .ok_or(Error::NoPid)?;
+    Ok((v, pid))
 }
 
-impl Vfsrd {
-    fn start(
-        l: &Lab3,
-        exe: &std::path::Path,
-        table: &TableSpec,
-        fast: bool,
-        ctl_port: Option<&str>,
-    ) -> Result<Vfsrd, String> {
-        let tmp =
-            |ext: &str| PathBuf::from(format!("/tmp/vfsr-cpflood-{}.{ext}", std::process::id()));
-        let (cfg, stats, dump) = (tmp("toml"), tmp("stats.json"), tmp("fib"));
-        let source = match table {
-            TableSpec::Synthetic(seed) => format!("synthetic = true\nseed = {seed}"),
-            TableSpec::File(p) => format!("file = {:?}", p.display().to_string()),
-        };
-        let text = format!(
-            "[router]\ncontrol_core = {GEN_CORE}\nworkers = [{ROUTER_CORE}]\n\
-             control_priority = {CONTROL_PRIORITY}\nworker_priority = {WORKER_PRIORITY}\n\
-             fast_path = {fast}\n\n\
-             [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"{ROUTER_A}/24\"]\n\n\
-             [[interface]]\nname = \"{}\"\nbackend = \"xdp\"\naddresses = [\"10.20.0.1/24\"]\n\n\
-             [table]\n{source}\nvia4 = [\"{SINK}\"]\n\n[fpm]\n",
-            l.a, l.b
-        );
-        let text = match ctl_port {
-            Some(c) => format!(
-                "{text}\n[[interface]]\nname = \"{c}\"\nbackend = \"xdp\"\naddresses = [\"{}/24\"]\n",
-                OTHER_PORT.router
-            ),
-            None => text,
-        };
-        std::fs::write(&cfg, text).map_err(|e| format!("{}: {e}", cfg.display()))?;
-        let mut cmd = l.lab.command("rtr", &exe.display().to_string());
-        // This process keeps to core 0; vfsrd gets every core back (it counts the cores it
-        // may use, and pins its control plane and workers itself).
-        let cores = online_cores();
-        // SAFETY: the closure runs in the child between fork and exec and makes only
-        // async-signal-safe system calls on a local cpu_set_t: vfsrd may run on every core
-        // (NetLab::command already gives it SIGTERM if this process dies).
-        unsafe {
-            cmd.pre_exec(move || {
-                let mut set: libc::cpu_set_t = std::mem::zeroed();
-                for c in 0..cores.min(libc::CPU_SETSIZE as usize) {
-                    libc::CPU_SET(c, &mut set);
-                }
-                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                Ok(())
-            });
-        }
-        let mut child = cmd
-            .arg("--config")
-            .arg(&cfg)
-            .arg("--stats")
-            .arg(&stats)
-            .arg("--fib-dump")
-            .arg(&dump)
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("starting vfsrd: {e}"))?;
-        let out = child.stdout.take();
-        let mut d = Vfsrd {
-            pid: child.id() as i32,
-            child: Some(child),
-            cfg,
-            stats,
-            dump,
-        };
-        let out = out.ok_or("vfsrd: no standard output")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
-        let t0 = Instant::now();
-        loop {
-            check()?;
-            match rx.recv_timeout(Duration::from_millis(200)) {
-                Ok(line) if line.contains("ready") => {
-                    out!("  {line}");
-                    break;
-                }
-                Ok(_) => {}
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err("vfsrd exited before it was ready".into())
-                }
-            }
-            if t0.elapsed() > Duration::from_secs(90) {
-                return Err("vfsrd did not become ready in 90 s".into());
-            }
-            if let Some(c) = d.child.as_mut() {
-                if let Ok(Some(st)) = c.try_wait() {
-                    return Err(format!("vfsrd exited ({st}) before it was ready"));
-                }
+/// Asks vfsrd for a FIB dump and counts the `wanted` prefixes in it: (how many are there
+/// via the neighbour, the dump's header line).
+fn fib_check(
+    v: &Vfsrd,
+    wanted: &HashSet<String>,
+    neighbour: Ipv4Addr,
+) -> Result<(usize, String), Error> {
+    let text = v
+        .fib_dump(Duration::from_secs(60))
+        .map_err(Error::FibDump)?;
+    let via = format!("via {neighbour} ");
+    let mut found = 0;
+    for l in text.lines() {
+        if let Some((p, rest)) = l.split_once(' ') {
+            if wanted.contains(p) && rest.starts_with(&via) {
+                found += 1;
             }
         }
-        Ok(d)
     }
-
-    /// The stats file as it is now.
-    fn stats(&self) -> Value {
-        let s = std::fs::read_to_string(&self.stats).unwrap_or_default();
-        serde_json::from_str(&s).unwrap_or(Value::Null)
-    }
-
-    /// Asks for a FIB dump and returns the lines of `wanted` prefixes: (how many are there
-    /// via the neighbour, the dump's header line).
-    fn fib_check(
-        &self,
-        wanted: &HashSet<String>,
-        neighbour: Ipv4Addr,
-    ) -> Result<(usize, String), String> {
-        let _ = std::fs::remove_file(&self.dump);
-        // SAFETY: kill(2) on our own child (the daemon itself: `ip netns exec` execs it).
-        unsafe { libc::kill(self.pid, libc::SIGUSR1) };
-        let mut text = String::new();
-        wait_until(
-            "vfsrd's FIB dump",
-            Duration::from_secs(60),
-            || match std::fs::read_to_string(&self.dump) {
-                Ok(t) => {
-                    text = t;
-                    true
-                }
-                Err(_) => false,
-            },
-        )?;
-        let via = format!("via {neighbour} ");
-        let mut found = 0;
-        for l in text.lines() {
-            if let Some((p, rest)) = l.split_once(' ') {
-                if wanted.contains(p) && rest.starts_with(&via) {
-                    found += 1;
-                }
-            }
-        }
-        let header = text.lines().next().unwrap_or_default().to_string();
-        Ok((found, header))
-    }
-}
-
-impl Drop for Vfsrd {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = vfsrd::daemons::stop_child(&mut c, libc::SIGTERM, Duration::from_secs(10));
-        }
-        for p in [&self.cfg, &self.stats, &self.dump] {
-            let _ = std::fs::remove_file(p);
-        }
-        let _ = std::fs::remove_file(self.stats.with_extension("tmp"));
-        let _ = std::fs::remove_file(self.dump.with_extension("tmp"));
-    }
+    let header = text.lines().next().unwrap_or_default().to_string();
+    Ok((found, header))
 }
 
 /// The cores online (this process itself keeps to core 0).
@@ -633,16 +683,15 @@ fn online_cores() -> usize {
 
 /// Sets thread `tid`'s core and policy: `SCHED_FIFO` `priority`, or ordinary scheduling
 /// for 0.
-fn set_control(tid: i32, core: usize, priority: u8) -> Result<(), String> {
-    let err = |e: vfsr_cpu::CpuError| format!("vfsrd's control plane: {e}");
+fn set_control(tid: i32, core: usize, priority: u8) -> Result<(), Error> {
     // Leave real-time scheduling before moving onto the worker's core, and come back to
     // core 0 before taking it again.
     if priority == 0 {
-        vfsr_cpu::ordinary(tid).map_err(err)?;
+        vfsr_cpu::ordinary(tid).map_err(Error::Control)?;
     }
-    vfsr_cpu::pin_task(tid, &[core]).map_err(err)?;
+    vfsr_cpu::pin_task(tid, &[core]).map_err(Error::Control)?;
     if priority > 0 {
-        vfsr_cpu::fifo(tid, i32::from(priority)).map_err(err)?;
+        vfsr_cpu::fifo(tid, i32::from(priority)).map_err(Error::Control)?;
     }
     Ok(())
 }
@@ -791,7 +840,7 @@ struct Helpers {
 }
 
 impl Helpers {
-    fn start(l: &Lab3, p: Placement) -> Result<Helpers, String> {
+    fn start(l: &Lab3, p: Placement) -> Result<Helpers, Error> {
         let router = p.router;
         let stop = Arc::new(AtomicBool::new(false));
         let targets = Arc::new(Mutex::new(Vec::new()));
@@ -806,36 +855,57 @@ impl Helpers {
                 let s = TcpListener::bind((router, RR_PORT))?;
                 s.set_nonblocking(true)?;
                 Ok::<_, std::io::Error>(s)
-            })?
-            .map_err(|e| format!("TCP server on {router}:{RR_PORT}: {e}"))?;
+            })
+            .map_err(Error::Topology)?
+            .map_err(|err| Error::Socket {
+                what: format!("TCP server on {router}:{RR_PORT}"),
+                err,
+            })?;
         let echo = l
             .lab
-            .in_ns(p.ns, || UdpSocket::bind((Ipv4Addr::UNSPECIFIED, ECHO_PORT)))?
-            .map_err(|e| format!("UDP echo on port {ECHO_PORT}: {e}"))?;
+            .in_ns(p.ns, || UdpSocket::bind((Ipv4Addr::UNSPECIFIED, ECHO_PORT)))
+            .map_err(Error::Topology)?
+            .map_err(|err| Error::Socket {
+                what: format!("UDP echo on port {ECHO_PORT}"),
+                err,
+            })?;
         let probe = l
             .lab
-            .in_ns("sink", || UdpSocket::bind((SINK, 0)))?
-            .map_err(|e| format!("prober socket on {SINK}: {e}"))?;
+            .in_ns("sink", || UdpSocket::bind((SINK, 0)))
+            .map_err(Error::Topology)?
+            .map_err(|err| Error::Socket {
+                what: format!("prober socket on {SINK}"),
+                err,
+            })?;
         let s = Arc::clone(&stop);
         h.threads.push(
             std::thread::Builder::new()
                 .name("cpflood-rr-server".into())
                 .spawn(move || echo_server(listener, &s))
-                .map_err(|e| e.to_string())?,
+                .map_err(|err| Error::Thread {
+                    name: "cpflood-rr-server",
+                    err,
+                })?,
         );
         let s = Arc::clone(&stop);
         h.threads.push(
             std::thread::Builder::new()
                 .name("cpflood-echo".into())
                 .spawn(move || udp_echo(echo, &s))
-                .map_err(|e| e.to_string())?,
+                .map_err(|err| Error::Thread {
+                    name: "cpflood-echo",
+                    err,
+                })?,
         );
         let s = Arc::clone(&stop);
         h.threads.push(
             std::thread::Builder::new()
                 .name("cpflood-prober".into())
                 .spawn(move || prober(probe, &targets, &s))
-                .map_err(|e| e.to_string())?,
+                .map_err(|err| Error::Thread {
+                    name: "cpflood-prober",
+                    err,
+                })?,
         );
         Ok(h)
     }
@@ -1046,16 +1116,18 @@ fn sorted(mut v: Vec<f64>) -> Vec<f64> {
     v
 }
 
-fn modes(a: &CpFloodArgs) -> Result<Vec<Mode>, String> {
+fn modes(a: &CpFloodArgs) -> Result<Vec<Mode>, Error> {
     let mut m = vec![Mode::Idle, Mode::Separated];
     for o in &a.off {
         let x = match o.as_str() {
             "shared" => Mode::SharedCore,
             "ordinary" => Mode::Ordinary,
             other => {
-                return Err(format!(
-                    "--off: unknown variant {other:?} (shared, ordinary)"
-                ))
+                return Err(Error::Unknown {
+                    flag: "--off",
+                    value: other.to_string(),
+                    choices: "shared, ordinary",
+                })
             }
         };
         if !m.contains(&x) {
@@ -1074,50 +1146,51 @@ fn schedule(secs: f64, every_ms: u64) -> Vec<f64> {
         .collect()
 }
 
-/// Runs the experiment.
+/// `vfsr cp flood`: runs the experiment; an error as the text `vfsr` prints.
 pub fn run(a: &CpFloodArgs) -> Result<(), String> {
+    cp_flood(a).map_err(|e| e.to_string())
+}
+
+fn cp_flood(a: &CpFloodArgs) -> Result<(), Error> {
+    let arg = |flag, must| Err(Error::Arg { flag, must });
     if !(2.0..=3600.0).contains(&a.seconds) {
-        return Err("--seconds must be between 2 and 3600".into());
+        return arg("--seconds", "be between 2 and 3600");
     }
     if a.rounds == 0 || a.rounds > 100 {
-        return Err("--rounds must be between 1 and 100".into());
+        return arg("--rounds", "be between 1 and 100");
     }
     if a.announce_ms < 100 {
-        return Err("--announce-ms must be at least 100".into());
+        return arg("--announce-ms", "be at least 100");
     }
     if a.rr_interval_us < 100 {
-        return Err("--rr-interval-us must be at least 100".into());
+        return arg("--rr-interval-us", "be at least 100");
     }
     if !a.destinations.is_power_of_two() || a.destinations > 1 << 20 {
-        return Err(format!(
-            "--destinations {} must be a power of two up to 1048576",
-            a.destinations
-        ));
+        return Err(Error::Destinations(a.destinations));
     }
     let modes = modes(a)?;
     let placement = match a.placement.as_str() {
         "inline" => INLINE,
         "other-port" => OTHER_PORT,
         other => {
-            return Err(format!(
-                "--placement: unknown placement {other:?} (inline, other-port)"
-            ))
+            return Err(Error::Unknown {
+                flag: "--placement",
+                value: other.to_string(),
+                choices: "inline, other-port",
+            })
         }
     };
     if !matches!(a.neighbour_qdisc.as_str(), "pfifo" | "noqueue") {
-        return Err(format!(
-            "--neighbour-qdisc: unknown {:?} (pfifo, noqueue)",
-            a.neighbour_qdisc
-        ));
+        return Err(Error::Unknown {
+            flag: "--neighbour-qdisc",
+            value: a.neighbour_qdisc.clone(),
+            choices: "pfifo, noqueue",
+        });
     }
     if !(0.0..=100.0).contains(&a.rate) {
-        return Err("--rate must be between 0 and 100 Mpps".into());
+        return arg("--rate", "be between 0 and 100 Mpps");
     }
-    if let Err(e) = netlab::available() {
-        return Err(format!(
-            "cp flood builds network namespaces and needs root: {e}"
-        ));
-    }
+    netlab::available().map_err(Error::NoNamespaces)?;
     let needed = [
         daemons::ZEBRA,
         daemons::BGPD,
@@ -1129,49 +1202,47 @@ pub fn run(a: &CpFloodArgs) -> Result<(), String> {
         "ethtool",
     ];
     if let Some(why) = daemons::skip_reason(&needed) {
-        return Err(format!(
-            "cp flood needs FRR, GoBGP, ping and ethtool: {why}"
-        ));
+        return Err(Error::MissingTools(why));
     }
     let cpus = online_cores();
     if cpus < 2 {
-        return Err("cp flood needs 2 cores (control on core 0, worker on core 1)".into());
+        return Err(Error::TooFewCores);
     }
     vfsrd_exe(a.vfsrd.as_ref())?;
     // Everything this process starts (threads, daemons, vfsrd's control plane) inherits
     // core 0; vfsrd moves its worker to core 1 itself.
-    vfsr_cpu::pin(GEN_CORE)?;
+    vfsr_cpu::pin(GEN_CORE).map_err(Error::Pin)?;
     let (spec, routes, source) = match &a.table {
         Some(p) => (
             TableSpec::File(p.clone()),
-            crate::tables::load(p, false)?.v4,
+            crate::tables::load(p, false).map_err(Error::Table)?.v4,
             p.display().to_string(),
         ),
         None => match vfsr_table::shared::real_table_path() {
             Some(p) => (
                 TableSpec::File(p.clone()),
-                crate::tables::load(&p, false)?.v4,
+                crate::tables::load(&p, false).map_err(Error::Table)?.v4,
                 p.display().to_string(),
             ),
             None => (
                 TableSpec::Synthetic(a.seed),
-                crate::tables::synthetic(a.seed)?.v4,
+                crate::tables::synthetic(a.seed).map_err(Error::Table)?.v4,
                 format!("synthetic full table (seed {})", a.seed),
             ),
         },
     };
     let dests = vethbench::destinations(&routes, a.destinations, a.seed);
     if dests.len() < a.destinations {
-        return Err("the table has too few IPv4 routes to draw destinations from".into());
+        return Err(Error::TooFewRoutes);
     }
     let per_phase = schedule(a.seconds, a.announce_ms).len();
     let want = 1 + per_phase * modes.len() * a.rounds;
     let prefixes = free_prefixes(&routes, want);
     if prefixes.len() < want {
-        return Err(format!(
-            "only {} of the {want} /24s to announce are free of the table's routes",
-            prefixes.len()
-        ));
+        return Err(Error::TooFewFreePrefixes {
+            free: prefixes.len(),
+            want,
+        });
     }
     watch_signals();
     let cpu = crate::machine::cpu_model();
@@ -1222,6 +1293,8 @@ struct Bench<'a> {
     a: &'a CpFloodArgs,
     l: &'a Lab3,
     vfsrd: &'a Vfsrd,
+    /// vfsrd's process id, which is its control thread's.
+    pid: i32,
     frr: &'a Frr,
     speaker: &'a GoBgp,
     gen: &'a Generator,
@@ -1234,7 +1307,7 @@ struct Bench<'a> {
     port: &'a str,
 }
 
-fn experiment(a: &CpFloodArgs, s: &Setup) -> Result<(), String> {
+fn experiment(a: &CpFloodArgs, s: &Setup) -> Result<(), Error> {
     let t_setup = Instant::now();
     let p = s.placement;
     // Declared first, dropped last: the namespaces outlive every process in them.
@@ -1243,35 +1316,46 @@ fn experiment(a: &CpFloodArgs, s: &Setup) -> Result<(), String> {
         None
     } else {
         let c = format!("{}c", l.a.trim_end_matches('a'));
-        l.lab.add_ns(p.ns)?;
-        l.lab.veth(p.ns, "ctl0", "rtr", &c)?;
-        l.lab.ip(
-            p.ns,
-            &["addr", "add", &format!("{}/24", p.neighbour), "dev", "ctl0"],
-        )?;
-        l.lab.ip(
-            p.ns,
-            &["route", "add", "default", "via", &p.router.to_string()],
-        )?;
+        l.lab.add_ns(p.ns).map_err(Error::Topology)?;
+        l.lab
+            .veth(p.ns, "ctl0", "rtr", &c)
+            .map_err(Error::Topology)?;
+        l.lab
+            .ip(
+                p.ns,
+                &["addr", "add", &format!("{}/24", p.neighbour), "dev", "ctl0"],
+            )
+            .map_err(Error::Topology)?;
+        l.lab
+            .ip(
+                p.ns,
+                &["route", "add", "default", "via", &p.router.to_string()],
+            )
+            .map_err(Error::Topology)?;
         // Frames the XDP fast path redirects out of the port reach a veth peer with GRO on.
-        l.lab.sh(p.ns, &["ethtool", "-K", "ctl0", "gro", "on"])?;
+        l.lab
+            .sh(p.ns, &["ethtool", "-K", "ctl0", "gro", "on"])
+            .map_err(Error::Topology)?;
         Some(c)
     };
     let port = ctl_port.clone().unwrap_or_else(|| l.a.clone());
     l.lab
-        .sh(p.ns, &qdisc_command(neighbour_if(p), &a.neighbour_qdisc))?;
+        .sh(p.ns, &qdisc_command(neighbour_if(p), &a.neighbour_qdisc))
+        .map_err(Error::Topology)?;
     for (net, len) in POOLS {
-        l.lab.ip(
-            p.ns,
-            &[
-                "route",
-                "add",
-                "local",
-                &format!("{net}/{len}"),
-                "dev",
-                "lo",
-            ],
-        )?;
+        l.lab
+            .ip(
+                p.ns,
+                &[
+                    "route",
+                    "add",
+                    "local",
+                    &format!("{net}/{len}"),
+                    "dev",
+                    "lo",
+                ],
+            )
+            .map_err(Error::Topology)?;
     }
     let limit = generator_limit(a.seconds, s.modes.len() * a.rounds);
     let gen = Generator::launch(&l, &s.dests, limit, Scheduling::Idle)?;
@@ -1281,7 +1365,7 @@ fn experiment(a: &CpFloodArgs, s: &Setup) -> Result<(), String> {
         p.ns
     );
     let exe = vfsrd_exe(a.vfsrd.as_ref())?;
-    let vfsrd = Vfsrd::start(&l, &exe, &s.spec, a.fast_path, ctl_port.as_deref())?;
+    let (vfsrd, pid) = start_vfsrd(&l, &exe, &s.spec, a.fast_path, ctl_port.as_deref())?;
     vethbench::threaded_napi(&l.lab, "rtr", &l.a, ROUTER_CORE, i32::from(a.napi_priority));
     check()?;
     let frr = Frr::start(
@@ -1293,7 +1377,11 @@ fn experiment(a: &CpFloodArgs, s: &Setup) -> Result<(), String> {
             staticd: None,
             fpm: Some(FpmTarget::local(true)),
         },
-    )?;
+    )
+    .map_err(|err| Error::Start {
+        daemon: "FRR (zebra, bgpd)",
+        err,
+    })?;
     check()?;
     let speaker = GoBgp::start(
         &l.lab,
@@ -1309,7 +1397,11 @@ fn experiment(a: &CpFloodArgs, s: &Setup) -> Result<(), String> {
             }],
         }
         .toml(),
-    )?;
+    )
+    .map_err(|err| Error::Start {
+        daemon: "gobgpd",
+        err,
+    })?;
     let helpers = Helpers::start(&l, p)?;
     let up = wait_until("the BGP session", Duration::from_secs(60), || {
         Session::read(&frr, &speaker, p).up()
@@ -1319,6 +1411,7 @@ fn experiment(a: &CpFloodArgs, s: &Setup) -> Result<(), String> {
         a,
         l: &l,
         vfsrd: &vfsrd,
+        pid,
         frr: &frr,
         speaker: &speaker,
         gen: &gen,
@@ -1357,26 +1450,34 @@ fn experiment(a: &CpFloodArgs, s: &Setup) -> Result<(), String> {
     drop(vfsrd);
     gen.finish()?;
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&doc).unwrap_or_default())
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, serde_json::to_string_pretty(&doc).unwrap_or_default()).map_err(
+            |err| Error::File {
+                path: p.clone(),
+                err,
+            },
+        )?;
     }
     if let Some(p) = &a.text {
         let t = lock(&TRANSCRIPT).clone();
-        std::fs::write(p, t).map_err(|e| format!("{}: {e}", p.display()))?;
+        std::fs::write(p, t).map_err(|err| Error::File {
+            path: p.clone(),
+            err,
+        })?;
     }
     Ok(())
 }
 
 impl Bench<'_> {
     /// Announces the next prefix; its id for [`Helpers::reached`].
-    fn announce(&mut self) -> Result<u32, String> {
+    fn announce(&mut self) -> Result<u32, Error> {
         let net = self
             .prefixes
             .get(self.announced)
             .copied()
-            .ok_or("no prefixes left to announce")?;
+            .ok_or(Error::NoPrefixesLeft)?;
         self.speaker
-            .add_routes(&[net], IpAddr::V4(self.p.neighbour))?;
+            .add_routes(&[net], IpAddr::V4(self.p.neighbour))
+            .map_err(|err| Error::Announce { net, err })?;
         let at = Instant::now();
         let id = self.announced as u32;
         self.helpers.watch(id, &net, at);
@@ -1384,7 +1485,7 @@ impl Bench<'_> {
         Ok(id)
     }
 
-    fn phase(&mut self, round: usize, mode: Mode) -> Result<PhaseResult, String> {
+    fn phase(&mut self, round: usize, mode: Mode) -> Result<PhaseResult, Error> {
         let a = self.a;
         let mut r = PhaseResult {
             round,
@@ -1396,11 +1497,11 @@ impl Bench<'_> {
         let before = Session::read(self.frr, self.speaker, self.p);
         let stats0 = self.vfsrd.stats();
         let (core, prio) = mode.control();
-        set_control(self.vfsrd.pid, core, prio)?;
-        r.control = control_state(self.vfsrd.pid);
+        set_control(self.pid, core, prio)?;
+        r.control = control_state(self.pid);
         let body = self.measure(mode, &mut r);
         self.gen.pause();
-        let restored = set_control(self.vfsrd.pid, GEN_CORE, CONTROL_PRIORITY);
+        let restored = set_control(self.pid, GEN_CORE, CONTROL_PRIORITY);
         body?;
         restored?;
         nap(SETTLE)?;
@@ -1424,7 +1525,7 @@ impl Bench<'_> {
             .take(self.announced)
             .map(|p| p.to_string())
             .collect();
-        let (found, header) = self.vfsrd.fib_check(&wanted, self.p.neighbour)?;
+        let (found, header) = fib_check(self.vfsrd, &wanted, self.p.neighbour)?;
         r.fib_check = json!({"announced_so_far": wanted.len(), "in_fib_via_neighbour": found,
                              "dump_header": header});
         Ok(r)
@@ -1432,7 +1533,7 @@ impl Bench<'_> {
 
     /// The measuring window of a phase: flood (if any), transactions, pings and
     /// announcements for `seconds`.
-    fn measure(&mut self, mode: Mode, r: &mut PhaseResult) -> Result<(), String> {
+    fn measure(&mut self, mode: Mode, r: &mut PhaseResult) -> Result<(), Error> {
         let a = self.a;
         if mode.flood() {
             self.gen.set_rate((a.rate * 1e6) as u64);
@@ -1442,9 +1543,13 @@ impl Bench<'_> {
         // A control plane starved of its core may not even answer the handshake: that is
         // an outcome of the phase (no transactions, the error recorded), not an error of
         // the run; the pings, the session and the announcements are measured all the same.
-        let conn = self.l.lab.in_ns(self.p.ns, move || {
-            TcpStream::connect_timeout(&addr, Duration::from_secs(5))
-        })?;
+        let conn = self
+            .l
+            .lab
+            .in_ns(self.p.ns, move || {
+                TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+            })
+            .map_err(Error::Topology)?;
         let secs = a.seconds;
         let interval = Duration::from_micros(a.rr_interval_us);
         let client = match conn {
@@ -1459,7 +1564,10 @@ impl Bench<'_> {
                         };
                         rr_client(conn, secs, &pace, interrupted)
                     })
-                    .map_err(|e| e.to_string())?,
+                    .map_err(|err| Error::Thread {
+                        name: "cpflood-rr-client",
+                        err,
+                    })?,
             ),
             Err(e) => {
                 r.rr_error = Some(format!("TCP connection to {addr}: {e}"));
@@ -1486,7 +1594,7 @@ impl Bench<'_> {
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| format!("ping: {e}"))?;
+            .map_err(Error::Ping)?;
         let ping_out = ping.stdout.take();
         let ping_reader = std::thread::spawn(move || {
             let mut s = String::new();
@@ -1545,9 +1653,7 @@ impl Bench<'_> {
         // The client stops by itself at the end of the window (or on interruption); ping
         // within its deadline.
         let rr = match client {
-            Some(c) => c
-                .join()
-                .map_err(|_| "the TCP client panicked".to_string())?,
+            Some(c) => c.join().map_err(|_| Error::ClientPanicked)?,
             None => RrOutcome {
                 error: r.rr_error.clone(),
                 ..RrOutcome::default()
@@ -1978,6 +2084,45 @@ mod tests {
         assert_eq!(Mode::SharedCore.control(), (ROUTER_CORE, 0));
         assert_eq!(Mode::Ordinary.control(), (GEN_CORE, 0));
         assert!(!Mode::Idle.flood() && Mode::Ordinary.flood());
+    }
+
+    #[test]
+    fn errors_say_what_failed_and_where() {
+        let e = Error::Arg {
+            flag: "--seconds",
+            must: "be between 2 and 3600",
+        };
+        assert_eq!(e.to_string(), "--seconds must be between 2 and 3600");
+        let e = Error::Unknown {
+            flag: "--off",
+            value: "both".into(),
+            choices: "shared, ordinary",
+        };
+        assert_eq!(e.to_string(), "--off: unknown \"both\" (shared, ordinary)");
+        let e = Error::Start {
+            daemon: "gobgpd",
+            err: "no such file".into(),
+        };
+        assert_eq!(e.to_string(), "starting gobgpd: no such file");
+        let e = Error::Timeout {
+            what: "the BGP session",
+            after: Duration::from_secs(60),
+        };
+        assert_eq!(
+            e.to_string(),
+            "timed out after 60 s waiting for the BGP session"
+        );
+        let net = Net::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 0)), 24);
+        let e = Error::Announce {
+            net,
+            err: "gobgp: exit 1".into(),
+        };
+        assert_eq!(e.to_string(), "announcing 198.18.0.0/24: gobgp: exit 1");
+        let e = Error::File {
+            path: PathBuf::from("/nonexistent/cp.json"),
+            err: std::io::Error::from(std::io::ErrorKind::NotFound),
+        };
+        assert!(e.to_string().starts_with("/nonexistent/cp.json: "));
     }
 
     #[test]

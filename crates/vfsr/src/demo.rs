@@ -320,7 +320,9 @@ fn live(table: &tables::Loaded, seed: u64) -> Result<(), String> {
         v6: table.v6.clone(),
         nexthops: table.nexthops.clone(),
     };
-    let r = rt.load_table(&whole, Source::Table)?;
+    let r = rt
+        .load_table(&whole, Source::Table)
+        .map_err(|e| e.to_string())?;
     println!(
         "\nLive FIB: {} IPv4 and {} IPv6 routes into the RIB and published Poptrie FIBs in {:.3} s",
         r.v4,

@@ -47,8 +47,8 @@ enum Error {
     Build(vfsr_lpm::BuildError),
     /// The RIB refused a route.
     Rib(vfsr_rib::RibError),
-    /// The RIB-to-FIB table could not load the table (its message).
-    Load(String),
+    /// The RIB-to-FIB table could not load the table.
+    Load(vfsr_rib::LoadError),
     /// The published FIB answered addresses unlike a fresh build (where, how many).
     Stale { what: String, bad: usize },
     /// The reader thread panicked.
@@ -64,7 +64,8 @@ enum Error {
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Error::Table(e) | Error::Load(e) => f.write_str(e),
+            Error::Table(e) => f.write_str(e),
+            Error::Load(e) => write!(f, "{e}"),
             Error::Pin(e) => write!(f, "{e}"),
             Error::Fib(e) => write!(f, "{e}"),
             Error::Build(e) => write!(f, "{e}"),

@@ -15,13 +15,12 @@
 //! gobgpd cannot be started (not installed, say), the demo says why and gives vfsrd the
 //! table in its configuration instead.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use vfsr_lpm::Route;
 use vfsrd::daemons;
+use vfsrd::harness::Vfsrd;
 use vfsrd::netlab::{self, NetLab};
 
 /// Whether the live demo can run here; the reason when not.
@@ -51,17 +50,6 @@ fn vfsrd_path() -> Option<std::path::PathBuf> {
     p.exists().then_some(p)
 }
 
-struct Daemon(Option<Child>);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// Destinations from the table, one per few prefix lengths, that host B will answer for.
 fn destinations(routes: &[Route<u32>]) -> Vec<std::net::Ipv4Addr> {
     let mut out = Vec::new();
@@ -88,59 +76,10 @@ fn step(title: &str) {
     println!("\n== {title}");
 }
 
-/// vfsrd running in namespace `rt`, reporting its lines.
-struct Started {
-    daemon: Daemon,
-    lines: mpsc::Receiver<String>,
-}
-
-fn start_vfsrd(
-    lab: &NetLab,
-    vfsrd: &std::path::Path,
-    cfg: &std::path::Path,
-    stats: &std::path::Path,
-) -> Result<Started, String> {
-    let mut child = lab
-        .command("rt", &vfsrd.display().to_string())
-        .arg("--config")
-        .arg(cfg)
-        .arg("--stats")
-        .arg(stats)
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("starting vfsrd: {e}"))?;
-    let out = child.stdout.take().ok_or("no stdout")?;
-    let daemon = Daemon(Some(child));
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            println!("  {line}");
-            let _ = tx.send(line);
-        }
-    });
-    loop {
-        match rx.recv_timeout(Duration::from_secs(60)) {
-            Ok(l) if l.contains("ready") => break,
-            Ok(_) => {}
-            Err(_) => return Err("vfsrd did not become ready within 60 s".into()),
-        }
-    }
-    Ok(Started { daemon, lines: rx })
-}
-
-fn stop(started: Started) {
-    let Started { mut daemon, lines } = started;
-    if let Some(c) = daemon.0.take() {
-        // SAFETY: signals our own child.
-        unsafe {
-            libc::kill(c.id() as i32, libc::SIGTERM);
-        }
-        let mut c = c;
-        let _ = c.wait();
-        for l in lines.try_iter() {
-            let _ = l;
-        }
-    }
+/// Starts vfsrd in namespace `rt` with `config` (through the harness, which prints every
+/// line it writes); returns once it is ready.
+fn start_vfsrd(lab: &NetLab, vfsrd: &std::path::Path, config: &str) -> Result<Vfsrd, String> {
+    Vfsrd::start(lab, "rt", vfsrd, "demo", config).map_err(|e| format!("starting vfsrd: {e}"))
 }
 
 fn read_stats(path: &std::path::Path) -> serde_json::Value {
@@ -291,9 +230,6 @@ pub fn run(seed: u64, prefixes: Option<usize>) -> Result<(), String> {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let dir = std::env::temp_dir();
-    let cfg = dir.join(format!("vfsr-demo-{}.toml", std::process::id()));
-    let stats = dir.join(format!("vfsr-demo-{}.json", std::process::id()));
     let head = "[router]\ncontrol_core = 0\nworkers = [1]\nfast_path = true\n";
 
     // The speaker first: gobgpd in b loads the table before any session comes up.
@@ -304,10 +240,8 @@ pub fn run(seed: u64, prefixes: Option<usize>) -> Result<(), String> {
     match &speaker {
         Err(why) => println!("  {why}"),
         Ok(_) => {
-            std::fs::write(&cfg, format!("{head}{PORTS}\n[fpm]\n"))
-                .map_err(|e| format!("{}: {e}", cfg.display()))?;
             step("starting vfsrd with no route but its connected subnets, listening for zebra");
-            let s = start_vfsrd(&lab, &vfsrd, &cfg, &stats)?;
+            let s = start_vfsrd(&lab, &vfsrd, &format!("{head}{PORTS}\n[fpm]\n"))?;
             step("FRR in the router's namespace learns the table from b and streams it to vfsrd");
             let want4 = table
                 .v4
@@ -321,14 +255,14 @@ pub fn run(seed: u64, prefixes: Option<usize>) -> Result<(), String> {
                 .map(|r| r.prefix)
                 .collect::<std::collections::HashSet<_>>()
                 .len();
-            match learn_over_bgp(&lab, &stats, want4, want6) {
+            match learn_over_bgp(&lab, s.stats_path(), want4, want6) {
                 Ok(f) => {
                     frr = Some(f);
                     started = Some(s);
                 }
                 Err(e) => {
                     println!("  FRR could not bring the table to vfsrd ({e})");
-                    stop(s);
+                    drop(s);
                 }
             }
         }
@@ -337,15 +271,11 @@ pub fn run(seed: u64, prefixes: Option<usize>) -> Result<(), String> {
         Some(s) => s,
         None => {
             step("vfsrd with the synthetic full table from its configuration instead");
-            std::fs::write(
-                &cfg,
-                format!(
-                    "{head}{PORTS}\n[table]\nsynthetic = true\nseed = {seed}\nvia4 = [\"10.2.0.2\"]\n"
-                ),
-            )
-            .map_err(|e| format!("{}: {e}", cfg.display()))?;
+            let config = format!(
+                "{head}{PORTS}\n[table]\nsynthetic = true\nseed = {seed}\nvia4 = [\"10.2.0.2\"]\n"
+            );
             let t0 = Instant::now();
-            let s = start_vfsrd(&lab, &vfsrd, &cfg, &stats)?;
+            let s = start_vfsrd(&lab, &vfsrd, &config)?;
             println!("  up in {:.1} s", t0.elapsed().as_secs_f64());
             s
         }
@@ -392,7 +322,7 @@ pub fn run(seed: u64, prefixes: Option<usize>) -> Result<(), String> {
 
     step("the router's counters");
     std::thread::sleep(Duration::from_millis(1200));
-    let v = read_stats(&stats);
+    let v = started.stats();
     println!(
         "received {}, forwarded {}, dropped {}, punted {}",
         v["rx"], v["forwarded"], v["dropped"], v["punted"]
@@ -411,9 +341,7 @@ pub fn run(seed: u64, prefixes: Option<usize>) -> Result<(), String> {
     step("stopping FRR, the speaker and vfsrd (SIGTERM) and removing the namespaces");
     drop(frr);
     drop(speaker);
-    stop(started);
-    let _ = std::fs::remove_file(&cfg);
-    let _ = std::fs::remove_file(&stats);
+    drop(started);
     drop(lab);
     println!("done");
     Ok(())

@@ -132,7 +132,7 @@ where
     E6: LpmUpdate<u128> + Clone,
 {
     let mut rt = RouteTable::<E4, E6>::new(Rib::new(), c4, c6).map_err(|e| e.to_string())?;
-    rt.load_table(t, Source::Table)?;
+    rt.load_table(t, Source::Table).map_err(|e| e.to_string())?;
     apply_updates(a, &mut rt)?;
     rt.publish().map_err(|e| e.to_string())?;
     let (r4, r6, rn) = rt.readers();

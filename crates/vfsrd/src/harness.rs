@@ -19,11 +19,15 @@
 //! path of this instance ([`Vfsrd::socket`]).
 //!
 //! The tests print every line vfsrd writes ([`Echo::All`]); a benchmark that keeps its own
-//! transcript prints only the `ready` line ([`Echo::Ready`]) and still has the rest through
-//! [`Vfsrd::logged`].
+//! transcript prints only the `ready` line ([`Echo::Ready`]) or nothing ([`Echo::Quiet`]) and
+//! still has the rest through [`Vfsrd::logged`].
+//!
+//! A benchmark that pins itself to one core before it starts vfsrd names the cores vfsrd may
+//! use in [`Launch::cpus`] (vfsrd counts the cores it may run on and pins its threads itself).
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
 use std::sync::mpsc;
@@ -39,18 +43,32 @@ pub const READY_TIMEOUT: Duration = Duration::from_secs(90);
 pub const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// Which of vfsrd's output lines are printed (all are kept for [`Vfsrd::logged`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Echo {
     /// Every line, prefixed `[vfsrd <ns>]` (standard error: `[vfsrd <ns>!]`).
+    #[default]
     All,
     /// Only the line that says `ready`.
     Ready,
+    /// None: the caller reads what it wants through [`Vfsrd::logged`].
+    Quiet,
+}
+
+/// How vfsrd is started, beyond its namespace, binary and config.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Launch {
+    /// Which output lines are printed.
+    pub echo: Echo,
+    /// The cores vfsrd may run on, set in the child between fork and exec (the start fails
+    /// when the kernel refuses the set); `None` keeps the affinity it inherits from the
+    /// thread that starts it.
+    pub cpus: Option<Vec<usize>>,
 }
 
 /// A vfsrd process in one namespace (or none between [`Vfsrd::stop`] and [`Vfsrd::spawn`]).
 pub struct Vfsrd {
     ns: String,
-    echo: Echo,
+    launch: Launch,
     binary: PathBuf,
     child: Option<Child>,
     config: PathBuf,
@@ -59,6 +77,8 @@ pub struct Vfsrd {
     socket: PathBuf,
     log: mpsc::Receiver<String>,
     log_tx: mpsc::Sender<String>,
+    /// The line with which the last start said `ready`.
+    ready: Option<String>,
 }
 
 impl Vfsrd {
@@ -83,13 +103,27 @@ impl Vfsrd {
         config: &str,
         echo: Echo,
     ) -> Result<Vfsrd, String> {
+        let launch = Launch { echo, cpus: None };
+        Vfsrd::start_with(lab, ns, binary, tag, config, launch)
+    }
+
+    /// [`Vfsrd::start`], started as `launch` says (also when [`Vfsrd::spawn`] starts it
+    /// again).
+    pub fn start_with(
+        lab: &NetLab,
+        ns: &str,
+        binary: &Path,
+        tag: &str,
+        config: &str,
+        launch: Launch,
+    ) -> Result<Vfsrd, String> {
         let path = |ext: &str| {
             std::env::temp_dir().join(format!("vfsrd-{tag}-{ns}-{}.{ext}", std::process::id()))
         };
         let (log_tx, log) = mpsc::channel();
         let mut v = Vfsrd {
             ns: ns.to_string(),
-            echo,
+            launch,
             binary: binary.to_path_buf(),
             child: None,
             config: path("toml"),
@@ -98,6 +132,7 @@ impl Vfsrd {
             socket: path("sock"),
             log,
             log_tx,
+            ready: None,
         };
         let text = config.replace("@SOCKET@", &v.socket.display().to_string());
         std::fs::write(&v.config, text).map_err(|e| format!("{}: {e}", v.config.display()))?;
@@ -112,8 +147,23 @@ impl Vfsrd {
             return Ok(());
         }
         let _ = std::fs::remove_file(&self.dump);
-        let mut child = lab
-            .command(&self.ns, &self.binary.display().to_string())
+        let mut cmd = lab.command(&self.ns, &self.binary.display().to_string());
+        if let Some(cpus) = &self.launch.cpus {
+            let set = cpu_set(cpus)?;
+            // SAFETY: the closure runs in the child between fork and exec; it makes one
+            // async-signal-safe system call on a set built before the fork, and allocates
+            // nothing.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let mut child = cmd
             .arg("--config")
             .arg(&self.config)
             .arg("--fib-dump")
@@ -127,22 +177,22 @@ impl Vfsrd {
             .map_err(|e| format!("cannot start {}: {e}", self.binary.display()))?;
         let (ready_tx, ready_rx) = mpsc::channel();
         if let Some(out) = child.stdout.take() {
-            let (tx, ns, echo) = (self.log_tx.clone(), self.ns.clone(), self.echo);
+            let (tx, ns, echo) = (self.log_tx.clone(), self.ns.clone(), self.launch.echo);
             std::thread::spawn(move || {
                 for line in BufReader::new(out).lines().map_while(Result::ok) {
                     let ready = line.contains("ready");
-                    if echo == Echo::All || ready {
+                    if echo == Echo::All || (ready && echo == Echo::Ready) {
                         println!("[vfsrd {ns}] {line}");
                     }
                     if ready {
-                        let _ = ready_tx.send(());
+                        let _ = ready_tx.send(line.clone());
                     }
                     let _ = tx.send(line);
                 }
             });
         }
         if let Some(err) = child.stderr.take() {
-            let (tx, ns, echo) = (self.log_tx.clone(), self.ns.clone(), self.echo);
+            let (tx, ns, echo) = (self.log_tx.clone(), self.ns.clone(), self.launch.echo);
             std::thread::spawn(move || {
                 for line in BufReader::new(err).lines().map_while(Result::ok) {
                     if echo == Echo::All {
@@ -153,7 +203,7 @@ impl Vfsrd {
             });
         }
         self.child = Some(child);
-        if ready_rx.recv_timeout(READY_TIMEOUT).is_err() {
+        let Ok(line) = ready_rx.recv_timeout(READY_TIMEOUT) else {
             let status = self.stop();
             // What it said last (its error, when it exited), whether or not it was printed.
             let said: Vec<String> = self.log.try_iter().collect();
@@ -164,7 +214,8 @@ impl Vfsrd {
                 if tail.is_empty() { "" } else { ": " },
                 tail.join(" | ")
             ));
-        }
+        };
+        self.ready = Some(line);
         Ok(())
     }
 
@@ -173,6 +224,11 @@ impl Vfsrd {
         self.child
             .as_mut()
             .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// The line with which vfsrd said `ready` when it last started (printed or not).
+    pub fn ready_line(&self) -> Option<&str> {
+        self.ready.as_deref()
     }
 
     /// The process id (`ip netns exec` execs, so it is vfsrd's own).
@@ -193,6 +249,11 @@ impl Vfsrd {
     /// The config file's path.
     pub fn config_path(&self) -> &Path {
         &self.config
+    }
+
+    /// The stats file's path (vfsrd rewrites it every second).
+    pub fn stats_path(&self) -> &Path {
+        &self.stats
     }
 
     /// Sends `sig` to vfsrd if it runs.
@@ -223,20 +284,22 @@ impl Vfsrd {
     /// `group …`), from the dump vfsrd writes on SIGUSR1; empty when it does not run or does not
     /// answer within `timeout`.
     pub fn fib(&self, timeout: Duration) -> BTreeMap<String, String> {
+        self.fib_dump(timeout)
+            .map(|text| fib_entries(&text))
+            .unwrap_or_default()
+    }
+
+    /// The FIB dump vfsrd writes on SIGUSR1, as it wrote it (its `#` header line first); an
+    /// error when it does not run or the dump does not appear within `timeout`.
+    pub fn fib_dump(&self, timeout: Duration) -> Result<String, String> {
         if self.child.is_none() {
-            return BTreeMap::new();
+            return Err(format!("vfsrd in {} is not running", self.ns));
         }
         let _ = std::fs::remove_file(&self.dump);
         self.signal(libc::SIGUSR1);
-        let text = wait_for("the FIB dump", timeout, || {
+        wait_for("vfsrd's FIB dump", timeout, || {
             std::fs::read_to_string(&self.dump).ok()
         })
-        .unwrap_or_default();
-        text.lines()
-            .filter(|l| !l.starts_with('#'))
-            .filter_map(|l| l.split_once(' '))
-            .map(|(p, f)| (p.to_string(), f.to_string()))
-            .collect()
     }
 
     /// The stats file as it is now (vfsrd rewrites it every second); `Null` before the first.
@@ -266,5 +329,73 @@ impl Drop for Vfsrd {
         for p in [&self.config, &self.dump, &self.stats, &self.socket] {
             let _ = std::fs::remove_file(p);
         }
+        // What a vfsrd stopped half-way through writing the stats or the dump leaves behind
+        // (it writes a `.tmp` beside the file and renames it).
+        for p in [&self.dump, &self.stats] {
+            let _ = std::fs::remove_file(p.with_extension("tmp"));
+        }
+    }
+}
+
+/// A FIB dump's entries, prefix → how it forwards (the `#` header and any line without a
+/// space left out).
+pub fn fib_entries(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(p, f)| (p.to_string(), f.to_string()))
+        .collect()
+}
+
+/// The affinity mask of `cpus`; an error for an empty list or a core the mask cannot hold.
+fn cpu_set(cpus: &[usize]) -> Result<libc::cpu_set_t, String> {
+    let size = libc::CPU_SETSIZE as usize;
+    if cpus.is_empty() {
+        return Err("vfsrd: an empty set of cores to run on".to_string());
+    }
+    if let Some(c) = cpus.iter().find(|&&c| c >= size) {
+        return Err(format!(
+            "vfsrd: core {c} is beyond the {size} an affinity mask holds"
+        ));
+    }
+    // SAFETY: cpu_set_t is a plain bit array, for which all zeros is the empty set; every
+    // core set is below CPU_SETSIZE (checked above), so CPU_SET stays within it.
+    let set = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &c in cpus {
+            libc::CPU_SET(c, &mut set);
+        }
+        set
+    };
+    Ok(set)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dump_gives_its_entries_without_the_header() {
+        let text = "# vfsr FIB: 2 routes\n10.0.0.0/8 via 10.9.0.2 dev r2\n\
+                    10.9.0.0/24 connected dev r2\n";
+        let fib = fib_entries(text);
+        assert_eq!(fib.len(), 2);
+        assert_eq!(
+            fib.get("10.0.0.0/8").map(String::as_str),
+            Some("via 10.9.0.2 dev r2")
+        );
+        assert!(fib.keys().all(|k| !k.starts_with('#')));
+    }
+
+    #[test]
+    fn the_cpu_set_holds_the_cores_named_and_refuses_the_impossible() {
+        let set = cpu_set(&[0, 3]).unwrap();
+        // SAFETY: the cores asked about are below CPU_SETSIZE.
+        let has = |c: usize| unsafe { libc::CPU_ISSET(c, &set) };
+        assert!(has(0));
+        assert!(!has(1));
+        assert!(has(3));
+        assert!(cpu_set(&[]).is_err());
+        assert!(cpu_set(&[libc::CPU_SETSIZE as usize]).is_err());
     }
 }
