@@ -12,10 +12,9 @@
 //! otherwise.
 
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
 
 mod common;
-use common::{netns_skip_reason, TempFile};
+use common::{namespaces_left, netns_skip_reason, run_with_report};
 
 #[test]
 fn a_short_soak_passes_its_three_checks() {
@@ -24,10 +23,10 @@ fn a_short_soak_passes_its_three_checks() {
         println!("skipped: {why}");
         return;
     }
-    let json =
-        TempFile(std::env::temp_dir().join(format!("vfsr-soak-{}.json", std::process::id())));
-    let run = Command::new(&exe)
-        .args([
+    let run = run_with_report(
+        &exe,
+        "soak",
+        &[
             "soak",
             "--minutes",
             "0.3334",
@@ -43,20 +42,14 @@ fn a_short_soak_passes_its_three_checks() {
             "1",
             "--rss-bound",
             "10",
-        ])
-        .arg("--json")
-        .arg(&json.0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let child = run.id();
-    let out = run.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}\n{stderr}");
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json.0).unwrap()).unwrap();
+        ],
+    );
+    let v = &run.doc;
+    // The readable table says what the report says.
+    assert!(
+        run.stdout.contains("| resident memory flat |"),
+        "no check table"
+    );
     let checks = &v["checks"];
 
     // Memory: both windows measured, the drift within the bound.
@@ -97,14 +90,9 @@ fn a_short_soak_passes_its_three_checks() {
     }
     assert!(v["samples"].as_array().unwrap().len() >= 15);
     assert_eq!(checks["ok"], true);
-    assert!(out.status.success(), "vfsr soak failed");
+    assert!(run.ok, "vfsr soak failed");
 
-    // Nothing of the run is left behind: its namespaces are named after its process id.
-    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let ns = String::from_utf8_lossy(&ns.stdout);
-    let tag = format!("fb{child}-");
-    assert!(
-        !ns.lines().any(|l| l.starts_with(&tag)),
-        "namespaces left: {ns}"
-    );
+    // Nothing of the run is left behind.
+    let left = namespaces_left(run.pid);
+    assert!(left.is_empty(), "namespaces left: {left:?}");
 }

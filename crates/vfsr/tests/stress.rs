@@ -8,10 +8,9 @@
 //! (`cargo build -p vfsrd`); skips with a printed reason otherwise.
 
 use std::path::PathBuf;
-use std::process::Command;
 
 mod common;
-use common::{netns_skip_reason, TempFile};
+use common::{namespaces_left, netns_skip_reason, run_with_report};
 
 use serde_json::Value;
 
@@ -38,27 +37,26 @@ fn short_stress_run_keeps_the_books_and_restores_the_ports() {
         println!("skipped: {why}");
         return;
     }
-    let json =
-        TempFile(std::env::temp_dir().join(format!("vfsr-stress-{}.json", std::process::id())));
-    let out = Command::new(&exe)
-        .args([
+    let run = run_with_report(
+        &exe,
+        "stress",
+        &[
             "stress",
             "--seconds",
             "2",
             "--only",
             "malformed,arp,ttl1,sigkill",
-            "--json",
-        ])
-        .arg(&json.0)
-        .output()
-        .expect("run vfsr stress");
-    let text = String::from_utf8_lossy(&out.stdout);
-    println!("{text}");
-    println!("{}", String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "vfsr stress failed");
-    let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string(&json.0).expect("the JSON report"))
-            .expect("JSON");
+        ],
+    );
+    assert!(run.ok, "vfsr stress failed");
+    let doc = &run.doc;
+    // The readable output names every case it ran.
+    for name in ["idle", "arp", "ttl1", "malformed", "sigkill"] {
+        assert!(
+            run.stdout.contains(&format!("== {name}")),
+            "{name} not in the output"
+        );
+    }
     assert!(doc["cpu"].as_str().is_some_and(|c| !c.is_empty()));
     let names: Vec<&str> = doc["cases"]
         .as_array()
@@ -77,7 +75,7 @@ fn short_stress_run_keeps_the_books_and_restores_the_ports() {
         );
     }
     for name in ["idle", "arp", "ttl1", "malformed"] {
-        let c = case(&doc, name);
+        let c = case(doc, name);
         assert_eq!(
             c["drops_accounted"], true,
             "{name}: the books do not balance: {}",
@@ -85,34 +83,26 @@ fn short_stress_run_keeps_the_books_and_restores_the_ports() {
         );
         assert!(c["details"]["books"]["received"].as_u64().unwrap_or(0) > 0);
     }
-    let ttl1 = case(&doc, "ttl1");
+    let ttl1 = case(doc, "ttl1");
     assert!(
         check_ok(ttl1, "ICMP errors rate-limited"),
         "{}",
         ttl1["checks"]
     );
     assert!(check_ok(ttl1, "dropped by name"));
-    let malformed = case(&doc, "malformed");
+    let malformed = case(doc, "malformed");
     assert!(
         check_ok(malformed, "none forwarded"),
         "{}",
         malformed["checks"]
     );
     assert!(check_ok(malformed, "all dropped by name"));
-    let arp = case(&doc, "arp");
+    let arp = case(doc, "arp");
     assert!(check_ok(arp, "neighbor table bounded"));
-    let kill = case(&doc, "sigkill");
+    let kill = case(doc, "sigkill");
     assert!(check_ok(kill, "next start"), "{}", kill["checks"]);
     assert!(check_ok(kill, "ports restored"), "{}", kill["checks"]);
     // The run removed its namespaces.
-    let left = Command::new("ip")
-        .args(["netns", "list"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default();
-    let prefix = format!("fb{}-", doc["pid"].as_u64().unwrap_or(0));
-    assert!(
-        doc["pid"].is_null() || !left.contains(&prefix),
-        "namespaces left: {left}"
-    );
+    let left = namespaces_left(run.pid);
+    assert!(left.is_empty(), "namespaces left: {left:?}");
 }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{netns_skip_reason, TempFile};
+use common::{namespaces_left, netns_skip_reason, run_with_report, TempFile};
 
 /// The benchmark floods both cores: the tests of this file take turns.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -44,7 +44,6 @@ fn veth_bench_reports_every_router() {
     }
     let pid = std::process::id();
     let table = TempFile(std::env::temp_dir().join(format!("vfsr-vb-table-{pid}.txt")));
-    let json = TempFile(std::env::temp_dir().join(format!("vfsr-vb-{pid}.json")));
     small_table(&table.0);
 
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_vfsr"));
@@ -56,8 +55,12 @@ fn veth_bench_reports_every_router() {
     } else {
         println!("vfsrd not built next to vfsr: measuring the Linux routers only");
     }
-    let run = Command::new(&exe)
-        .args([
+    let routers_arg = routers.join(",");
+    let table_arg = table.0.display().to_string();
+    let run = run_with_report(
+        &exe,
+        "vb",
+        &[
             "fwd",
             "bench",
             "--veth",
@@ -65,27 +68,16 @@ fn veth_bench_reports_every_router() {
             "1",
             "--destinations",
             "256",
-        ])
-        .arg("--routers")
-        .arg(routers.join(","))
-        .arg("--table")
-        .arg(&table.0)
-        .arg("--json")
-        .arg(&json.0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let child = run.id();
-    let out = run.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}\n{stderr}");
-    assert!(out.status.success(), "vfsr fwd bench --veth failed");
-    assert!(stdout.contains("bottleneck") || stdout.contains("-bound"));
+            "--routers",
+            &routers_arg,
+            "--table",
+            &table_arg,
+        ],
+    );
+    assert!(run.ok, "vfsr fwd bench --veth failed");
+    assert!(run.stdout.contains("bottleneck") || run.stdout.contains("-bound"));
 
-    let v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json.0).unwrap()).unwrap();
+    let v = &run.doc;
     let results = v["results"].as_array().expect("results is an array");
     assert_eq!(results.len(), routers.len());
     for (r, name) in results.iter().zip(&routers) {
@@ -135,14 +127,9 @@ fn veth_bench_reports_every_router() {
     }
     assert!(v["latency_us"]["ping_idle"].as_f64().unwrap() > 0.0);
 
-    // Nothing of the run is left behind: its namespaces are named after its process id.
-    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
-    let ns = String::from_utf8_lossy(&ns.stdout);
-    let tag = format!("fb{child}-");
-    assert!(
-        !ns.lines().any(|l| l.starts_with(&tag)),
-        "namespaces left: {ns}"
-    );
+    // Nothing of the run is left behind.
+    let left = namespaces_left(run.pid);
+    assert!(left.is_empty(), "namespaces left: {left:?}");
 }
 
 #[test]

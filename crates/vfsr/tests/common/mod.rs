@@ -1,4 +1,5 @@
-//! What the namespace tests of `vfsr` share: the reason to skip, and a file removed on drop.
+//! What the namespace tests of `vfsr` share: the reason to skip, a file removed on drop, one
+//! run of `vfsr` with its JSON report, and the namespaces a run left behind.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -36,4 +37,61 @@ impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
     }
+}
+
+/// One run of `vfsr`: whether it exited with success, its standard output, its process id and
+/// its JSON report.
+pub struct Report {
+    pub ok: bool,
+    pub stdout: String,
+    pub pid: u32,
+    pub doc: serde_json::Value,
+}
+
+/// Runs `vfsr` (`exe`) with `args` and `--json` to a file named after `tag` and this test's
+/// process, prints what it wrote, and reads its report; a run that wrote no report fails the
+/// test with its exit status.
+pub fn run_with_report(exe: &Path, tag: &str, args: &[&str]) -> Report {
+    let json =
+        TempFile(std::env::temp_dir().join(format!("vfsr-{tag}-{}.json", std::process::id())));
+    let child = Command::new(exe)
+        .args(args)
+        .arg("--json")
+        .arg(&json.0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start vfsr");
+    let pid = child.id();
+    let out = child.wait_with_output().expect("wait for vfsr");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    println!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let text = std::fs::read_to_string(&json.0).unwrap_or_else(|e| {
+        panic!(
+            "vfsr {tag} wrote no report ({e}); it exited with {}",
+            out.status
+        )
+    });
+    let doc = serde_json::from_str(&text).expect("the report is JSON");
+    Report {
+        ok: out.status.success(),
+        stdout,
+        pid,
+        doc,
+    }
+}
+
+/// The namespaces still present of the run of `vfsr` whose process id is `pid` (it names
+/// them `fb<pid>-…`).
+pub fn namespaces_left(pid: u32) -> Vec<String> {
+    let out = Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .expect("ip netns list");
+    let tag = format!("fb{pid}-");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(&tag))
+        .map(str::to_string)
+        .collect()
 }
