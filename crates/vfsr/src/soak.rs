@@ -32,8 +32,10 @@
 //!    `/proc/PID/status` and `smaps_rollup`), its counters (stats file), the FPM messages it
 //!    has taken in, the changes sent, the frames offered and arriving at the sink.
 //! 6. **Checks** at the end, after the churn and the traffic stopped and vfsrd caught up:
-//!    - memory: the mean `VmRSS` of the last tenth of the run within `--rss-bound` % (5) of
-//!      that of the first tenth after the load;
+//!    - memory: the mean `VmRSS` of the last tenth of the run no more than `--rss-bound` %
+//!      (5) above that of the first tenth after the load. Memory that falls passes (and is
+//!      shown): vfsrd's allocator gives the load's transient memory back to the system some
+//!      seconds after the load, which is not a leak;
 //!    - counters: `rx = forwarded + punted + held + dropped`, the drops adding up by reason
 //!      and the punts by class, and the sink never counting more than vfsrd forwarded;
 //!    - FIB: vfsrd's FIB dump compared prefix by prefix with the routes the soak believes
@@ -92,7 +94,7 @@ pub struct SoakArgs {
     /// Seconds between samples.
     #[arg(long, default_value_t = 5.0)]
     sample_s: f64,
-    /// How far (%) the resident memory of the last tenth may lie from the first tenth's.
+    /// How far (%) the resident memory of the last tenth may lie above the first tenth's.
     #[arg(long, default_value_t = 5.0)]
     rss_bound: f64,
     /// The vfsrd binary (default: the one built next to vfsr).
@@ -972,7 +974,8 @@ fn soak(a: &SoakArgs) -> Result<(), Error> {
     let first = window(0.0, tenth.max(first_t));
     let last = window((churn_s - tenth).min(last_t), f64::INFINITY);
     let drift = (last - first) / first * 100.0;
-    let rss_ok = drift.is_finite() && drift.abs() <= a.rss_bound;
+    // Growth is what a leak looks like; memory given back after the load is not.
+    let rss_ok = drift.is_finite() && drift <= a.rss_bound;
     let balance = balance(&final_stats, sink_total);
     let balance_ok = balance["ok"] == true;
     let fpm_routes = fpm_progress(&src).1;
@@ -990,7 +993,7 @@ fn soak(a: &SoakArgs) -> Result<(), Error> {
     println!("| check | figures | result |");
     println!("| --- | --- | --- |");
     println!(
-        "| resident memory flat | VmRSS first tenth {:.1} MiB, last tenth {:.1} MiB, drift {drift:+.2} % (bound ±{} %) | {} |",
+        "| resident memory does not grow | VmRSS first tenth {:.1} MiB, last tenth {:.1} MiB, drift {drift:+.2} % (bound +{} %) | {} |",
         first / 1024.0,
         last / 1024.0,
         a.rss_bound,

@@ -1,12 +1,15 @@
 //! `vfsr soak`: a short soak (20 s, 1,000 changes per second, a generated table of 20,000
 //! IPv4 and 2,500 IPv6 prefixes) through vfsrd between namespaces, asserting its three checks
-//! from the JSON report: resident memory flat, counters balanced, FIB equal to its source.
+//! from the JSON report: resident memory does not grow, counters balanced, FIB equal to its
+//! source.
 //!
 //! The memory bound is 10 % here, not the 5 % of a real soak: in 20 seconds the first tenth
 //! is the two seconds right after the load, a window of two samples, in which the allocator,
 //! the RIB's free lists and the hash tables may still be reaching their working size (a
-//! 30-minute soak compares three-minute windows long after that). vfsrd holds about 46 MiB
-//! here, so the bound still fails a leak of about 250 bytes per change (20,000 changes).
+//! 30-minute soak compares three-minute windows long after that). vfsrd holds about 70 MiB
+//! here, so the bound still fails a leak of about 360 bytes per change (20,000 changes).
+//! Memory may fall: vfsrd's allocator gives the load's transient memory back a few seconds
+//! after the load (about 12 % here).
 //!
 //! Needs root, network namespaces and vfsrd built next to vfsr; skips with a printed reason
 //! otherwise.
@@ -47,7 +50,7 @@ fn a_short_soak_passes_its_three_checks() {
     let v = &run.doc;
     // The readable table says what the report says.
     assert!(
-        run.stdout.contains("| resident memory flat |"),
+        run.stdout.contains("| resident memory does not grow |"),
         "no check table"
     );
     let checks = &v["checks"];
@@ -59,7 +62,7 @@ fn a_short_soak_passes_its_three_checks() {
         rss["last_tenth_kib"].as_f64().unwrap(),
     );
     assert!(first > 1000.0 && last > 1000.0, "{rss}");
-    assert!(rss["drift_pct"].as_f64().unwrap().abs() <= 10.0, "{rss}");
+    assert!(rss["drift_pct"].as_f64().unwrap() <= 10.0, "{rss}");
     assert_eq!(rss["ok"], true, "{rss}");
 
     // Counters: traffic went through, and every packet is counted once.
