@@ -411,8 +411,10 @@ fn figure(spec: &FigureSpec, input: &Input) -> (String, State) {
                     State::Missing,
                     prov,
                 ),
-                Err(Problem::Malformed(e)) => {
-                    // A document that does not parse already names its file.
+                Err(p) => {
+                    // Malformed, or a field missing or of another kind. A document that
+                    // does not parse already names its file.
+                    let e = p.to_string();
                     let e = if src.doc.is_ok() {
                         format!("{}: {e}", src.shown)
                     } else {

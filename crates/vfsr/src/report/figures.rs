@@ -99,6 +99,14 @@ pub enum Problem {
     Absent(String),
     /// The file lacks or garbles what the figure reads (the message names the field).
     Malformed(String),
+    /// A field the figure reads is missing or of another kind.
+    Shape(json::ShapeError),
+}
+
+impl From<json::ShapeError> for Problem {
+    fn from(e: json::ShapeError) -> Problem {
+        Problem::Shape(e)
+    }
 }
 
 impl From<String> for Problem {
@@ -117,6 +125,7 @@ impl std::fmt::Display for Problem {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Problem::Absent(s) | Problem::Malformed(s) => f.write_str(s),
+            Problem::Shape(e) => e.fmt(f),
         }
     }
 }
@@ -327,7 +336,7 @@ fn canvas(title: &str, legend: Vec<LegendItem>, cols: usize, panels: Vec<Chart>)
     }
 }
 
-fn median_min_max(n: &Node<'_>) -> Result<(f64, f64, f64), String> {
+fn median_min_max(n: &Node<'_>) -> Result<(f64, f64, f64), json::ShapeError> {
     Ok((
         json::num(n, "median")?,
         json::num(n, "min")?,
@@ -919,7 +928,7 @@ fn fpm_intake(doc: &Value) -> Result<Built, Problem> {
 }
 
 /// The records of a document whose shape is known only by convention (see the module doc).
-fn records(doc: &Value) -> Result<Vec<(String, Node<'_>)>, String> {
+fn records(doc: &Value) -> Result<Vec<(String, Node<'_>)>, Problem> {
     let root = json::root(doc);
     let mut arr = None;
     for key in ["results", "runs", "paths", "cases", "modes"] {
@@ -966,7 +975,7 @@ fn records(doc: &Value) -> Result<Vec<(String, Node<'_>)>, String> {
         out.push((label, r));
     }
     if out.is_empty() {
-        return Err(format!("{}: no records", arr.path));
+        return Err(format!("{}: no records", arr.path).into());
     }
     Ok(out)
 }
@@ -1403,7 +1412,7 @@ fn cpflood_latency(doc: &Value) -> Result<Built, Problem> {
 
 /// A number that may be null (a measurement the run could not make): `None` then, or when
 /// the field is absent.
-fn opt_num(n: &Node<'_>, key: &str) -> Result<Option<f64>, String> {
+fn opt_num(n: &Node<'_>, key: &str) -> Result<Option<f64>, json::ShapeError> {
     match n.opt(key)? {
         Some(v) if !v.v.is_null() => Ok(Some(v.num()?)),
         _ => Ok(None),
@@ -1762,9 +1771,11 @@ mod tests {
             "workers": "two", "total_mpps": 3.0}]});
         assert_eq!(
             fwd_workers(&doc).err(),
-            Some(Problem::Malformed(
-                "results[0].workers: expected a number, found a string".into()
-            ))
+            Some(Problem::Shape(json::ShapeError::Kind {
+                path: "results[0].workers".into(),
+                expected: "a number",
+                found: "a string"
+            }))
         );
         assert_eq!(
             fib_reader(&json!({}))

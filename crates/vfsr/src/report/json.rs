@@ -3,6 +3,41 @@
 
 use serde_json::Value;
 
+/// What a document lacks or garbles, by the path of the field (`""`: the document itself).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShapeError {
+    /// The object has no such field.
+    Missing { path: String },
+    /// The value is of another kind than the reader needs.
+    Kind {
+        path: String,
+        expected: &'static str,
+        found: &'static str,
+    },
+}
+
+impl std::fmt::Display for ShapeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = |p: &str| {
+            if p.is_empty() {
+                "the document".to_string()
+            } else {
+                p.to_string()
+            }
+        };
+        match self {
+            ShapeError::Missing { path } => write!(f, "{}: missing", shown(path)),
+            ShapeError::Kind {
+                path,
+                expected,
+                found,
+            } => write!(f, "{}: expected {expected}, found {found}", shown(path)),
+        }
+    }
+}
+
+impl std::error::Error for ShapeError {}
+
 /// A value and the path that reached it.
 pub struct Node<'a> {
     pub v: &'a Value,
@@ -29,71 +64,55 @@ impl<'a> Node<'a> {
         }
     }
 
-    fn name(&self) -> &str {
-        if self.path.is_empty() {
-            "the document"
-        } else {
-            &self.path
+    /// The error that this value is not `expected`.
+    fn not_a(&self, expected: &'static str) -> ShapeError {
+        ShapeError::Kind {
+            path: self.path.clone(),
+            expected,
+            found: kind(self.v),
         }
     }
 
-    fn not_object(&self) -> String {
-        format!(
-            "{}: expected an object, found {}",
-            self.name(),
-            kind(self.v)
-        )
-    }
-
     /// The field `key` of an object.
-    pub fn get(&self, key: &str) -> Result<Node<'a>, String> {
-        self.opt(key)?
-            .ok_or_else(|| format!("{}: missing", self.join(key)))
+    pub fn get(&self, key: &str) -> Result<Node<'a>, ShapeError> {
+        self.opt(key)?.ok_or_else(|| ShapeError::Missing {
+            path: self.join(key),
+        })
     }
 
     /// The field `key`, or `None` when the object lacks it (an error if this is no object).
-    pub fn opt(&self, key: &str) -> Result<Option<Node<'a>>, String> {
+    pub fn opt(&self, key: &str) -> Result<Option<Node<'a>>, ShapeError> {
         match self.v {
             Value::Object(m) => Ok(m.get(key).map(|v| Node {
                 v,
                 path: self.join(key),
             })),
-            _ => Err(self.not_object()),
+            _ => Err(self.not_a("an object")),
         }
     }
 
-    pub fn num(&self) -> Result<f64, String> {
+    pub fn num(&self) -> Result<f64, ShapeError> {
         match self.v.as_f64() {
             Some(x) if x.is_finite() => Ok(x),
-            _ => Err(format!(
-                "{}: expected a number, found {}",
-                self.name(),
-                kind(self.v)
-            )),
+            _ => Err(self.not_a("a number")),
         }
     }
 
-    pub fn str(&self) -> Result<&'a str, String> {
-        self.v
-            .as_str()
-            .ok_or_else(|| format!("{}: expected a string, found {}", self.name(), kind(self.v)))
+    pub fn str(&self) -> Result<&'a str, ShapeError> {
+        self.v.as_str().ok_or_else(|| self.not_a("a string"))
     }
 
     /// A string, or a number shown as text (fields such as a threshold may be either).
-    pub fn text(&self) -> Result<String, String> {
+    pub fn text(&self) -> Result<String, ShapeError> {
         match self.v {
             Value::String(s) => Ok(s.clone()),
             Value::Number(n) => Ok(n.to_string()),
-            other => Err(format!(
-                "{}: expected a string or number, found {}",
-                self.name(),
-                kind(other)
-            )),
+            _ => Err(self.not_a("a string or number")),
         }
     }
 
     /// The elements of an array.
-    pub fn items(&self) -> Result<Vec<Node<'a>>, String> {
+    pub fn items(&self) -> Result<Vec<Node<'a>>, ShapeError> {
         match self.v {
             Value::Array(a) => Ok(a
                 .iter()
@@ -103,27 +122,23 @@ impl<'a> Node<'a> {
                     path: format!("{}[{i}]", self.path),
                 })
                 .collect()),
-            other => Err(format!(
-                "{}: expected an array, found {}",
-                self.name(),
-                kind(other)
-            )),
+            _ => Err(self.not_a("an array")),
         }
     }
 }
 
 /// The field `key` of `n` as a number.
-pub fn num(n: &Node<'_>, key: &str) -> Result<f64, String> {
+pub fn num(n: &Node<'_>, key: &str) -> Result<f64, ShapeError> {
     n.get(key)?.num()
 }
 
 /// The field `key` of `n` as a string.
-pub fn str<'a>(n: &Node<'a>, key: &str) -> Result<&'a str, String> {
+pub fn str<'a>(n: &Node<'a>, key: &str) -> Result<&'a str, ShapeError> {
     n.get(key)?.str()
 }
 
 /// The elements of the array `key` of `n`.
-pub fn items<'a>(n: &Node<'a>, key: &str) -> Result<Vec<Node<'a>>, String> {
+pub fn items<'a>(n: &Node<'a>, key: &str) -> Result<Vec<Node<'a>>, ShapeError> {
     n.get(key)?.items()
 }
 
@@ -173,20 +188,32 @@ mod tests {
         let r = root(&d);
         let rows = items(&r, "results").unwrap_or_default();
         assert_eq!(rows.len(), 2);
-        let m = rows[0].get("mlps").map(|m| num(&m, "median"));
+        let m = rows[0].get("mlps").and_then(|m| num(&m, "median"));
         assert_eq!(
-            m.ok(),
-            Some(Err(
-                "results[0].mlps.median: expected a number, found null".into()
-            ))
+            m,
+            Err(ShapeError::Kind {
+                path: "results[0].mlps.median".into(),
+                expected: "a number",
+                found: "null"
+            })
+        );
+        let text = |e: Option<ShapeError>| e.map(|e| e.to_string());
+        assert_eq!(
+            text(m.err()),
+            Some("results[0].mlps.median: expected a number, found null".into())
         );
         assert_eq!(
-            num(&rows[1], "x").err().as_deref(),
+            text(num(&rows[1], "x").err()).as_deref(),
             Some("results[1]: expected an object, found a number")
         );
-        assert_eq!(items(&r, "nope").err().as_deref(), Some("nope: missing"));
         assert_eq!(
-            root(&json!([1])).get("a").err().as_deref(),
+            items(&r, "nope").err(),
+            Some(ShapeError::Missing {
+                path: "nope".into()
+            })
+        );
+        assert_eq!(
+            text(root(&json!([1])).get("a").err()).as_deref(),
             Some("the document: expected an object, found an array")
         );
     }
