@@ -18,8 +18,69 @@ use vfsr_lpm::lctrie::{LcConfig, LcTrie};
 use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
 use vfsr_lpm::radix::Radix;
 use vfsr_lpm::{LpmUpdate, NextHop, NO_ROUTE};
-use vfsr_rib::{Rib, RouteTable, Source, StreamOptions, UpdateReader};
+use vfsr_rib::{
+    ApplyError, LoadError, ReadError, Rib, RouteTable, Source, StreamOptions, UpdateReader,
+};
 use vfsr_table::Table;
+
+/// Why a lookup run stopped.
+#[derive(Debug)]
+enum Error {
+    /// The table could not be read (the reader's message).
+    Table(String),
+    /// No engine of that name.
+    Backend(String),
+    /// The update stream could not be opened.
+    Open { path: PathBuf, err: std::io::Error },
+    /// A line of the update stream could not be read or parsed.
+    Read { path: PathBuf, err: ReadError },
+    /// The RIB refused an update (without `--skip-bad`).
+    Refused {
+        path: PathBuf,
+        line: u64,
+        err: ApplyError,
+    },
+    /// A live FIB could not be made or published.
+    Fib(vfsr_fib::FibError),
+    /// The RIB or a FIB refused the table.
+    Load(LoadError),
+    /// Standard input could not be read.
+    Input(std::io::Error),
+    /// The answers could not be written.
+    Output(std::io::Error),
+    /// Some inputs were not addresses (each was said on standard error).
+    NotAddresses(usize),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Table(e) => f.write_str(e),
+            Error::Backend(b) => write!(f, "unknown backend '{b}'"),
+            Error::Open { path, err } => write!(f, "{}: {err}", path.display()),
+            Error::Read { path, err } => write!(f, "{}: {err}", path.display()),
+            Error::Refused { path, line, err } => write!(f, "{}:{line}: {err}", path.display()),
+            Error::Fib(e) => e.fmt(f),
+            Error::Load(e) => e.fmt(f),
+            Error::Input(e) => write!(f, "reading standard input: {e}"),
+            Error::Output(e) => write!(f, "writing output: {e}"),
+            Error::NotAddresses(n) => write!(f, "{n} input(s) were not addresses"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Open { err, .. } | Error::Input(err) | Error::Output(err) => Some(err),
+            Error::Read { err, .. } => Some(err),
+            Error::Refused { err, .. } => Some(err),
+            Error::Fib(e) => Some(e),
+            Error::Load(e) => Some(e),
+            Error::Table(_) | Error::Backend(_) | Error::NotAddresses(_) => None,
+        }
+    }
+}
 
 #[derive(Args)]
 pub struct LookupArgs {
@@ -43,7 +104,11 @@ pub struct LookupArgs {
 }
 
 pub fn run(a: &LookupArgs) -> Result<(), String> {
-    let l = tables::load(&a.table, a.skip_bad)?;
+    lookup(a).map_err(|e| e.to_string())
+}
+
+fn lookup(a: &LookupArgs) -> Result<(), Error> {
+    let l = tables::load(&a.table, a.skip_bad).map_err(Error::Table)?;
     let t = Table {
         v4: l.v4,
         v6: l.v6,
@@ -69,12 +134,12 @@ pub fn run(a: &LookupArgs) -> Result<(), String> {
             }
             answer::<Dir24, Poptrie<u128>>(a, &t, (), p6)
         }
-        other => Err(format!("unknown backend '{other}'")),
+        other => Err(Error::Backend(other.to_string())),
     }
 }
 
 /// Applies the update stream of `a` to `rt`. Returns (applied, refused).
-fn apply_updates<E4, E6>(a: &LookupArgs, rt: &mut RouteTable<E4, E6>) -> Result<(u64, u64), String>
+fn apply_updates<E4, E6>(a: &LookupArgs, rt: &mut RouteTable<E4, E6>) -> Result<(u64, u64), Error>
 where
     E4: LpmUpdate<u32> + Clone,
     E6: LpmUpdate<u128> + Clone,
@@ -83,7 +148,10 @@ where
         return Ok((0, 0));
     };
     let name = path.display();
-    let f = std::fs::File::open(path).map_err(|e| format!("{name}: {e}"))?;
+    let f = std::fs::File::open(path).map_err(|err| Error::Open {
+        path: path.clone(),
+        err,
+    })?;
     let opts = StreamOptions {
         skip_bad: a.skip_bad,
         ..StreamOptions::default()
@@ -91,14 +159,23 @@ where
     let mut reader = UpdateReader::new(BufReader::new(f), opts);
     let (mut applied, mut refused) = (0u64, 0u64);
     for item in reader.by_ref() {
-        let (line, u) = item.map_err(|e| format!("{name}: {e}"))?;
+        let (line, u) = item.map_err(|err| Error::Read {
+            path: path.clone(),
+            err,
+        })?;
         match rt.apply(&u, Source::Table) {
             Ok(()) => applied += 1,
             Err(e) if a.skip_bad => {
                 refused += 1;
                 eprintln!("vfsr: {name}:{line}: refused: {e}");
             }
-            Err(e) => return Err(format!("{name}:{line}: {e}")),
+            Err(err) => {
+                return Err(Error::Refused {
+                    path: path.clone(),
+                    line,
+                    err,
+                })
+            }
         }
     }
     eprintln!(
@@ -126,15 +203,15 @@ fn describe(nhs: &NhSnapshot, nh: NextHop) -> String {
     }
 }
 
-fn answer<E4, E6>(a: &LookupArgs, t: &Table, c4: E4::Config, c6: E6::Config) -> Result<(), String>
+fn answer<E4, E6>(a: &LookupArgs, t: &Table, c4: E4::Config, c6: E6::Config) -> Result<(), Error>
 where
     E4: LpmUpdate<u32> + Clone,
     E6: LpmUpdate<u128> + Clone,
 {
-    let mut rt = RouteTable::<E4, E6>::new(Rib::new(), c4, c6).map_err(|e| e.to_string())?;
-    rt.load_table(t, Source::Table).map_err(|e| e.to_string())?;
+    let mut rt = RouteTable::<E4, E6>::new(Rib::new(), c4, c6).map_err(Error::Fib)?;
+    rt.load_table(t, Source::Table).map_err(Error::Load)?;
     apply_updates(a, &mut rt)?;
-    rt.publish().map_err(|e| e.to_string())?;
+    rt.publish().map_err(Error::Fib)?;
     let (r4, r6, rn) = rt.readers();
     // As a worker does: the FIB first, then the next hops it points into.
     let (f4, f6) = (r4.load(), r6.load());
@@ -172,20 +249,19 @@ where
             writeln!(out, "{s} {p} {}", describe(&nhs, nh))
         }
     };
-    let io = |e: std::io::Error| format!("writing output: {e}");
     if a.addrs.is_empty() {
         for line in std::io::stdin().lock().lines() {
-            let line = line.map_err(|e| format!("reading standard input: {e}"))?;
-            one(&line, &mut out).map_err(io)?;
+            let line = line.map_err(Error::Input)?;
+            one(&line, &mut out).map_err(Error::Output)?;
         }
     } else {
         for s in &a.addrs {
-            one(s, &mut out).map_err(io)?;
+            one(s, &mut out).map_err(Error::Output)?;
         }
     }
-    out.flush().map_err(io)?;
+    out.flush().map_err(Error::Output)?;
     if bad > 0 {
-        return Err(format!("{bad} input(s) were not addresses"));
+        return Err(Error::NotAddresses(bad));
     }
     Ok(())
 }
