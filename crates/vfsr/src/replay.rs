@@ -50,6 +50,47 @@ use vfsr_wire::MacAddr;
 use crate::fwdbench::Engines;
 use crate::tables;
 
+/// Why a replay stopped.
+#[derive(Debug)]
+enum Error {
+    /// An option out of its range (the message says which and why).
+    Arg(String),
+    /// The route table could not be read (the reader's message).
+    Table(String),
+    /// The router could not be made, or refused the table.
+    Router(vfsr_router::RouterError),
+    /// The RIB refused a static default route.
+    Rib(vfsr_rib::RibError),
+    /// A FIB could not be published.
+    Fib(vfsr_fib::FibError),
+    /// The capture could not be read, or the output written (the error names the file).
+    Pcap(vfsr_io::IoError),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Arg(e) | Error::Table(e) => f.write_str(e),
+            Error::Router(e) => e.fmt(f),
+            Error::Rib(e) => e.fmt(f),
+            Error::Fib(e) => e.fmt(f),
+            Error::Pcap(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Router(e) => Some(e),
+            Error::Rib(e) => Some(e),
+            Error::Fib(e) => Some(e),
+            Error::Pcap(e) => Some(e),
+            Error::Arg(_) | Error::Table(_) => None,
+        }
+    }
+}
+
 #[derive(Args)]
 pub struct ReplayArgs {
     /// The capture to forward (classic pcap, Ethernet), arriving on port 1.
@@ -95,7 +136,7 @@ pub const HOST_MAC: MacAddr = MacAddr([2, 0, 0, 0, 1, 2]);
 
 /// The replay router: the fixed ports (their subnets connected), the table's routes and a
 /// static default route of each family, all via the gateway on port 2.
-fn build(table: &tables::Loaded, mtu: u16) -> Result<Engines, String> {
+fn build(table: &tables::Loaded, mtu: u16) -> Result<Engines, Error> {
     let specs = vec![
         PortSpec::new(1, PORT1_MAC)
             .v4(Ipv4Addr::new(192, 0, 2, 1), 24)
@@ -105,7 +146,7 @@ fn build(table: &tables::Loaded, mtu: u16) -> Result<Engines, String> {
             .v6(Ipv6Addr::new(0x2001, 0xdb8, 2, 0, 0, 0, 0, 1), 64)
             .mtu(mtu),
     ];
-    let mut router = Engines::new(specs, RouterConfig::default()).map_err(|e| e.to_string())?;
+    let mut router = Engines::new(specs, RouterConfig::default()).map_err(Error::Router)?;
     let t = Table {
         v4: table.v4.clone(),
         v6: table.v6.clone(),
@@ -113,7 +154,7 @@ fn build(table: &tables::Loaded, mtu: u16) -> Result<Engines, String> {
     };
     router
         .load_table(&t, Source::Table, &[(GW4.into(), 2)], &[(GW6.into(), 2)])
-        .map_err(|e| e.to_string())?;
+        .map_err(Error::Router)?;
     let defaults: [(IpPrefix, IpAddr); 2] = [
         (Prefix::new_masked(0u32, 0).into(), GW4.into()),
         (Prefix::new_masked(0u128, 0).into(), GW6.into()),
@@ -128,13 +169,13 @@ fn build(table: &tables::Loaded, mtu: u16) -> Result<Engines, String> {
         );
         router
             .announce(prefix, Source::Static, &[route])
-            .map_err(|e| e.to_string())?;
+            .map_err(Error::Rib)?;
     }
     router.resolve4(2, GW4, GW_MAC);
     router.resolve6(2, GW6, GW_MAC);
     router.resolve4(1, HOST4, HOST_MAC);
     router.resolve6(1, HOST6, HOST_MAC);
-    router.publish().map_err(|e| e.to_string())?;
+    router.publish().map_err(Error::Fib)?;
     Ok(router)
 }
 
@@ -214,35 +255,43 @@ impl Summary {
 }
 
 pub fn run(a: &ReplayArgs) -> Result<(), String> {
+    replay(a).map_err(|e| e.to_string())
+}
+
+fn replay(a: &ReplayArgs) -> Result<(), Error> {
     if a.batch == 0 || a.batch > 4096 {
-        return Err(format!("--batch {} must be in 1..=4096", a.batch));
+        return Err(Error::Arg(format!(
+            "--batch {} must be in 1..=4096",
+            a.batch
+        )));
     }
     if a.egress_mtu < 1280 {
-        return Err(format!(
+        return Err(Error::Arg(format!(
             "--egress-mtu {} is below IPv6's minimum of 1280",
             a.egress_mtu
-        ));
+        )));
     }
     if let (Ok(i), Ok(o)) = (a.input.canonicalize(), a.output.canonicalize()) {
         if i == o {
-            return Err(format!(
+            return Err(Error::Arg(format!(
                 "--in and --out are the same file ({}); writing would destroy the capture",
                 i.display()
-            ));
+            )));
         }
     }
     // The input first: a bad capture is reported before a table is built.
-    let mut reader = PcapReader::open(&a.input, 1).map_err(|e| e.to_string())?;
+    let mut reader = PcapReader::open(&a.input, 1).map_err(Error::Pcap)?;
     let table = match &a.table {
-        Some(p) => tables::load(p, false)?,
-        None => tables::synthetic(1)?,
-    };
+        Some(p) => tables::load(p, false),
+        None => tables::synthetic(1),
+    }
+    .map_err(Error::Table)?;
     let router = build(&table, a.egress_mtu)?;
     let mut worker = router.worker(WorkerConfig {
         batch_size: a.batch,
         ..WorkerConfig::default()
     });
-    let mut writer = PcapWriter::create(&a.output, Resolution::Nano).map_err(|e| e.to_string())?;
+    let mut writer = PcapWriter::create(&a.output, Resolution::Nano).map_err(Error::Pcap)?;
 
     let mut batch = Batch::new();
     let mut pool: Vec<Packet> = Vec::new();
@@ -256,7 +305,7 @@ pub fn run(a: &ReplayArgs) -> Result<(), String> {
         stamps.clear();
         batch.packets.clear();
         while batch.packets.len() < a.batch {
-            let Some(rec) = reader.next_record().map_err(|e| e.to_string())? else {
+            let Some(rec) = reader.next_record().map_err(Error::Pcap)? else {
                 break;
             };
             let mut p = Packet::take(&mut pool);
@@ -284,27 +333,21 @@ pub fn run(a: &ReplayArgs) -> Result<(), String> {
         worker.process(&mut batch, now);
         for ((p, v), ts) in batch.packets.iter().zip(&batch.verdicts).zip(&stamps) {
             if let Verdict::Forward { .. } = v {
-                if writer
-                    .write_frame(*ts, p.frame())
-                    .map_err(|e| e.to_string())?
-                {
+                if writer.write_frame(*ts, p.frame()).map_err(Error::Pcap)? {
                     written += 1;
                 }
             }
         }
         let last = stamps.last().copied().unwrap_or(now);
         for g in &batch.generated {
-            if writer
-                .write_frame(last, g.frame())
-                .map_err(|e| e.to_string())?
-            {
+            if writer.write_frame(last, g.frame()).map_err(Error::Pcap)? {
                 written += 1;
             }
         }
         worker.recycle(batch.generated.drain(..));
         pool.append(&mut batch.packets);
     }
-    writer.finish().map_err(|e| e.to_string())?;
+    writer.finish().map_err(Error::Pcap)?;
     let summary = Summary {
         counters: worker.counters().clone(),
         invalid: reader.stats().rx_invalid + refused,
