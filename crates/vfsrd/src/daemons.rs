@@ -126,7 +126,7 @@ pub enum Error {
     Missing {
         /// The program (a path or a name on the `PATH`).
         program: String,
-        /// The Debian package that brings it.
+        /// The Debian package that brings it (empty when not known).
         package: &'static str,
     },
     /// A daemon or a command could not be started.
@@ -254,6 +254,12 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Lab(e) => write!(f, "{e}"),
+            Error::Missing {
+                program,
+                package: "",
+            } => {
+                write!(f, "{program} is not installed")
+            }
             Error::Missing { program, package } => {
                 write!(f, "{program} is not installed (apt-get install {package})")
             }
@@ -368,14 +374,18 @@ impl From<vfsr_table::WriteError> for Error {
     }
 }
 
-/// The Debian package that brings `program` (one of this module's programs; `frr` for
-/// FRR's daemons and modules).
+/// The Debian package that brings `program` (this module's programs, FRR's daemons and
+/// modules, and the tools the tests run beside them); empty for another.
 pub fn package_of(program: &str) -> &'static str {
     match program {
         GOBGPD | GOBGP => "gobgpd",
         BIRD | BIRDC => "bird2",
-        _ if program.contains("frr") || program == VTYSH => "frr",
-        _ => "the package that has it",
+        "ping" => "iputils-ping",
+        "ethtool" => "ethtool",
+        "traceroute" => "traceroute",
+        "iperf3" => "iperf3",
+        _ if program.contains("/frr/") || program == VTYSH => "frr",
+        _ => "",
     }
 }
 
@@ -2171,6 +2181,12 @@ mod tests {
         assert_eq!(package_of(ZEBRA), "frr");
         assert_eq!(package_of(FPM_MODULE), "frr");
         assert_eq!(package_of(GOBGP), "gobgpd");
+        assert_eq!(package_of("ping"), "iputils-ping");
+        let e = Error::Missing {
+            program: "frobnicate".into(),
+            package: package_of("frobnicate"),
+        };
+        assert_eq!(e.to_string(), "frobnicate is not installed");
         let e = Error::Lab(netlab::Error::NotRoot);
         assert_eq!(e.to_string(), "not root");
         assert_eq!(e.source().map(|s| s.to_string()), Some("not root".into()));
