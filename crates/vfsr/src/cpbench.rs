@@ -168,7 +168,7 @@ enum Error {
         total: usize,
     },
     /// No network namespaces or no root (why).
-    NoNamespaces(String),
+    NoNamespaces(netlab::Error),
     /// Fewer than the two cores the run pins to.
     TooFewCores,
     /// A program the run starts is not installed.
@@ -187,8 +187,9 @@ enum Error {
         cores: Vec<usize>,
         err: vfsr_cpu::CpuError,
     },
-    /// A namespace, link or address of the lab (`NetLab`'s message).
-    Topology(String),
+    /// A namespace, link or address of the lab (the lab's error, within the daemons' error
+    /// where one of their helpers made the namespace).
+    Topology(daemons::Error),
     /// A thread could not enter a namespace (its full name).
     EnterNetns {
         ns: String,
@@ -202,11 +203,15 @@ enum Error {
         err: std::io::Error,
     },
     ProbeSilent(&'static str),
-    /// A daemon did not start or did not become ready (its message).
+    /// A daemon did not start or did not become ready.
     Start {
         daemon: &'static str,
-        err: String,
+        err: daemons::Error,
     },
+    /// vfsrd did not start or did not say it was ready.
+    StartVfsrd(harness::Error),
+    /// vfsrd started but runs without a process id.
+    VfsrdNoPid,
     /// The vty of an FRR daemon could not be reached (its socket).
     VtyConnect {
         path: PathBuf,
@@ -248,7 +253,7 @@ enum Error {
     /// A speaker command failed (what it was asked, its message).
     Speaker {
         what: String,
-        err: String,
+        err: daemons::Error,
     },
     /// BIRD's `show route count` said something else than a count.
     BirdCount(String),
@@ -257,8 +262,8 @@ enum Error {
         text: &'static str,
         err: std::net::AddrParseError,
     },
-    /// The kernel's interface index of a lab interface (the lab's message).
-    Ifindex(String),
+    /// The kernel's interface index of a lab interface.
+    Ifindex(daemons::Error),
     /// What the run waited for did not happen in time.
     Timeout {
         what: &'static str,
@@ -271,8 +276,8 @@ enum Error {
         after: Duration,
         probes: String,
     },
-    /// vfsrd wrote no FIB dump (the harness's message).
-    FibDump(String),
+    /// vfsrd wrote no FIB dump.
+    FibDump(harness::Error),
     /// The recorded FPM stream could not be replayed (`fpm bench`'s message).
     Replay(String),
     /// The recorded FPM stream made fewer prefixes than were announced.
@@ -321,12 +326,15 @@ impl std::fmt::Display for Error {
             Error::Table { path: None, err } => write!(f, "{err}"),
             Error::NoUsablePrefix => f.write_str("the table has no usable prefix"),
             Error::Affinity { cores, err } => write!(f, "moving onto cores {cores:?}: {err}"),
-            Error::Topology(e) | Error::Ifindex(e) | Error::FibDump(e) => f.write_str(e),
+            Error::Topology(e) | Error::Ifindex(e) => write!(f, "{e}"),
+            Error::FibDump(e) => write!(f, "{e}"),
             Error::EnterNetns { ns, err } => write!(f, "entering namespace {ns}: {err}"),
             Error::Netlink(e) => write!(f, "{e}"),
             Error::Thread { name, err } => write!(f, "{name}: {err}"),
             Error::ProbeSilent(name) => write!(f, "the {name} did not start"),
             Error::Start { daemon, err } => write!(f, "starting {daemon}: {err}"),
+            Error::StartVfsrd(e) => write!(f, "starting vfsrd: {e}"),
+            Error::VfsrdNoPid => f.write_str("starting vfsrd: it runs without a process id"),
             Error::VtyConnect { path, err } => write!(f, "{}: {err}", path.display()),
             Error::Vty { command, err } => write!(f, "vty {command:?}: {err}"),
             Error::VtyClosed { command } => {
@@ -377,7 +385,19 @@ impl std::fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::NoNamespaces(e) => Some(e),
+            Error::Topology(e)
+            | Error::Ifindex(e)
+            | Error::Start { err: e, .. }
+            | Error::Speaker { err: e, .. } => Some(e),
+            Error::StartVfsrd(e) | Error::FibDump(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<rtnl::Error> for Error {
     fn from(e: rtnl::Error) -> Error {
@@ -1736,16 +1756,12 @@ impl Vfsrd {
             echo: Echo::Quiet,
             cpus: None,
         };
-        let start = |err| Error::Start {
-            daemon: "vfsrd",
-            err,
-        };
-        let d =
-            harness::Vfsrd::start_with(lab, ns, exe, VFSRD_TAG, config, launch).map_err(start)?;
+        let d = harness::Vfsrd::start_with(lab, ns, exe, VFSRD_TAG, config, launch)
+            .map_err(Error::StartVfsrd)?;
         let pid = d
             .pid()
             .and_then(|p| i32::try_from(p).ok())
-            .ok_or_else(|| start("it runs without a process id".to_string()))?;
+            .ok_or(Error::VfsrdNoPid)?;
         Ok(Vfsrd { d, pid })
     }
 
@@ -2602,7 +2618,7 @@ fn run_path(b: &Bench, kind: PathKind) -> Result<(PathResult, Option<Recorded>),
     let kernel_set = b
         .lab
         .in_ns(link.ns, rtnl::dump_bgp_routes)
-        .map_err(Error::Topology)??;
+        .map_err(|e| Error::Topology(e.into()))??;
     compare_sets("kernel", &kernel_set, &want, &mut problems);
     let mut vfsrd_routing = None;
     if let Some(d) = &vfsrd {
@@ -2640,7 +2656,7 @@ fn run_path(b: &Bench, kind: PathKind) -> Result<(PathResult, Option<Recorded>),
     let kernel_left = b
         .lab
         .in_ns(link.ns, rtnl::dump_bgp_routes)
-        .map_err(Error::Topology)??
+        .map_err(|e| Error::Topology(e.into()))??
         .len();
     let vfsr_left = match &vfsrd {
         Some(d) => Some(learned_routes(&d.fib(Duration::from_secs(60))?, &mut problems).len()),
@@ -2753,7 +2769,7 @@ fn build_lab() -> Result<NetLab, Error> {
 }
 
 /// The namespaces, links and addresses of the lab.
-fn build_lab_steps() -> Result<NetLab, String> {
+fn build_lab_steps() -> Result<NetLab, daemons::Error> {
     let mut lab = NetLab::new("cp");
     for ns in ["sp", "rt", "lx"] {
         daemons::add_ns_without_dad(&mut lab, ns)?;
@@ -3303,9 +3319,10 @@ mod tests {
         );
         let e = Error::Start {
             daemon: "BIRD",
-            err: "bird: exit 1".into(),
+            err: daemons::Error::NotRunning("bird"),
         };
-        assert_eq!(e.to_string(), "starting BIRD: bird: exit 1");
+        assert_eq!(e.to_string(), "starting BIRD: bird is not running");
+        assert!(std::error::Error::source(&e).is_some());
         let e = Error::Stalled {
             path: "fpm",
             what: "the path to converge",

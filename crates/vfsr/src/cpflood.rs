@@ -275,9 +275,9 @@ enum Error {
         choices: &'static str,
     },
     /// No network namespaces or no root (why).
-    NoNamespaces(String),
+    NoNamespaces(netlab::Error),
     /// A daemon or tool the run needs is missing (which).
-    MissingTools(String),
+    MissingTools(daemons::Error),
     /// Fewer than the two cores the run pins to.
     TooFewCores,
     /// This process could not be pinned to the generator's core.
@@ -290,11 +290,15 @@ enum Error {
     TooFewFreePrefixes { free: usize, want: usize },
     /// The benchmark lab the run builds on (`vethbench`: the namespaces, the generator).
     Lab(vethbench::Error),
-    /// A namespace, link, address, route or queueing step of the topology (`NetLab`'s
-    /// message).
-    Topology(String),
-    /// A daemon did not start or did not become ready (its message).
-    Start { daemon: &'static str, err: String },
+    /// A namespace, link, address, route or queueing step of the topology.
+    Topology(netlab::Error),
+    /// A daemon did not start or did not become ready.
+    Start {
+        daemon: &'static str,
+        err: daemons::Error,
+    },
+    /// vfsrd did not start or did not say it was ready.
+    StartVfsrd(vfsrd::harness::Error),
     /// vfsrd runs without a process id.
     NoPid,
     /// vfsrd's control thread could not be moved or rescheduled.
@@ -310,12 +314,12 @@ enum Error {
     Interrupted,
     /// What the run waited for did not happen in time.
     Timeout { what: &'static str, after: Duration },
-    /// vfsrd wrote no FIB dump (the harness's message).
-    FibDump(String),
+    /// vfsrd wrote no FIB dump.
+    FibDump(vfsrd::harness::Error),
     /// Every prefix set aside for announcements has been announced.
     NoPrefixesLeft,
     /// gobgpd did not take an announcement.
-    Announce { net: Net, err: String },
+    Announce { net: Net, err: daemons::Error },
     /// `ping` could not be started.
     Ping(std::io::Error),
     /// The TCP client's thread panicked.
@@ -349,7 +353,9 @@ impl std::fmt::Display for Error {
                 f.write_str("cp flood needs 2 cores (control on core 0, worker on core 1)")
             }
             Error::Pin(e) => write!(f, "pinning this process to core {GEN_CORE}: {e}"),
-            Error::Table(e) | Error::Topology(e) | Error::FibDump(e) => f.write_str(e),
+            Error::Table(e) => f.write_str(e),
+            Error::Topology(e) => write!(f, "{e}"),
+            Error::FibDump(e) => write!(f, "{e}"),
             Error::TooFewRoutes => {
                 f.write_str("the table has too few IPv4 routes to draw destinations from")
             }
@@ -359,6 +365,7 @@ impl std::fmt::Display for Error {
             ),
             Error::Lab(e) => write!(f, "{e}"),
             Error::Start { daemon, err } => write!(f, "starting {daemon}: {err}"),
+            Error::StartVfsrd(e) => write!(f, "starting vfsrd: {e}"),
             Error::NoPid => f.write_str("vfsrd runs without a process id"),
             Error::Control(e) => write!(f, "vfsrd's control plane: {e}"),
             Error::Socket { what, err } => write!(f, "{what}: {err}"),
@@ -378,7 +385,19 @@ impl std::fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::NoNamespaces(e) | Error::Topology(e) => Some(e),
+            Error::MissingTools(e)
+            | Error::Start { err: e, .. }
+            | Error::Announce { err: e, .. } => Some(e),
+            Error::StartVfsrd(e) | Error::FibDump(e) => Some(e),
+            Error::Lab(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<vethbench::Error> for Error {
     fn from(e: vethbench::Error) -> Error {
@@ -635,12 +654,8 @@ fn start_vfsrd(
         echo: Echo::Quiet,
         cpus: Some((0..online_cores()).collect()),
     };
-    let v = Vfsrd::start_with(&l.lab, "rtr", exe, VFSRD_TAG, &text, launch).map_err(|err| {
-        Error::Start {
-            daemon: "vfsrd",
-            err,
-        }
-    })?;
+    let v = Vfsrd::start_with(&l.lab, "rtr", exe, VFSRD_TAG, &text, launch)
+        .map_err(Error::StartVfsrd)?;
     if let Some(line) = v.ready_line() {
         out!("  {line}");
     }
@@ -2101,9 +2116,17 @@ mod tests {
         assert_eq!(e.to_string(), "--off: unknown \"both\" (shared, ordinary)");
         let e = Error::Start {
             daemon: "gobgpd",
-            err: "no such file".into(),
+            err: daemons::Error::Start {
+                what: "gobgpd".into(),
+                source: std::io::Error::from(std::io::ErrorKind::NotFound),
+            },
         };
-        assert_eq!(e.to_string(), "starting gobgpd: no such file");
+        assert!(
+            e.to_string()
+                .starts_with("starting gobgpd: cannot start gobgpd: "),
+            "{e}"
+        );
+        assert!(std::error::Error::source(&e).is_some());
         let e = Error::Timeout {
             what: "the BGP session",
             after: Duration::from_secs(60),
@@ -2115,9 +2138,16 @@ mod tests {
         let net = Net::new(IpAddr::V4(Ipv4Addr::new(198, 18, 0, 0)), 24);
         let e = Error::Announce {
             net,
-            err: "gobgp: exit 1".into(),
+            err: daemons::Error::Command {
+                command: "gobgp global rib add".into(),
+                status: None,
+                output: "refused".into(),
+            },
         };
-        assert_eq!(e.to_string(), "announcing 198.18.0.0/24: gobgp: exit 1");
+        assert_eq!(
+            e.to_string(),
+            "announcing 198.18.0.0/24: gobgp global rib add: refused"
+        );
         let e = Error::File {
             path: PathBuf::from("/nonexistent/cp.json"),
             err: std::io::Error::from(std::io::ErrorKind::NotFound),

@@ -23,10 +23,13 @@ use vfsrd::daemons;
 use vfsrd::harness::Vfsrd;
 use vfsrd::netlab::{self, NetLab};
 
+/// What stops the demo: the lab's, the daemons' or the harness's error, or a message.
+type Failure = Box<dyn std::error::Error>;
+
 /// Whether the live demo can run here; the reason when not.
 pub fn unavailable() -> Option<String> {
     if let Err(e) = netlab::available() {
-        return Some(e);
+        return Some(e.to_string());
     }
     for t in ["ping", "traceroute", "iperf3"] {
         let ok = Command::new("sh")
@@ -104,7 +107,7 @@ fn learn_over_bgp(
     stats: &std::path::Path,
     want4: usize,
     want6: usize,
-) -> Result<daemons::Frr, String> {
+) -> Result<daemons::Frr, Failure> {
     let bgpd = "route-map ACCEPT permit 10\n!\nrouter bgp 65001\n bgp router-id 10.2.0.1\n                 neighbor 10.2.0.2 remote-as 65002\n neighbor 10.2.0.2 timers 3 9\n                 neighbor 10.2.0.2 timers connect 1\n neighbor fd00:2::2 remote-as 65002\n                 neighbor fd00:2::2 timers 3 9\n neighbor fd00:2::2 timers connect 1\n                 address-family ipv4 unicast\n  neighbor 10.2.0.2 activate\n                  neighbor 10.2.0.2 route-map ACCEPT in\n  no neighbor fd00:2::2 activate\n                 exit-address-family\n address-family ipv6 unicast\n                  neighbor fd00:2::2 activate\n  neighbor fd00:2::2 route-map ACCEPT in\n                 exit-address-family\n";
     let t0 = Instant::now();
     let frr = daemons::Frr::start(
@@ -192,6 +195,10 @@ fn learn_over_bgp(
 
 /// Runs the demo.
 pub fn run(seed: u64, prefixes: Option<usize>) -> Result<(), String> {
+    demo(seed, prefixes).map_err(|e| e.to_string())
+}
+
+fn demo(seed: u64, prefixes: Option<usize>) -> Result<(), Failure> {
     let vfsrd = vfsrd_path().ok_or("vfsrd not built")?;
     let mut table = vfsr_table::synth_table(seed);
     if let Some(n) = prefixes {
@@ -281,7 +288,7 @@ pub fn run(seed: u64, prefixes: Option<usize>) -> Result<(), String> {
         }
     };
 
-    let show = |ns: &str, argv: &[&str]| -> Result<(), String> {
+    let show = |ns: &str, argv: &[&str]| -> Result<(), Failure> {
         println!("$ {}", argv.join(" "));
         let o = lab.exec(ns, argv)?;
         print!("{}", String::from_utf8_lossy(&o.stdout));
@@ -290,7 +297,8 @@ pub fn run(seed: u64, prefixes: Option<usize>) -> Result<(), String> {
                 "{} failed: {}",
                 argv.join(" "),
                 String::from_utf8_lossy(&o.stderr)
-            ));
+            )
+            .into());
         }
         Ok(())
     };
@@ -349,7 +357,7 @@ pub fn run(seed: u64, prefixes: Option<usize>) -> Result<(), String> {
 
 /// gobgpd in b, holding the table's routes with b as next hop (IPv4 and IPv6), sessions
 /// configured towards the router (they come up once bgpd runs there).
-fn load_speaker(lab: &NetLab, table: &vfsr_table::Table) -> Result<daemons::GoBgp, String> {
+fn load_speaker(lab: &NetLab, table: &vfsr_table::Table) -> Result<daemons::GoBgp, Failure> {
     let missing: Vec<&str> = daemons::FRR_PROGRAMS
         .iter()
         .chain(daemons::GOBGP_PROGRAMS)
@@ -361,7 +369,8 @@ fn load_speaker(lab: &NetLab, table: &vfsr_table::Table) -> Result<daemons::GoBg
             "FRR and gobgpd are needed to learn the table over BGP; missing: {} \
              (./demo.sh installs them)",
             missing.join(", ")
-        ));
+        )
+        .into());
     }
     let n = |a: &str| daemons::GoBgpNeighbor {
         address: a

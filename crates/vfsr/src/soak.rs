@@ -620,7 +620,7 @@ struct Sample {
 #[derive(Debug)]
 enum Error {
     /// No network namespaces or no root (why).
-    NoNamespaces(String),
+    NoNamespaces(netlab::Error),
     /// Fewer than the two cores the soak pins to.
     TooFewCores,
     /// `--destinations` is not a power of two up to 2^20.
@@ -633,8 +633,10 @@ enum Error {
     TooFewPrefixes,
     /// The benchmark lab the soak builds on (`vethbench`).
     Lab(vethbench::Error),
-    /// A namespace, link or command, or vfsrd's harness, failed (their message).
-    NetLab(String),
+    /// A namespace, link or command failed.
+    NetLab(netlab::Error),
+    /// vfsrd's harness could not start vfsrd, or it did not say it was ready.
+    Harness(vfsrd::harness::Error),
     /// The sink's namespace has no interface but the loopback.
     NoSink,
     /// vfsrd runs without a process id to watch.
@@ -673,7 +675,9 @@ impl std::fmt::Display for Error {
                 write!(f, "--destinations {n} must be a power of two up to 1048576")
             }
             Error::NotPositive => f.write_str("--minutes and --sample-s must be positive"),
-            Error::Table(e) | Error::NetLab(e) => f.write_str(e),
+            Error::Table(e) => f.write_str(e),
+            Error::NetLab(e) => write!(f, "{e}"),
+            Error::Harness(e) => write!(f, "{e}"),
             Error::TooFewPrefixes => {
                 f.write_str("the table has too few IPv4 prefixes to draw destinations from")
             }
@@ -710,10 +714,26 @@ impl From<vethbench::Error> for Error {
     }
 }
 
-/// `NetLab` and vfsrd's harness report their failures as text.
-impl From<String> for Error {
-    fn from(e: String) -> Error {
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::NoNamespaces(e) | Error::NetLab(e) => Some(e),
+            Error::Harness(e) => Some(e),
+            Error::Lab(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<netlab::Error> for Error {
+    fn from(e: netlab::Error) -> Error {
         Error::NetLab(e)
+    }
+}
+
+impl From<vfsrd::harness::Error> for Error {
+    fn from(e: vfsrd::harness::Error) -> Error {
+        Error::Harness(e)
     }
 }
 

@@ -36,6 +36,11 @@
 //!   gobgp reads RFC 6396's abbreviated MP_REACH_NLRI (what `vfsr_table::mrt::attributes_v6`
 //!   writes) as a full one and rejects it; `gobgp global rib add` gives ORIGIN INCOMPLETE
 //!   unless told `origin igp`.
+//!
+//! Failures are [`Error`]s that say what failed: a daemon that exited or did not answer in
+//! time (with the end of its log), a command and what it said, a wait that ran out
+//! ([`Timeout`]), a file, a missing program and its Debian package; the namespace lab's own
+//! errors are kept inside ([`Error::Lab`]).
 
 // The harness runs only in tests, benchmarks and the demo, never in the router: a daemon that
 // answers something unexpected may fail the test that started it.
@@ -87,6 +92,304 @@ pub const FPM_PORT: u16 = 2620;
 pub const FPM_RECONNECT: Duration = Duration::from_secs(3);
 
 // ---------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------
+
+/// A wait that ran out: what was awaited and how long it was waited for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Timeout {
+    /// What was awaited ("zebra's FPM connection", "both BGP sessions").
+    pub what: String,
+    /// How long the wait lasted.
+    pub after: Duration,
+}
+
+impl fmt::Display for Timeout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "timed out after {:.1} s waiting for {}",
+            self.after.as_secs_f64(),
+            self.what
+        )
+    }
+}
+
+impl std::error::Error for Timeout {}
+
+/// What failed while a daemon was started, driven or stopped, or while its answers were read.
+#[derive(Debug)]
+pub enum Error {
+    /// The namespace lab failed (a namespace, a link, a command run in a namespace).
+    Lab(netlab::Error),
+    /// A program the test needs is not installed.
+    Missing {
+        /// The program (a path or a name on the `PATH`).
+        program: String,
+        /// The Debian package that brings it (empty when not known).
+        package: &'static str,
+    },
+    /// A daemon or a command could not be started.
+    Start {
+        /// The daemon's name or the command line.
+        what: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A command ran and failed: its exit status was a failure, or it said so in its output
+    /// (vtysh's `% Unknown command`, birdc's `syntax error`).
+    Command {
+        /// The command line.
+        command: String,
+        /// Its exit status, when it matters to the message.
+        status: Option<ExitStatus>,
+        /// The end of what it wrote (standard output, then standard error), trimmed.
+        output: String,
+    },
+    /// A daemon exited before it was ready.
+    Exited {
+        /// The daemon.
+        name: String,
+        /// Its namespace.
+        ns: String,
+        /// The end of its log.
+        log: String,
+    },
+    /// A daemon did not answer within its time.
+    NotReady {
+        /// The daemon.
+        name: String,
+        /// Its namespace.
+        ns: String,
+        /// How long it was given.
+        after: Duration,
+        /// The end of its log.
+        log: String,
+    },
+    /// A daemon is already running (it is not started twice).
+    AlreadyRunning(&'static str),
+    /// A daemon is not running.
+    NotRunning(&'static str),
+    /// A wait ran out.
+    Timeout(Timeout),
+    /// A file or directory could not be made, opened or written.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// Another system call failed (`chown`, `mkfifo`, a socket, a thread).
+    Os {
+        /// What was done, naming its object (`chown /tmp/vfsr-frr-…`).
+        what: String,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The user the daemons run as does not exist.
+    NoUser(String),
+    /// A daemon's JSON answer could not be parsed.
+    Json {
+        /// Which answer (`route summary`, `fpm counters`).
+        what: &'static str,
+        /// The parser's error.
+        source: serde_json::Error,
+        /// The text, when the message shows it (else empty).
+        text: String,
+    },
+    /// A daemon's answer was not what was expected.
+    Unexpected {
+        /// What was read (`rib summary`, `route json`, `ifindex`).
+        what: &'static str,
+        /// The answer.
+        text: String,
+    },
+    /// A prefix that does not parse as `address/length` with its host bits clear.
+    BadNet {
+        /// The text.
+        text: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A prefix of the other family than its next hop.
+    FamilyMismatch {
+        /// The prefix.
+        net: Net,
+        /// The next hop.
+        nexthop: IpAddr,
+    },
+    /// The MRT records for an injection could not be written.
+    Mrt(vfsr_table::WriteError),
+    /// gobgp's MRT injection exited before it opened its FIFO.
+    InjectExited,
+    /// The MRT FIFO took only part of a write of at most `PIPE_BUF` bytes.
+    ShortWrite(usize),
+    /// gobgp stopped reading the MRT FIFO (it stayed full for two minutes).
+    InjectStalled,
+    /// Prefixes still missing from gobgpd after its injections.
+    NotInjected {
+        /// How many are missing.
+        missing: usize,
+        /// How many were announced.
+        of: usize,
+        /// The injections' log.
+        log: PathBuf,
+    },
+    /// No FPM connection is open (to close).
+    NoFpmConnection,
+    /// A malformed FPM header in a captured stream.
+    BadFpmHeader {
+        /// Its byte offset.
+        at: usize,
+        /// The version byte (1 expected).
+        version: u8,
+        /// The type byte (1, netlink, expected).
+        kind: u8,
+        /// The length (4 at least).
+        len: usize,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Lab(e) => write!(f, "{e}"),
+            Error::Missing {
+                program,
+                package: "",
+            } => {
+                write!(f, "{program} is not installed")
+            }
+            Error::Missing { program, package } => {
+                write!(f, "{program} is not installed (apt-get install {package})")
+            }
+            Error::Start { what, source } => write!(f, "cannot start {what}: {source}"),
+            Error::Command {
+                command,
+                status: Some(status),
+                output,
+            } => write!(f, "{command} ({status}): {output}"),
+            Error::Command {
+                command,
+                status: None,
+                output,
+            } => write!(f, "{command}: {output}"),
+            Error::Exited { name, ns, log } => {
+                write!(f, "{name} in {ns} exited; its log ends with:\n{log}")
+            }
+            Error::NotReady {
+                name,
+                ns,
+                after,
+                log,
+            } => write!(
+                f,
+                "timed out after {:.1} s waiting for {name} in {ns} to be ready; its log ends \
+                 with:\n{log}",
+                after.as_secs_f64()
+            ),
+            Error::AlreadyRunning(d) => write!(f, "{d} is already running"),
+            Error::NotRunning(d) => write!(f, "{d} is not running"),
+            Error::Timeout(t) => write!(f, "{t}"),
+            Error::File { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::Os { what, source } => write!(f, "{what}: {source}"),
+            Error::NoUser(u) => write!(f, "no user {u}"),
+            Error::Json { what, source, text } if text.is_empty() => {
+                write!(f, "{what}: {source}")
+            }
+            Error::Json { what, source, text } => write!(f, "{what}: {source}: {text}"),
+            Error::Unexpected { what, text } => write!(f, "unexpected {what}: {text}"),
+            Error::BadNet { text, why } => write!(f, "{text}: {why}"),
+            Error::FamilyMismatch { net, nexthop } => {
+                write!(f, "{net} is not of next hop {nexthop}'s family")
+            }
+            Error::Mrt(e) => write!(f, "MRT records: {e}"),
+            Error::InjectExited => f.write_str("gobgp mrt inject exited before reading"),
+            Error::ShortWrite(n) => write!(f, "short write to the FIFO ({n} bytes)"),
+            Error::InjectStalled => f.write_str("gobgp stopped reading the MRT FIFO"),
+            Error::NotInjected { missing, of, log } => write!(
+                f,
+                "{missing} of {of} prefixes still missing after four MRT injections (see {})",
+                log.display()
+            ),
+            Error::NoFpmConnection => f.write_str("no FPM connection to close"),
+            Error::BadFpmHeader {
+                at,
+                version,
+                kind,
+                len,
+            } => write!(
+                f,
+                "bad FPM header at byte {at}: version {version}, type {kind}, length {len}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Lab(e) => Some(e),
+            Error::Start { source, .. } | Error::File { source, .. } | Error::Os { source, .. } => {
+                Some(source)
+            }
+            Error::Timeout(t) => Some(t),
+            Error::Json { source, .. } => Some(source),
+            Error::Mrt(e) => Some(e),
+            Error::Missing { .. }
+            | Error::Command { .. }
+            | Error::Exited { .. }
+            | Error::NotReady { .. }
+            | Error::AlreadyRunning(_)
+            | Error::NotRunning(_)
+            | Error::NoUser(_)
+            | Error::Unexpected { .. }
+            | Error::BadNet { .. }
+            | Error::FamilyMismatch { .. }
+            | Error::InjectExited
+            | Error::ShortWrite(_)
+            | Error::InjectStalled
+            | Error::NotInjected { .. }
+            | Error::NoFpmConnection
+            | Error::BadFpmHeader { .. } => None,
+        }
+    }
+}
+
+impl From<netlab::Error> for Error {
+    fn from(e: netlab::Error) -> Error {
+        Error::Lab(e)
+    }
+}
+
+impl From<Timeout> for Error {
+    fn from(t: Timeout) -> Error {
+        Error::Timeout(t)
+    }
+}
+
+impl From<vfsr_table::WriteError> for Error {
+    fn from(e: vfsr_table::WriteError) -> Error {
+        Error::Mrt(e)
+    }
+}
+
+/// The Debian package that brings `program` (this module's programs, FRR's daemons and
+/// modules, and the tools the tests run beside them); empty for another.
+pub fn package_of(program: &str) -> &'static str {
+    match program {
+        GOBGPD | GOBGP => "gobgpd",
+        BIRD | BIRDC => "bird2",
+        "ping" => "iputils-ping",
+        "ethtool" => "ethtool",
+        "traceroute" => "traceroute",
+        "iperf3" => "iperf3",
+        _ if program.contains("/frr/") || program == VTYSH => "frr",
+        _ => "",
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // Waiting and skipping
 // ---------------------------------------------------------------------------------------
 
@@ -96,7 +399,7 @@ pub fn wait_for<T>(
     what: &str,
     timeout: Duration,
     mut probe: impl FnMut() -> Option<T>,
-) -> Result<T, String> {
+) -> Result<T, Timeout> {
     let start = Instant::now();
     let mut pause = Duration::from_millis(10);
     loop {
@@ -105,10 +408,10 @@ pub fn wait_for<T>(
         }
         let spent = start.elapsed();
         if spent >= timeout {
-            return Err(format!(
-                "timed out after {:.1} s waiting for {what}",
-                spent.as_secs_f64()
-            ));
+            return Err(Timeout {
+                what: what.to_string(),
+                after: spent,
+            });
         }
         std::thread::sleep(pause.min(timeout - spent));
         pause = (pause * 2).min(Duration::from_millis(200));
@@ -120,7 +423,7 @@ pub fn wait_until(
     what: &str,
     timeout: Duration,
     mut cond: impl FnMut() -> bool,
-) -> Result<Duration, String> {
+) -> Result<Duration, Timeout> {
     let start = Instant::now();
     wait_for(what, timeout, || cond().then_some(()))?;
     Ok(start.elapsed())
@@ -135,22 +438,26 @@ pub fn program_exists(program: &str) -> bool {
         .is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(program).is_file()))
 }
 
-/// Why a test needing network namespaces and `programs` cannot run here, if it cannot.
-pub fn skip_reason(programs: &[&str]) -> Option<String> {
+/// Why a test needing network namespaces and `programs` cannot run here, if it cannot
+/// ([`Error::Lab`] or [`Error::Missing`]).
+pub fn skip_reason(programs: &[&str]) -> Option<Error> {
     if let Err(e) = netlab::available() {
-        return Some(e);
+        return Some(Error::Lab(e));
     }
     programs
         .iter()
         .find(|p| !program_exists(p))
-        .map(|p| format!("{p} is not installed"))
+        .map(|p| Error::Missing {
+            program: p.to_string(),
+            package: package_of(p),
+        })
 }
 
 /// Makes namespace `name` (loopback up) with IPv6 duplicate address detection off for the
 /// interfaces made in it afterwards. Use it for namespaces where bgpd runs IPv6 sessions:
 /// bgpd holds an IPv6 session back until the interface's link-local address has left the
 /// tentative state, about 5 s on a fresh veth (the IPv4 session comes up in tens of ms).
-pub fn add_ns_without_dad(lab: &mut NetLab, name: &str) -> Result<String, String> {
+pub fn add_ns_without_dad(lab: &mut NetLab, name: &str) -> Result<String, Error> {
     let full = lab.add_ns(name)?;
     for key in ["all", "default"] {
         lab.sh(
@@ -276,21 +583,23 @@ impl fmt::Display for Net {
 }
 
 impl FromStr for Net {
-    type Err = String;
+    type Err = Error;
 
-    /// Parses `address/length`; host bits must be clear.
-    fn from_str(s: &str) -> Result<Net, String> {
-        let (a, l) = s
-            .split_once('/')
-            .ok_or_else(|| format!("{s}: no /length"))?;
-        let addr: IpAddr = a.parse().map_err(|e| format!("{s}: {e}"))?;
-        let len: u8 = l.parse().map_err(|e| format!("{s}: {e}"))?;
+    /// Parses `address/length`; host bits must be clear ([`Error::BadNet`] otherwise).
+    fn from_str(s: &str) -> Result<Net, Error> {
+        let bad = |why: String| Error::BadNet {
+            text: s.to_string(),
+            why,
+        };
+        let (a, l) = s.split_once('/').ok_or_else(|| bad("no /length".into()))?;
+        let addr: IpAddr = a.parse().map_err(|e| bad(format!("{e}")))?;
+        let len: u8 = l.parse().map_err(|e| bad(format!("{e}")))?;
         if len > Family::of(addr).bits() {
-            return Err(format!("{s}: length too long"));
+            return Err(bad("length too long".into()));
         }
         let net = Net::new(addr, len);
         if net.addr != addr {
-            return Err(format!("{s}: host bits set"));
+            return Err(bad("host bits set".into()));
         }
         Ok(net)
     }
@@ -305,7 +614,7 @@ impl FromStr for Net {
 struct StateDir(PathBuf);
 
 impl StateDir {
-    fn new(kind: &str) -> Result<StateDir, String> {
+    fn new(kind: &str) -> Result<StateDir, Error> {
         static SEQ: AtomicUsize = AtomicUsize::new(0);
         let path = PathBuf::from(format!(
             "/tmp/vfsr-{kind}-{}-{}",
@@ -313,7 +622,9 @@ impl StateDir {
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
         let _ = fs::remove_dir_all(&path);
-        fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if let Err(source) = fs::create_dir_all(&path) {
+            return Err(Error::File { path, source });
+        }
         Ok(StateDir(path))
     }
 
@@ -335,18 +646,25 @@ impl Drop for StateDir {
 /// A daemon started by the test (through `ip netns exec`, so its pid is the daemon's).
 struct Proc {
     name: String,
+    netns: String,
     child: Child,
 }
 
 impl Proc {
     /// Starts `argv` in namespace `netns` with standard output and error appended to `log`.
-    fn spawn(name: &str, netns: &str, argv: &[String], log: &Path) -> Result<Proc, String> {
+    fn spawn(name: &str, netns: &str, argv: &[String], log: &Path) -> Result<Proc, Error> {
         let out = OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
-            .map_err(|e| format!("{}: {e}", log.display()))?;
-        let err = out.try_clone().map_err(|e| e.to_string())?;
+            .map_err(|source| Error::File {
+                path: log.to_path_buf(),
+                source,
+            })?;
+        let err = out.try_clone().map_err(|source| Error::Os {
+            what: format!("duplicating {}", log.display()),
+            source,
+        })?;
         let mut cmd = Command::new("ip");
         crate::netlab::die_with_parent(&mut cmd);
         let child = cmd
@@ -356,9 +674,13 @@ impl Proc {
             .stdout(out)
             .stderr(err)
             .spawn()
-            .map_err(|e| format!("cannot start {name}: {e}"))?;
+            .map_err(|source| Error::Start {
+                what: name.to_string(),
+                source,
+            })?;
         Ok(Proc {
             name: name.to_string(),
+            netns: netns.to_string(),
             child,
         })
     }
@@ -369,7 +691,7 @@ impl Proc {
 
     /// Sends `signal`, waits up to `grace` for the exit, then kills. The pid cannot have been
     /// reused: the child is not reaped before `try_wait` sees it gone.
-    fn stop(&mut self, signal: i32, grace: Duration) -> Result<ExitStatus, String> {
+    fn stop(&mut self, signal: i32, grace: Duration) -> Result<ExitStatus, Error> {
         stop_child(&mut self.child, signal, grace)
     }
 }
@@ -377,7 +699,7 @@ impl Proc {
 /// Sends `signal` to `child`, waits up to `grace` for it to exit, then kills it; its exit
 /// status. The pid cannot have been reused: the child is not reaped before `try_wait` sees
 /// it gone.
-pub fn stop_child(child: &mut Child, signal: i32, grace: Duration) -> Result<ExitStatus, String> {
+pub fn stop_child(child: &mut Child, signal: i32, grace: Duration) -> Result<ExitStatus, Error> {
     if let Ok(Some(st)) = child.try_wait() {
         return Ok(st);
     }
@@ -391,7 +713,10 @@ pub fn stop_child(child: &mut Child, signal: i32, grace: Duration) -> Result<Exi
         std::thread::sleep(Duration::from_millis(20));
     }
     let _ = child.kill();
-    child.wait().map_err(|e| e.to_string())
+    child.wait().map_err(|source| Error::Os {
+        what: format!("waiting for process {}", child.id()),
+        source,
+    })
 }
 
 impl Drop for Proc {
@@ -406,9 +731,9 @@ fn wait_ready(
     log: &Path,
     timeout: Duration,
     mut ready: impl FnMut() -> bool,
-) -> Result<Duration, String> {
+) -> Result<Duration, Error> {
     let start = Instant::now();
-    let name = proc.name.clone();
+    let (name, ns) = (proc.name.clone(), proc.netns.clone());
     let mut died = false;
     let r = wait_for(&format!("{name} to be ready"), timeout, || {
         if !proc.alive() {
@@ -417,14 +742,21 @@ fn wait_ready(
         }
         ready().then_some(())
     });
-    if died || r.is_err() {
-        let tail = log_tail(log, 20);
-        let why = if died {
-            format!("{name} exited")
-        } else {
-            r.unwrap_err()
-        };
-        return Err(format!("{why}; its log ends with:\n{tail}"));
+    let log = || log_tail(log, 20);
+    if died {
+        return Err(Error::Exited {
+            name,
+            ns,
+            log: log(),
+        });
+    }
+    if let Err(t) = r {
+        return Err(Error::NotReady {
+            name,
+            ns,
+            after: t.after,
+            log: log(),
+        });
     }
     Ok(start.elapsed())
 }
@@ -436,33 +768,39 @@ pub fn log_tail(path: &Path, lines: usize) -> String {
     all[all.len().saturating_sub(lines)..].join("\n")
 }
 
-fn write_file(path: &Path, text: &str) -> Result<(), String> {
-    fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+fn write_file(path: &Path, text: &str) -> Result<(), Error> {
+    fs::write(path, text).map_err(|source| Error::File {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
-fn user_ids(user: &str) -> Result<(u32, u32), String> {
-    let name = CString::new(user).map_err(|e| e.to_string())?;
+fn user_ids(user: &str) -> Result<(u32, u32), Error> {
+    let name = CString::new(user).map_err(|_| Error::NoUser(user.to_string()))?;
     // SAFETY: getpwnam with a valid C string; the fields are copied out at once (tests do not
     // call getpw* concurrently).
     let pw = unsafe { libc::getpwnam(name.as_ptr()) };
     if pw.is_null() {
-        return Err(format!("no user {user}"));
+        return Err(Error::NoUser(user.to_string()));
     }
     // SAFETY: pw is non-null and points to libc's static passwd record.
     Ok(unsafe { ((*pw).pw_uid, (*pw).pw_gid) })
 }
 
-fn chown(path: &Path, ids: (u32, u32)) -> Result<(), String> {
-    std::os::unix::fs::chown(path, Some(ids.0), Some(ids.1))
-        .map_err(|e| format!("chown {}: {e}", path.display()))
+fn chown(path: &Path, ids: (u32, u32)) -> Result<(), Error> {
+    std::os::unix::fs::chown(path, Some(ids.0), Some(ids.1)).map_err(|source| Error::Os {
+        what: format!("chown {}", path.display()),
+        source,
+    })
 }
 
+/// What a command wrote (standard output, then standard error), its end, trimmed.
 fn output_text(o: &std::process::Output) -> String {
-    format!(
+    netlab::output_tail(&format!(
         "{}{}",
         String::from_utf8_lossy(&o.stdout),
         String::from_utf8_lossy(&o.stderr)
-    )
+    ))
 }
 
 // ---------------------------------------------------------------------------------------
@@ -545,7 +883,7 @@ pub struct RibNextHop {
 
 impl Frr {
     /// Starts zebra, waits until it answers, then staticd and bgpd if configured.
-    pub fn start(lab: &NetLab, ns: &str, config: FrrConfig) -> Result<Frr, String> {
+    pub fn start(lab: &NetLab, ns: &str, config: FrrConfig) -> Result<Frr, Error> {
         let ids = user_ids("frr")?;
         let dir = StateDir::new("frr")?;
         chown(dir.path(), ids)?;
@@ -624,9 +962,9 @@ impl Frr {
     }
 
     /// Starts zebra (again) and waits until its zserv socket exists and it answers vtysh.
-    pub fn start_zebra(&mut self) -> Result<Duration, String> {
+    pub fn start_zebra(&mut self) -> Result<Duration, Error> {
         if self.zebra.as_mut().is_some_and(Proc::alive) {
-            return Err("zebra is already running".into());
+            return Err(Error::AlreadyRunning("zebra"));
         }
         let _ = fs::remove_file(self.dir.join("zserv.api"));
         let argv = self.argv("zebra", ZEBRA);
@@ -643,12 +981,12 @@ impl Frr {
 
     /// Stops zebra with `signal` (SIGTERM: zebra removes its routes from the kernel first;
     /// SIGKILL: a crash, the kernel keeps them) and waits for it to exit.
-    pub fn kill_zebra(&mut self, signal: i32) -> Result<ExitStatus, String> {
-        let mut proc = self.zebra.take().ok_or("zebra is not running")?;
+    pub fn kill_zebra(&mut self, signal: i32) -> Result<ExitStatus, Error> {
+        let mut proc = self.zebra.take().ok_or(Error::NotRunning("zebra"))?;
         proc.stop(signal, Duration::from_secs(20))
     }
 
-    fn start_client(&mut self, daemon: &str) -> Result<(), String> {
+    fn start_client(&mut self, daemon: &str) -> Result<(), Error> {
         let program = if daemon == "bgpd" { BGPD } else { STATICD };
         let argv = self.argv(daemon, program);
         let out = self.dir.join(&format!("{daemon}.out"));
@@ -664,7 +1002,7 @@ impl Frr {
         Ok(())
     }
 
-    fn start_clients(&mut self) -> Result<(), String> {
+    fn start_clients(&mut self) -> Result<(), Error> {
         if self.config.staticd.is_some() {
             self.start_client("staticd")?;
         }
@@ -676,7 +1014,7 @@ impl Frr {
 
     /// Restarts bgpd and staticd (after a zebra restart: bgpd does not send its routes to a
     /// new zebra by itself). bgpd's sessions start over.
-    pub fn restart_clients(&mut self) -> Result<(), String> {
+    pub fn restart_clients(&mut self) -> Result<(), Error> {
         for p in [self.bgpd.take(), self.staticd.take()]
             .into_iter()
             .flatten()
@@ -691,9 +1029,9 @@ impl Frr {
     /// `neighbor X bfd` makes the sessions) and its control socket (`--bfdctl`) in the state
     /// directory, then waits until it answers vtysh. Clients reach bfdd through zebra, so
     /// bgpd may already run.
-    pub fn start_bfdd(&mut self, config: &str) -> Result<Duration, String> {
+    pub fn start_bfdd(&mut self, config: &str) -> Result<Duration, Error> {
         if self.bfdd.as_mut().is_some_and(Proc::alive) {
-            return Err("bfdd is already running".into());
+            return Err(Error::AlreadyRunning("bfdd"));
         }
         let conf = self.dir.join("bfdd.conf");
         write_file(&conf, config)?;
@@ -712,17 +1050,17 @@ impl Frr {
     }
 
     /// Runs vtysh commands (one per line, as one session) against this instance.
-    pub fn vtysh(&self, commands: &str) -> Result<String, String> {
+    pub fn vtysh(&self, commands: &str) -> Result<String, Error> {
         vtysh_at(self.dir.path(), None, commands)
     }
 
     /// Runs vtysh commands against one daemon (`zebra`, `bgpd`, `staticd`, `bfdd`).
-    pub fn vtysh_on(&self, daemon: &str, commands: &str) -> Result<String, String> {
+    pub fn vtysh_on(&self, daemon: &str, commands: &str) -> Result<String, Error> {
         vtysh_at(self.dir.path(), Some(daemon), commands)
     }
 
     /// Applies configuration lines (`configure terminal` first).
-    pub fn configure(&self, lines: &str) -> Result<String, String> {
+    pub fn configure(&self, lines: &str) -> Result<String, Error> {
         self.vtysh(&format!("configure terminal\n{lines}"))
     }
 
@@ -741,7 +1079,7 @@ impl Frr {
     }
 
     /// zebra's routes of one family.
-    pub fn routes_json(&self, family: Family) -> Result<Vec<RibRoute>, String> {
+    pub fn routes_json(&self, family: Family) -> Result<Vec<RibRoute>, Error> {
         let cmd = match family {
             Family::V4 => "show ip route json",
             Family::V6 => "show ipv6 route json",
@@ -752,14 +1090,22 @@ impl Frr {
     /// Routes per source in zebra's RIB and FIB (`show ip route summary json`): type
     /// ("connected", "kernel", "static", "ebgp", "ibgp", ...) -> (rib, fib). Cheap enough to
     /// poll.
-    pub fn route_summary(&self, family: Family) -> Result<BTreeMap<String, (u64, u64)>, String> {
+    pub fn route_summary(&self, family: Family) -> Result<BTreeMap<String, (u64, u64)>, Error> {
         let cmd = match family {
             Family::V4 => "show ip route summary json",
             Family::V6 => "show ipv6 route summary json",
         };
         let text = self.vtysh_on("zebra", cmd)?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| format!("route summary: {e}: {text}"))?;
+        let v: serde_json::Value = match serde_json::from_str(&text) {
+            Ok(v) => v,
+            Err(source) => {
+                return Err(Error::Json {
+                    what: "route summary",
+                    source,
+                    text,
+                })
+            }
+        };
         let mut out = BTreeMap::new();
         for r in v["routes"].as_array().into_iter().flatten() {
             let kind = r["type"].as_str().unwrap_or("?").to_string();
@@ -771,7 +1117,7 @@ impl Frr {
     }
 
     /// Routes of `kind` ("ebgp", "static", ...) zebra has in its FIB (0 when it has none).
-    pub fn fib_count(&self, family: Family, kind: &str) -> Result<u64, String> {
+    pub fn fib_count(&self, family: Family, kind: &str) -> Result<u64, Error> {
         Ok(self
             .route_summary(family)?
             .get(kind)
@@ -779,14 +1125,18 @@ impl Frr {
     }
 
     /// `show fpm counters json` (keys such as "connection-closes", "bytes-sent").
-    pub fn fpm_counters(&self) -> Result<serde_json::Value, String> {
+    pub fn fpm_counters(&self) -> Result<serde_json::Value, Error> {
         let text = self.vtysh_on("zebra", "show fpm counters json")?;
-        serde_json::from_str(&text).map_err(|e| format!("fpm counters: {e}: {text}"))
+        serde_json::from_str(&text).map_err(|source| Error::Json {
+            what: "fpm counters",
+            source,
+            text,
+        })
     }
 
     /// Switches `fpm use-next-hop-groups`; zebra closes the FPM connection and connects
     /// again 3 s later.
-    pub fn set_fpm_next_hop_groups(&self, on: bool) -> Result<(), String> {
+    pub fn set_fpm_next_hop_groups(&self, on: bool) -> Result<(), Error> {
         let no = if on { "" } else { "no " };
         self.configure(&format!("{no}fpm use-next-hop-groups"))
             .map(drop)
@@ -816,7 +1166,7 @@ impl Drop for Frr {
 }
 
 /// vtysh against the daemons whose vty sockets are in `dir`.
-fn vtysh_at(dir: &Path, daemon: Option<&str>, commands: &str) -> Result<String, String> {
+fn vtysh_at(dir: &Path, daemon: Option<&str>, commands: &str) -> Result<String, Error> {
     let mut c = Command::new(VTYSH);
     c.arg("--vty_socket").arg(dir);
     if let Some(d) = daemon {
@@ -828,7 +1178,10 @@ fn vtysh_at(dir: &Path, daemon: Option<&str>, commands: &str) -> Result<String, 
     let o = c
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("vtysh: {e}"))?;
+        .map_err(|source| Error::Start {
+            what: VTYSH.to_string(),
+            source,
+        })?;
     let out = String::from_utf8_lossy(&o.stdout).into_owned();
     const FAILURES: [&str; 6] = [
         "% Unknown command",
@@ -842,20 +1195,26 @@ fn vtysh_at(dir: &Path, daemon: Option<&str>, commands: &str) -> Result<String, 
         .lines()
         .any(|l| FAILURES.iter().any(|f| l.trim_start().starts_with(f)));
     if !o.status.success() || failed {
-        return Err(format!(
-            "vtysh {commands:?} ({}): {}",
-            o.status,
-            output_text(&o).trim()
-        ));
+        return Err(Error::Command {
+            command: format!("vtysh {commands:?}"),
+            status: Some(o.status),
+            output: output_text(&o),
+        });
     }
     Ok(out)
 }
 
 /// Parses `show ip route json` / `show ipv6 route json`.
-pub fn parse_routes_json(text: &str) -> Result<Vec<RibRoute>, String> {
-    let v: serde_json::Value =
-        serde_json::from_str(text).map_err(|e| format!("route json: {e}"))?;
-    let obj = v.as_object().ok_or("route json: not an object")?;
+pub fn parse_routes_json(text: &str) -> Result<Vec<RibRoute>, Error> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|source| Error::Json {
+        what: "route json",
+        source,
+        text: String::new(),
+    })?;
+    let obj = v.as_object().ok_or_else(|| Error::Unexpected {
+        what: "route json (not an object)",
+        text: netlab::output_tail(text),
+    })?;
     let mut out = Vec::new();
     for (prefix, entries) in obj {
         let prefix: Net = prefix.parse()?;
@@ -951,7 +1310,7 @@ const CLI_ADD_LIMIT: usize = 8;
 
 impl GoBgp {
     /// Starts gobgpd with `toml` as its config and waits until its API answers.
-    pub fn start(lab: &NetLab, ns: &str, toml: &str) -> Result<GoBgp, String> {
+    pub fn start(lab: &NetLab, ns: &str, toml: &str) -> Result<GoBgp, Error> {
         let dir = StateDir::new("gobgp")?;
         let conf = dir.join("gobgpd.toml");
         write_file(&conf, toml)?;
@@ -990,7 +1349,7 @@ impl GoBgp {
     }
 
     /// Runs `gobgp ARGS` against this gobgpd; its standard output.
-    pub fn gobgp(&self, args: &[&str]) -> Result<String, String> {
+    pub fn gobgp(&self, args: &[&str]) -> Result<String, Error> {
         gobgp_in(&self.netns, args)
     }
 
@@ -1001,7 +1360,7 @@ impl GoBgp {
     }
 
     /// (destinations, paths) in the global RIB of one family.
-    pub fn rib_summary(&self, family: Family) -> Result<(usize, usize), String> {
+    pub fn rib_summary(&self, family: Family) -> Result<(usize, usize), Error> {
         let text = self.gobgp(&["global", "rib", "summary", "-a", family.name()])?;
         let number = |key: &str| -> Option<usize> {
             let rest = &text[text.find(key)? + key.len()..];
@@ -1014,20 +1373,26 @@ impl GoBgp {
         };
         match (number("Destination:"), number("Path:")) {
             (Some(d), Some(p)) => Ok((d, p)),
-            _ => Err(format!("unexpected rib summary: {text}")),
+            _ => Err(Error::Unexpected {
+                what: "rib summary",
+                text,
+            }),
         }
     }
 
     /// Destinations in the global RIB of one family.
-    pub fn rib_count(&self, family: Family) -> Result<usize, String> {
+    pub fn rib_count(&self, family: Family) -> Result<usize, Error> {
         self.rib_summary(family).map(|(d, _)| d)
     }
 
     /// The prefixes this speaker originates itself (paths not learnt from a neighbor).
-    pub fn local_prefixes(&self, family: Family) -> Result<HashSet<Net>, String> {
+    pub fn local_prefixes(&self, family: Family) -> Result<HashSet<Net>, Error> {
         let text = self.gobgp(&["global", "rib", "-a", family.name(), "-j"])?;
-        let v: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| format!("gobgp rib json: {e}"))?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|source| Error::Json {
+            what: "gobgp rib json",
+            source,
+            text: String::new(),
+        })?;
         let mut out = HashSet::new();
         for (prefix, paths) in v.as_object().into_iter().flatten() {
             let local = paths.as_array().into_iter().flatten().any(|p| {
@@ -1054,10 +1419,10 @@ impl GoBgp {
     /// through a FIFO kept open until gobgpd's path count shows the routes arrived (or stops
     /// growing), since the CLI loses what it has not flushed when its input ends; prefixes
     /// still missing are injected again (at most three more rounds).
-    pub fn add_routes(&self, prefixes: &[Net], nexthop: IpAddr) -> Result<(), String> {
+    pub fn add_routes(&self, prefixes: &[Net], nexthop: IpAddr) -> Result<(), Error> {
         let family = Family::of(nexthop);
         if let Some(p) = prefixes.iter().find(|p| p.family() != family) {
-            return Err(format!("{p} is not of next hop {nexthop}'s family"));
+            return Err(Error::FamilyMismatch { net: *p, nexthop });
         }
         if prefixes.len() <= CLI_ADD_LIMIT {
             for p in prefixes {
@@ -1090,12 +1455,11 @@ impl GoBgp {
                 return Ok(());
             }
         }
-        Err(format!(
-            "{} of {} prefixes still missing after four MRT injections (see {})",
-            pending.len(),
-            prefixes.len(),
-            self.dir.join("inject.log").display()
-        ))
+        Err(Error::NotInjected {
+            missing: pending.len(),
+            of: prefixes.len(),
+            log: self.dir.join("inject.log"),
+        })
     }
 
     /// One `gobgp mrt inject global FIFO`: writes the records, waits until gobgpd has
@@ -1107,20 +1471,21 @@ impl GoBgp {
         prefixes: &[Net],
         nexthop: IpAddr,
         target_paths: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         let records = mrt_records(prefixes, nexthop)?;
         let fifo = self.dir.join(&format!(
             "inject-{}.fifo",
             self.seq.fetch_add(1, Ordering::Relaxed)
         ));
-        let cpath = CString::new(fifo.as_os_str().as_bytes()).map_err(|e| e.to_string())?;
+        let mkfifo = |source| Error::Os {
+            what: format!("mkfifo {}", fifo.display()),
+            source,
+        };
+        let cpath = CString::new(fifo.as_os_str().as_bytes())
+            .map_err(|e| mkfifo(std::io::Error::new(ErrorKind::InvalidInput, e)))?;
         // SAFETY: mkfifo with a valid C string.
         if unsafe { libc::mkfifo(cpath.as_ptr(), 0o600) } != 0 {
-            return Err(format!(
-                "mkfifo {}: {}",
-                fifo.display(),
-                std::io::Error::last_os_error()
-            ));
+            return Err(mkfifo(std::io::Error::last_os_error()));
         }
         let argv: Vec<String> = [
             GOBGP,
@@ -1151,7 +1516,7 @@ impl GoBgp {
         records: &[Vec<u8>],
         family: Family,
         target_paths: usize,
-    ) -> Result<(), String> {
+    ) -> Result<(), Error> {
         // Non-blocking: open fails with ENXIO until the CLI has opened its end, and a write
         // of at most PIPE_BUF bytes is then all or nothing (EAGAIN while the pipe is full).
         let mut pipe = wait_for(
@@ -1167,26 +1532,34 @@ impl GoBgp {
                     if cli.alive() {
                         None
                     } else {
-                        Some(Err("gobgp mrt inject exited before reading".to_string()))
+                        Some(Err(Error::InjectExited))
                     }
                 }
-                Err(e) => Some(Err(format!("{}: {e}", fifo.display()))),
+                Err(source) => Some(Err(Error::File {
+                    path: fifo.to_path_buf(),
+                    source,
+                })),
             },
         )??;
         let mut chunk = Vec::with_capacity(libc::PIPE_BUF);
         let deadline = Instant::now() + Duration::from_secs(120);
-        let flush = |chunk: &mut Vec<u8>, pipe: &mut File| -> Result<(), String> {
+        let flush = |chunk: &mut Vec<u8>, pipe: &mut File| -> Result<(), Error> {
             while !chunk.is_empty() {
                 match pipe.write(chunk) {
                     Ok(n) if n == chunk.len() => chunk.clear(),
-                    Ok(n) => return Err(format!("short write to the FIFO ({n} bytes)")),
+                    Ok(n) => return Err(Error::ShortWrite(n)),
                     Err(e) if e.kind() == ErrorKind::WouldBlock => {
                         if Instant::now() > deadline {
-                            return Err("gobgp stopped reading the MRT FIFO".into());
+                            return Err(Error::InjectStalled);
                         }
                         std::thread::sleep(Duration::from_millis(2));
                     }
-                    Err(e) => return Err(format!("writing the MRT FIFO: {e}")),
+                    Err(source) => {
+                        return Err(Error::File {
+                            path: fifo.to_path_buf(),
+                            source,
+                        })
+                    }
                 }
             }
             Ok(())
@@ -1230,7 +1603,7 @@ impl GoBgp {
     }
 
     /// Withdraws `prefixes` (one `gobgp global rib del` each, about 9 ms apiece).
-    pub fn withdraw_routes(&self, prefixes: &[Net]) -> Result<(), String> {
+    pub fn withdraw_routes(&self, prefixes: &[Net]) -> Result<(), Error> {
         for p in prefixes {
             let net = p.to_string();
             self.gobgp(&["global", "rib", "-a", p.family().name(), "del", &net])?;
@@ -1239,7 +1612,7 @@ impl GoBgp {
     }
 
     /// Withdraws every route this speaker announced, both families.
-    pub fn withdraw_all(&self) -> Result<(), String> {
+    pub fn withdraw_all(&self) -> Result<(), Error> {
         for f in [Family::V4, Family::V6] {
             self.gobgp(&["global", "rib", "-a", f.name(), "del", "all"])?;
         }
@@ -1260,7 +1633,7 @@ impl Drop for GoBgp {
     }
 }
 
-fn gobgp_in(netns: &str, args: &[&str]) -> Result<String, String> {
+fn gobgp_in(netns: &str, args: &[&str]) -> Result<String, Error> {
     let o = Command::new("ip")
         .args([
             "netns",
@@ -1275,24 +1648,30 @@ fn gobgp_in(netns: &str, args: &[&str]) -> Result<String, String> {
         .args(args)
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("gobgp: {e}"))?;
+        .map_err(|source| Error::Start {
+            what: GOBGP.to_string(),
+            source,
+        })?;
     if o.status.success() {
         Ok(String::from_utf8_lossy(&o.stdout).into_owned())
     } else {
-        Err(format!(
-            "gobgp {} ({}): {}",
-            args.join(" "),
-            o.status,
-            output_text(&o).trim()
-        ))
+        Err(Error::Command {
+            command: format!("gobgp {}", args.join(" ")),
+            status: Some(o.status),
+            output: output_text(&o),
+        })
     }
 }
 
 /// The TABLE_DUMP_V2 records announcing `prefixes` via `nexthop`, one buffer per record
 /// (the PEER_INDEX_TABLE first).
-fn mrt_records(prefixes: &[Net], nexthop: IpAddr) -> Result<Vec<Vec<u8>>, String> {
+fn mrt_records(prefixes: &[Net], nexthop: IpAddr) -> Result<Vec<Vec<u8>>, Error> {
     const TIME: u32 = 1_700_000_000;
-    let err = |e: vfsr_table::WriteError| e.to_string();
+    let err = Error::Mrt;
+    let bad = |p: &Net, e: vfsr_lpm::PrefixError| Error::BadNet {
+        text: p.to_string(),
+        why: e.to_string(),
+    };
     let mut records = Vec::with_capacity(prefixes.len() + 1);
     let mut w = MrtWriter::new(Vec::new(), TIME);
     w.peer_index_table(
@@ -1329,11 +1708,11 @@ fn mrt_records(prefixes: &[Net], nexthop: IpAddr) -> Result<Vec<Vec<u8>>, String
         let seq = i as u32;
         match p.addr {
             IpAddr::V4(a) => {
-                let prefix = Prefix::new(u32::from(a), p.len).map_err(|e| e.to_string())?;
+                let prefix = Prefix::new(u32::from(a), p.len).map_err(|e| bad(p, e))?;
                 w.rib_v4(seq, &prefix, &entry)
             }
             IpAddr::V6(a) => {
-                let prefix = Prefix::new(u128::from(a), p.len).map_err(|e| e.to_string())?;
+                let prefix = Prefix::new(u128::from(a), p.len).map_err(|e| bad(p, e))?;
                 w.rib_v6(seq, &prefix, &entry)
             }
         }
@@ -1358,7 +1737,7 @@ pub struct Bird {
 
 impl Bird {
     /// Checks `config` with `bird -p`, starts BIRD and waits until birdc answers.
-    pub fn start(lab: &NetLab, ns: &str, config: &str) -> Result<Bird, String> {
+    pub fn start(lab: &NetLab, ns: &str, config: &str) -> Result<Bird, Error> {
         let dir = StateDir::new("bird")?;
         let conf = dir.join("bird.conf");
         write_file(&conf, config)?;
@@ -1367,9 +1746,16 @@ impl Bird {
             .arg("-c")
             .arg(&conf)
             .output()
-            .map_err(|e| format!("bird: {e}"))?;
+            .map_err(|source| Error::Start {
+                what: BIRD.to_string(),
+                source,
+            })?;
         if !check.status.success() {
-            return Err(format!("bird -p: {}", output_text(&check).trim()));
+            return Err(Error::Command {
+                command: "bird -p".to_string(),
+                status: None,
+                output: output_text(&check),
+            });
         }
         let d = |name: &str| dir.join(name).display().to_string();
         let argv = vec![
@@ -1407,18 +1793,22 @@ impl Bird {
     }
 
     /// Runs one birdc command (`show route`, `configure`, ...); its output.
-    pub fn birdc(&self, command: &str) -> Result<String, String> {
+    pub fn birdc(&self, command: &str) -> Result<String, Error> {
         birdc_at(&self.dir.join("bird.ctl"), command)
     }
 
     /// Replaces the config file and has BIRD load it (`birdc configure`).
-    pub fn configure(&self, config: &str) -> Result<(), String> {
+    pub fn configure(&self, config: &str) -> Result<(), Error> {
         write_file(&self.dir.join("bird.conf"), config)?;
         let out = self.birdc("configure")?;
         if out.contains("Reconfigured") || out.contains("Reconfiguration in progress") {
             Ok(())
         } else {
-            Err(format!("birdc configure: {}", out.trim()))
+            Err(Error::Command {
+                command: "birdc configure".to_string(),
+                status: None,
+                output: netlab::output_tail(&out),
+            })
         }
     }
 
@@ -1436,21 +1826,32 @@ impl Drop for Bird {
     }
 }
 
-fn birdc_at(ctl: &Path, command: &str) -> Result<String, String> {
+fn birdc_at(ctl: &Path, command: &str) -> Result<String, Error> {
     let o = Command::new(BIRDC)
         .arg("-s")
         .arg(ctl)
         .args(command.split_whitespace())
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("birdc: {e}"))?;
-    let out = output_text(&o);
+        .map_err(|source| Error::Start {
+            what: BIRDC.to_string(),
+            source,
+        })?;
+    let out = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
     let failed = out.lines().any(|l| {
         let l = l.trim_start();
         l.starts_with("syntax error") || l.starts_with("Unable to connect")
     });
     if !o.status.success() || failed {
-        return Err(format!("birdc {command} ({}): {}", o.status, out.trim()));
+        return Err(Error::Command {
+            command: format!("birdc {command}"),
+            status: Some(o.status),
+            output: netlab::output_tail(&out),
+        });
     }
     Ok(out)
 }
@@ -1516,13 +1917,17 @@ pub struct FpmCapture {
 }
 
 impl FpmCapture {
-    pub fn start(lab: &NetLab, ns: &str, port: u16) -> Result<FpmCapture, String> {
+    pub fn start(lab: &NetLab, ns: &str, port: u16) -> Result<FpmCapture, Error> {
         let listener = lab
             .in_ns(ns, move || TcpListener::bind((Ipv4Addr::LOCALHOST, port)))?
-            .map_err(|e| format!("FPM capture: bind 127.0.0.1:{port} in {ns}: {e}"))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| format!("FPM capture: {e}"))?;
+            .map_err(|source| Error::Os {
+                what: format!("FPM capture: bind 127.0.0.1:{port} in {ns}"),
+                source,
+            })?;
+        listener.set_nonblocking(true).map_err(|source| Error::Os {
+            what: "FPM capture: non-blocking listener".to_string(),
+            source,
+        })?;
         let state = Arc::new(CaptureState {
             stop: AtomicBool::new(false),
             close: AtomicBool::new(false),
@@ -1532,7 +1937,10 @@ impl FpmCapture {
         let thread = std::thread::Builder::new()
             .name("fpm-capture".into())
             .spawn(move || capture_loop(&listener, &st))
-            .map_err(|e| format!("FPM capture thread: {e}"))?;
+            .map_err(|source| Error::Os {
+                what: "FPM capture thread".to_string(),
+                source,
+            })?;
         Ok(FpmCapture {
             state,
             thread: Some(thread),
@@ -1572,7 +1980,7 @@ impl FpmCapture {
     }
 
     /// Waits until `n` connections have been accepted; how long that took.
-    pub fn wait_connections(&self, n: usize, timeout: Duration) -> Result<Duration, String> {
+    pub fn wait_connections(&self, n: usize, timeout: Duration) -> Result<Duration, Timeout> {
         wait_until(&format!("FPM connection #{n}"), timeout, || {
             self.count() >= n
         })
@@ -1584,7 +1992,7 @@ impl FpmCapture {
         index: usize,
         quiet: Duration,
         timeout: Duration,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, Timeout> {
         let mut last = usize::MAX;
         let mut since = Instant::now();
         wait_for(
@@ -1605,9 +2013,9 @@ impl FpmCapture {
 
     /// Closes the current connection (as an FPM server going away would) and waits until it
     /// is closed.
-    pub fn close_connection(&self) -> Result<(), String> {
+    pub fn close_connection(&self) -> Result<(), Error> {
         if !self.connected() {
-            return Err("no FPM connection to close".into());
+            return Err(Error::NoFpmConnection);
         }
         self.state.close.store(true, Ordering::SeqCst);
         wait_until(
@@ -1616,6 +2024,7 @@ impl FpmCapture {
             || !self.connected(),
         )
         .map(drop)
+        .map_err(Error::Timeout)
     }
 }
 
@@ -1687,16 +2096,19 @@ fn record(stream: &mut TcpStream, state: &CaptureState, index: usize) {
 /// Splits an FPM stream into the netlink payloads of its complete frames (FPM header:
 /// version 1, type 1 = netlink, 16-bit big-endian length including the header). Returns the
 /// payloads and how many bytes they took (a partial frame at the end is left out).
-pub fn fpm_frames(bytes: &[u8]) -> Result<(Vec<&[u8]>, usize), String> {
+pub fn fpm_frames(bytes: &[u8]) -> Result<(Vec<&[u8]>, usize), Error> {
     let mut frames = Vec::new();
     let mut at = 0;
     while bytes.len() - at >= 4 {
         let (version, kind) = (bytes[at], bytes[at + 1]);
         let len = usize::from(u16::from_be_bytes([bytes[at + 2], bytes[at + 3]]));
         if version != 1 || kind != 1 || len < 4 {
-            return Err(format!(
-                "bad FPM header at byte {at}: version {version}, type {kind}, length {len}"
-            ));
+            return Err(Error::BadFpmHeader {
+                at,
+                version,
+                kind,
+                len,
+            });
         }
         if bytes.len() - at < len {
             break;
@@ -1708,10 +2120,103 @@ pub fn fpm_frames(bytes: &[u8]) -> Result<(Vec<&[u8]>, usize), String> {
 }
 
 /// The interface index of `ifname` in namespace `ns` (what zebra puts in `RTA_OIF`).
-pub fn ifindex(lab: &NetLab, ns: &str, ifname: &str) -> Result<u32, String> {
+pub fn ifindex(lab: &NetLab, ns: &str, ifname: &str) -> Result<u32, Error> {
     let text = lab.ip(ns, &["-o", "link", "show", "dev", ifname])?;
     text.split(':')
         .next()
         .and_then(|n| n.trim().parse().ok())
-        .ok_or_else(|| format!("no ifindex in {text:?}"))
+        .ok_or(Error::Unexpected {
+            what: "ip link (no ifindex)",
+            text,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_wait_that_runs_out_names_what_it_awaited() {
+        let t = wait_for("nothing", Duration::from_millis(30), || None::<()>).unwrap_err();
+        assert_eq!(t.what, "nothing");
+        assert!(t.after >= Duration::from_millis(30));
+        assert!(t.to_string().starts_with("timed out after 0."), "{t}");
+        assert!(t.to_string().ends_with(" s waiting for nothing"), "{t}");
+        let e = Error::from(t);
+        assert!(e.source().is_some());
+        assert!(wait_until("at once", Duration::from_secs(1), || true).is_ok());
+    }
+
+    #[test]
+    fn daemon_errors_say_which_daemon_where_and_what_it_logged() {
+        let e = Error::NotReady {
+            name: "zebra".into(),
+            ns: "cp1-rt".into(),
+            after: Duration::from_secs(20),
+            log: "zebra: cannot bind".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "timed out after 20.0 s waiting for zebra in cp1-rt to be ready; its log ends \
+             with:\nzebra: cannot bind"
+        );
+        let e = Error::Exited {
+            name: "bgpd".into(),
+            ns: "cp1-rt".into(),
+            log: "bad config".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "bgpd in cp1-rt exited; its log ends with:\nbad config"
+        );
+        let e = Error::Missing {
+            program: BIRDC.into(),
+            package: package_of(BIRDC),
+        };
+        assert_eq!(
+            e.to_string(),
+            "birdc is not installed (apt-get install bird2)"
+        );
+        assert_eq!(package_of(ZEBRA), "frr");
+        assert_eq!(package_of(FPM_MODULE), "frr");
+        assert_eq!(package_of(GOBGP), "gobgpd");
+        assert_eq!(package_of("ping"), "iputils-ping");
+        let e = Error::Missing {
+            program: "frobnicate".into(),
+            package: package_of("frobnicate"),
+        };
+        assert_eq!(e.to_string(), "frobnicate is not installed");
+        let e = Error::Lab(netlab::Error::NotRoot);
+        assert_eq!(e.to_string(), "not root");
+        assert_eq!(e.source().map(|s| s.to_string()), Some("not root".into()));
+    }
+
+    #[test]
+    fn bad_prefixes_and_frames_are_refused_with_what_is_wrong() {
+        assert!(matches!(
+            "10.0.0.1/8".parse::<Net>(),
+            Err(Error::BadNet { ref why, .. }) if why == "host bits set"
+        ));
+        let e = "10.0.0.0".parse::<Net>().unwrap_err();
+        assert_eq!(e.to_string(), "10.0.0.0: no /length");
+        assert_eq!(
+            "10.0.0.0/8".parse::<Net>().unwrap().to_string(),
+            "10.0.0.0/8"
+        );
+        let e = fpm_frames(&[2, 1, 0, 8, 0, 0, 0, 0]).unwrap_err();
+        assert!(matches!(
+            e,
+            Error::BadFpmHeader {
+                at: 0,
+                version: 2,
+                kind: 1,
+                len: 8
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "bad FPM header at byte 0: version 2, type 1, length 8"
+        );
+    }
 }

@@ -24,8 +24,13 @@
 //!
 //! A benchmark that pins itself to one core before it starts vfsrd names the cores vfsrd may
 //! use in [`Launch::cpus`] (vfsrd counts the cores it may run on and pins its threads itself).
+//!
+//! Failures are [`Error`]s: the config file that could not be written, a vfsrd that could
+//! not start or did not say `ready` in time (with what it said last), a FIB dump that did not
+//! come, a set of cores that cannot be a mask.
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -33,8 +38,104 @@ use std::process::{Child, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use crate::daemons::{stop_child, wait_for};
+use crate::daemons::{stop_child, wait_for, Timeout};
 use crate::netlab::NetLab;
+
+/// What failed while vfsrd was started in its namespace or asked for its FIB.
+#[derive(Debug)]
+pub enum Error {
+    /// The config file could not be written.
+    Config {
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        source: std::io::Error,
+    },
+    /// The process could not be started.
+    Start {
+        /// The binary.
+        binary: PathBuf,
+        /// The namespace.
+        ns: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// vfsrd did not say `ready` within its time (or exited first).
+    NotReady {
+        /// The namespace.
+        ns: String,
+        /// How long it was given.
+        after: Duration,
+        /// How it ended when stopped (`None`: it was not running any more).
+        status: Option<ExitStatus>,
+        /// The last lines it wrote (its error, when it exited).
+        said: Vec<String>,
+    },
+    /// vfsrd is not running (its FIB cannot be asked for).
+    NotRunning {
+        /// The namespace.
+        ns: String,
+    },
+    /// The FIB dump did not appear in time.
+    Timeout(Timeout),
+    /// [`Launch::cpus`] is empty.
+    NoCores,
+    /// A core of [`Launch::cpus`] is beyond what an affinity mask holds.
+    CoreBeyondMask {
+        /// The core.
+        core: usize,
+        /// How many cores a mask holds.
+        size: usize,
+    },
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Config { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::Start { binary, ns, source } => {
+                write!(f, "cannot start {} in {ns}: {source}", binary.display())
+            }
+            Error::NotReady {
+                ns,
+                after,
+                status,
+                said,
+            } => write!(
+                f,
+                "vfsrd in {ns} did not say ready within {after:?} ({status:?}){}{}",
+                if said.is_empty() { "" } else { ": " },
+                said.join(" | ")
+            ),
+            Error::NotRunning { ns } => write!(f, "vfsrd in {ns} is not running"),
+            Error::Timeout(t) => write!(f, "{t}"),
+            Error::NoCores => f.write_str("vfsrd: an empty set of cores to run on"),
+            Error::CoreBeyondMask { core, size } => write!(
+                f,
+                "vfsrd: core {core} is beyond the {size} an affinity mask holds"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Config { source, .. } | Error::Start { source, .. } => Some(source),
+            Error::Timeout(t) => Some(t),
+            Error::NotReady { .. }
+            | Error::NotRunning { .. }
+            | Error::NoCores
+            | Error::CoreBeyondMask { .. } => None,
+        }
+    }
+}
+
+impl From<Timeout> for Error {
+    fn from(t: Timeout) -> Error {
+        Error::Timeout(t)
+    }
+}
 
 /// How long vfsrd may take to say `ready` (a debug build loading a full table takes tens of
 /// seconds; a vfsrd that exits ends the wait at once).
@@ -90,7 +191,7 @@ impl Vfsrd {
         binary: &Path,
         tag: &str,
         config: &str,
-    ) -> Result<Vfsrd, String> {
+    ) -> Result<Vfsrd, Error> {
         Vfsrd::start_echo(lab, ns, binary, tag, config, Echo::All)
     }
 
@@ -102,7 +203,7 @@ impl Vfsrd {
         tag: &str,
         config: &str,
         echo: Echo,
-    ) -> Result<Vfsrd, String> {
+    ) -> Result<Vfsrd, Error> {
         let launch = Launch { echo, cpus: None };
         Vfsrd::start_with(lab, ns, binary, tag, config, launch)
     }
@@ -116,7 +217,7 @@ impl Vfsrd {
         tag: &str,
         config: &str,
         launch: Launch,
-    ) -> Result<Vfsrd, String> {
+    ) -> Result<Vfsrd, Error> {
         let path = |ext: &str| {
             std::env::temp_dir().join(format!("vfsrd-{tag}-{ns}-{}.{ext}", std::process::id()))
         };
@@ -135,14 +236,19 @@ impl Vfsrd {
             ready: None,
         };
         let text = config.replace("@SOCKET@", &v.socket.display().to_string());
-        std::fs::write(&v.config, text).map_err(|e| format!("{}: {e}", v.config.display()))?;
+        if let Err(source) = std::fs::write(&v.config, text) {
+            return Err(Error::Config {
+                path: v.config.clone(),
+                source,
+            });
+        }
         v.spawn(lab)?;
         Ok(v)
     }
 
     /// Starts vfsrd again (after [`Vfsrd::stop`] or a kill) with the same files; returns once
     /// it has said `ready`. Does nothing while it runs.
-    pub fn spawn(&mut self, lab: &NetLab) -> Result<(), String> {
+    pub fn spawn(&mut self, lab: &NetLab) -> Result<(), Error> {
         if self.running() {
             return Ok(());
         }
@@ -174,7 +280,11 @@ impl Vfsrd {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.binary.display()))?;
+            .map_err(|source| Error::Start {
+                binary: self.binary.clone(),
+                ns: self.ns.clone(),
+                source,
+            })?;
         let (ready_tx, ready_rx) = mpsc::channel();
         if let Some(out) = child.stdout.take() {
             let (tx, ns, echo) = (self.log_tx.clone(), self.ns.clone(), self.launch.echo);
@@ -208,12 +318,12 @@ impl Vfsrd {
             // What it said last (its error, when it exited), whether or not it was printed.
             let said: Vec<String> = self.log.try_iter().collect();
             let tail = said.get(said.len().saturating_sub(5)..).unwrap_or_default();
-            return Err(format!(
-                "vfsrd in {} did not say ready within {READY_TIMEOUT:?} ({status:?}){}{}",
-                self.ns,
-                if tail.is_empty() { "" } else { ": " },
-                tail.join(" | ")
-            ));
+            return Err(Error::NotReady {
+                ns: self.ns.clone(),
+                after: READY_TIMEOUT,
+                status,
+                said: tail.to_vec(),
+            });
         };
         self.ready = Some(line);
         Ok(())
@@ -291,15 +401,17 @@ impl Vfsrd {
 
     /// The FIB dump vfsrd writes on SIGUSR1, as it wrote it (its `#` header line first); an
     /// error when it does not run or the dump does not appear within `timeout`.
-    pub fn fib_dump(&self, timeout: Duration) -> Result<String, String> {
+    pub fn fib_dump(&self, timeout: Duration) -> Result<String, Error> {
         if self.child.is_none() {
-            return Err(format!("vfsrd in {} is not running", self.ns));
+            return Err(Error::NotRunning {
+                ns: self.ns.clone(),
+            });
         }
         let _ = std::fs::remove_file(&self.dump);
         self.signal(libc::SIGUSR1);
-        wait_for("vfsrd's FIB dump", timeout, || {
+        Ok(wait_for("vfsrd's FIB dump", timeout, || {
             std::fs::read_to_string(&self.dump).ok()
-        })
+        })?)
     }
 
     /// The stats file as it is now (vfsrd rewrites it every second); `Null` before the first.
@@ -348,15 +460,13 @@ pub fn fib_entries(text: &str) -> BTreeMap<String, String> {
 }
 
 /// The affinity mask of `cpus`; an error for an empty list or a core the mask cannot hold.
-fn cpu_set(cpus: &[usize]) -> Result<libc::cpu_set_t, String> {
+fn cpu_set(cpus: &[usize]) -> Result<libc::cpu_set_t, Error> {
     let size = libc::CPU_SETSIZE as usize;
     if cpus.is_empty() {
-        return Err("vfsrd: an empty set of cores to run on".to_string());
+        return Err(Error::NoCores);
     }
-    if let Some(c) = cpus.iter().find(|&&c| c >= size) {
-        return Err(format!(
-            "vfsrd: core {c} is beyond the {size} an affinity mask holds"
-        ));
+    if let Some(&core) = cpus.iter().find(|&&c| c >= size) {
+        return Err(Error::CoreBeyondMask { core, size });
     }
     // SAFETY: cpu_set_t is a plain bit array, for which all zeros is the empty set; every
     // core set is below CPU_SETSIZE (checked above), so CPU_SET stays within it.
@@ -395,7 +505,36 @@ mod tests {
         assert!(has(0));
         assert!(!has(1));
         assert!(has(3));
-        assert!(cpu_set(&[]).is_err());
-        assert!(cpu_set(&[libc::CPU_SETSIZE as usize]).is_err());
+        assert!(matches!(cpu_set(&[]), Err(Error::NoCores)));
+        let size = libc::CPU_SETSIZE as usize;
+        let e = cpu_set(&[size]).err().unwrap();
+        assert_eq!(
+            e.to_string(),
+            format!("vfsrd: core {size} is beyond the {size} an affinity mask holds")
+        );
+    }
+
+    #[test]
+    fn a_vfsrd_that_is_not_ready_shows_what_it_said_last() {
+        let e = Error::NotReady {
+            ns: "t1-rtr".into(),
+            after: Duration::from_secs(90),
+            status: None,
+            said: vec!["config: bad".into(), "exiting".into()],
+        };
+        assert_eq!(
+            e.to_string(),
+            "vfsrd in t1-rtr did not say ready within 90s (None): config: bad | exiting"
+        );
+        let t = Timeout {
+            what: "vfsrd's FIB dump".into(),
+            after: Duration::from_millis(1500),
+        };
+        let e = Error::from(t);
+        assert_eq!(
+            e.to_string(),
+            "timed out after 1.5 s waiting for vfsrd's FIB dump"
+        );
+        assert!(std::error::Error::source(&e).is_some());
     }
 }

@@ -33,7 +33,7 @@ fn tool(name: &str) -> bool {
 
 fn skip_reason() -> Option<String> {
     if let Err(e) = netlab::available() {
-        return Some(e);
+        return Some(e.to_string());
     }
     for t in ["ping", "traceroute", "iperf3", "ethtool"] {
         if !tool(t) {

@@ -789,8 +789,8 @@ fn traffic_into(
 
 /// What up's FRR and kernel and a router's FRR and vfsrd hold, for failure messages.
 fn state(lab: &NetLab, up: &Frr, router: &Frr, v: &Vfsrd) -> String {
-    let show = |f: &Frr, cmd: &str| f.vtysh(cmd).unwrap_or_else(|e| e);
-    let ip = |ns: &str, args: &[&str]| lab.ip(ns, args).unwrap_or_else(|e| e);
+    let show = |f: &Frr, cmd: &str| f.vtysh(cmd).unwrap_or_else(|e| e.to_string());
+    let ip = |ns: &str, args: &[&str]| lab.ip(ns, args).unwrap_or_else(|e| e.to_string());
     format!(
         "up: {}{}{}{}{}{}\n{}: {}{}{}vfsrd FIB {:?}\nvfsrd control {}",
         show(up, "show bgp summary"),

@@ -5,6 +5,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use vfsr_io::IoError;
+use vfsrd::{harness, netlab};
 
 use super::lab::{LEGIT_PPS, RR_PORT};
 use super::CASES;
@@ -19,7 +20,7 @@ pub(crate) enum Error {
     /// `--only` names a case there is not.
     UnknownCase(String),
     /// No network namespaces or no root (why).
-    NoNamespaces(String),
+    NoNamespaces(netlab::Error),
     /// A tool the cases run is not on the PATH.
     MissingTool(&'static str),
     /// Fewer than the two cores vfsrd is pinned to.
@@ -28,8 +29,10 @@ pub(crate) enum Error {
     Interrupted,
     /// The benchmark lab the run builds on (`vethbench`).
     Lab(crate::vethbench::Error),
-    /// A namespace, link or command, or vfsrd's harness, failed (their message).
-    NetLab(String),
+    /// A namespace, link or command failed.
+    NetLab(netlab::Error),
+    /// vfsrd's harness could not start vfsrd, or it did not say it was ready.
+    Harness(harness::Error),
     /// vfsrd's control API did not answer.
     Api(vfsr_api::ClientError),
     /// vfsrd is not running, so its control API cannot be asked.
@@ -84,7 +87,8 @@ impl fmt::Display for Error {
             Error::Interrupted => f.write_str("interrupted"),
             Error::Lab(e) => write!(f, "{e}"),
             Error::NoCase(c) => write!(f, "no case {c}"),
-            Error::NetLab(e) => f.write_str(e),
+            Error::NetLab(e) => write!(f, "{e}"),
+            Error::Harness(e) => write!(f, "{e}"),
             Error::Api(e) => write!(f, "{e}"),
             Error::NotRunning => f.write_str("vfsrd is not running"),
             Error::NoInterface(ns) => write!(f, "no interface in {ns}"),
@@ -109,7 +113,16 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::NoNamespaces(e) | Error::NetLab(e) => Some(e),
+            Error::Harness(e) => Some(e),
+            Error::Lab(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<crate::vethbench::Error> for Error {
     fn from(e: crate::vethbench::Error) -> Error {
@@ -117,10 +130,15 @@ impl From<crate::vethbench::Error> for Error {
     }
 }
 
-/// `NetLab` and vfsrd's harness report their failures as text.
-impl From<String> for Error {
-    fn from(e: String) -> Error {
+impl From<netlab::Error> for Error {
+    fn from(e: netlab::Error) -> Error {
         Error::NetLab(e)
+    }
+}
+
+impl From<harness::Error> for Error {
+    fn from(e: harness::Error) -> Error {
+        Error::Harness(e)
     }
 }
 
@@ -144,7 +162,13 @@ mod tests {
             .to_string()
             .starts_with("--only: unknown case \"nope\" (cases: arp, ns,"));
         assert_eq!(Error::NoCase("x".into()).to_string(), "no case x");
-        assert_eq!(Error::NetLab("ip: exit 2".into()).to_string(), "ip: exit 2");
+        assert_eq!(
+            Error::NetLab(netlab::Error::NotRoot).to_string(),
+            "not root"
+        );
+        let e = Error::Harness(harness::Error::NoCores);
+        assert_eq!(e.to_string(), "vfsrd: an empty set of cores to run on");
+        assert!(std::error::Error::source(&e).is_some());
         assert_eq!(
             Error::IdleRate(1234.4).to_string(),
             format!(

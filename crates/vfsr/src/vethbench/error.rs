@@ -6,12 +6,13 @@ use std::fmt;
 use std::path::PathBuf;
 
 use vfsr_io::IoError;
+use vfsrd::{harness, netlab};
 
 /// An error of `fwd bench --veth` or of the lab it shares.
 #[derive(Debug)]
 pub(crate) enum Error {
     /// `--veth` cannot run here: no network namespaces or no root (why).
-    NoNamespaces(String),
+    NoNamespaces(netlab::Error),
     /// Fewer than the two cores the generator and the router are pinned to.
     TooFewCores,
     /// `--routers` names a router the benchmark does not know.
@@ -22,8 +23,8 @@ pub(crate) enum Error {
     Table(String),
     /// The table has fewer IPv4 routes than destinations are asked for.
     TooFewRoutes,
-    /// A namespace, link, address or command of the lab failed (`NetLab`'s message).
-    Lab(String),
+    /// A namespace, link, address or command of the lab failed.
+    Lab(netlab::Error),
     /// A BPF object, map or program call failed.
     Bpf(IoError),
     /// An interface's MAC address could not be read, or is not six hex bytes.
@@ -52,8 +53,8 @@ pub(crate) enum Error {
     NoVfsrd,
     /// `--vfsrd` names no file.
     NoSuchVfsrd(PathBuf),
-    /// vfsrd could not be started, or did not say it was ready (the harness's message).
-    Vfsrd(String),
+    /// vfsrd could not be started, or did not say it was ready.
+    Vfsrd(harness::Error),
 }
 
 impl fmt::Display for Error {
@@ -72,7 +73,8 @@ impl fmt::Display for Error {
             Error::Destinations(n) => {
                 write!(f, "--destinations {n} must be a power of two up to 1048576")
             }
-            Error::Table(e) | Error::Lab(e) => f.write_str(e),
+            Error::Table(e) => f.write_str(e),
+            Error::Lab(e) => write!(f, "{e}"),
             Error::TooFewRoutes => {
                 f.write_str("the table has too few IPv4 routes to draw destinations from")
             }
@@ -92,12 +94,20 @@ impl fmt::Display for Error {
                 f.write_str("the vfsrd binary is not built next to vfsr (cargo build -p vfsrd)")
             }
             Error::NoSuchVfsrd(p) => write!(f, "--vfsrd {}: no such file", p.display()),
-            Error::Vfsrd(why) => f.write_str(why),
+            Error::Vfsrd(e) => write!(f, "{e}"),
         }
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::NoNamespaces(e) | Error::Lab(e) => Some(e),
+            Error::Vfsrd(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<IoError> for Error {
     fn from(e: IoError) -> Error {
@@ -105,9 +115,8 @@ impl From<IoError> for Error {
     }
 }
 
-/// `NetLab` reports its failures as text.
-impl From<String> for Error {
-    fn from(e: String) -> Error {
+impl From<netlab::Error> for Error {
+    fn from(e: netlab::Error) -> Error {
         Error::Lab(e)
     }
 }
@@ -140,7 +149,16 @@ mod tests {
             Error::NoSuchVfsrd(PathBuf::from("/x/vfsrd")).to_string(),
             "--vfsrd /x/vfsrd: no such file"
         );
-        let s: String = Error::Lab("ip: exit 1".into()).into();
-        assert_eq!(s, "ip: exit 1");
+        let s: String = Error::Lab(netlab::Error::NotRoot).into();
+        assert_eq!(s, "not root");
+        let e = Error::NoNamespaces(netlab::Error::NoNamespaces);
+        assert!(
+            e.to_string().ends_with(
+                "needs root: ip netns add failed (no network \
+             namespace support?)"
+            ),
+            "{e}"
+        );
+        assert!(std::error::Error::source(&e).is_some());
     }
 }
