@@ -132,9 +132,10 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
     vfsr_cpu::pin(core)?;
     let t = Instant::now();
     let table = match &a.table {
-        Some(p) => tables::load(p, false)?,
-        None => tables::default_table(a.seed)?,
-    };
+        Some(p) => tables::load(p, false),
+        None => tables::default_table(a.seed),
+    }
+    .map_err(|e| e.to_string())?;
     eprintln!(
         "table: {} ({} IPv4, {} IPv6 routes), loaded in {:.2} s; pinned to core {core}",
         table.source,

@@ -282,8 +282,8 @@ enum Error {
     TooFewCores,
     /// This process could not be pinned to the generator's core.
     Pin(vfsr_cpu::CpuError),
-    /// The table could not be read (the loader's message).
-    Table(String),
+    /// The table could not be read (the reader's error names the file).
+    Table(vfsr_table::Error),
     /// The table has fewer IPv4 routes than destinations are asked for.
     TooFewRoutes,
     /// Fewer /24s free of the table's routes than announcements are planned.
@@ -353,7 +353,7 @@ impl std::fmt::Display for Error {
                 f.write_str("cp flood needs 2 cores (control on core 0, worker on core 1)")
             }
             Error::Pin(e) => write!(f, "pinning this process to core {GEN_CORE}: {e}"),
-            Error::Table(e) => f.write_str(e),
+            Error::Table(e) => write!(f, "{e}"),
             Error::Topology(e) => write!(f, "{e}"),
             Error::FibDump(e) => write!(f, "{e}"),
             Error::TooFewRoutes => {
@@ -394,6 +394,7 @@ impl std::error::Error for Error {
             | Error::Announce { err: e, .. } => Some(e),
             Error::StartVfsrd(e) | Error::FibDump(e) => Some(e),
             Error::Lab(e) => Some(e),
+            Error::Table(e) => Some(e),
             _ => None,
         }
     }
@@ -1241,7 +1242,7 @@ fn cp_flood(a: &CpFloodArgs) -> Result<(), Error> {
             ),
             None => (
                 TableSpec::Synthetic(a.seed),
-                crate::tables::synthetic(a.seed).map_err(Error::Table)?.v4,
+                crate::tables::synthetic(a.seed).v4,
                 format!("synthetic full table (seed {})", a.seed),
             ),
         },

@@ -37,8 +37,8 @@ use crate::tables;
 /// What can stop `vfsr fib bench`.
 #[derive(Debug)]
 enum Error {
-    /// The route table could not be read or made (the reader's message).
-    Table(String),
+    /// The route table could not be read (the reader's error names the file).
+    Table(vfsr_table::Error),
     /// The writer could not be pinned.
     Pin(vfsr_cpu::CpuError),
     /// A live FIB refused a change, a publication or its first build.
@@ -64,7 +64,7 @@ enum Error {
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Error::Table(e) => f.write_str(e),
+            Error::Table(e) => write!(f, "{e}"),
             Error::Load(e) => write!(f, "{e}"),
             Error::Pin(e) => write!(f, "{e}"),
             Error::Fib(e) => write!(f, "{e}"),

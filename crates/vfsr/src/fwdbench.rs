@@ -124,8 +124,8 @@ pub(crate) enum Error {
     Workers { workers: usize, cpus: usize },
     /// `--flows` out of 1..=16,000,000.
     Flows(usize),
-    /// The table could not be read (the loader's message).
-    Table(String),
+    /// The table could not be read (the reader's error names the file).
+    Table(vfsr_table::Error),
     /// The table lacks IPv4 or IPv6 routes.
     OneFamily,
     /// The split design's router could not be built.
@@ -169,7 +169,7 @@ impl fmt::Display for Error {
                 write!(f, "--workers {workers}: this machine has {cpus} cores")
             }
             Error::Flows(n) => write!(f, "--flows {n} must be in 1..=16000000"),
-            Error::Table(e) => f.write_str(e),
+            Error::Table(e) => write!(f, "{e}"),
             Error::OneFamily => f.write_str("the table needs routes of both families"),
             Error::Router(e) => write!(f, "{e}"),
             Error::Publish(e) => write!(f, "{e}"),

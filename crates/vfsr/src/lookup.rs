@@ -26,8 +26,8 @@ use vfsr_table::Table;
 /// Why a lookup run stopped.
 #[derive(Debug)]
 enum Error {
-    /// The table could not be read (the reader's message).
-    Table(String),
+    /// The table could not be read (the reader's error names the file).
+    Table(vfsr_table::Error),
     /// No engine of that name.
     Backend(String),
     /// The update stream could not be opened.
@@ -55,7 +55,7 @@ enum Error {
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Error::Table(e) => f.write_str(e),
+            Error::Table(e) => write!(f, "{e}"),
             Error::Backend(b) => write!(f, "unknown backend '{b}'"),
             Error::Open { path, err } => write!(f, "{}: {err}", path.display()),
             Error::Read { path, err } => write!(f, "{}: {err}", path.display()),
@@ -77,7 +77,8 @@ impl std::error::Error for Error {
             Error::Refused { err, .. } => Some(err),
             Error::Fib(e) => Some(e),
             Error::Load(e) => Some(e),
-            Error::Table(_) | Error::Backend(_) | Error::NotAddresses(_) => None,
+            Error::Table(e) => Some(e),
+            Error::Backend(_) | Error::NotAddresses(_) => None,
         }
     }
 }

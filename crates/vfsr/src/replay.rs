@@ -55,8 +55,8 @@ use crate::tables;
 enum Error {
     /// An option out of its range (the message says which and why).
     Arg(String),
-    /// The route table could not be read (the reader's message).
-    Table(String),
+    /// The route table could not be read (the reader's error names the file).
+    Table(vfsr_table::Error),
     /// The router could not be made, or refused the table.
     Router(vfsr_router::RouterError),
     /// The RIB refused a static default route.
@@ -70,7 +70,8 @@ enum Error {
 impl std::fmt::Display for Error {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Error::Arg(e) | Error::Table(e) => f.write_str(e),
+            Error::Arg(e) => f.write_str(e),
+            Error::Table(e) => write!(f, "{e}"),
             Error::Router(e) => e.fmt(f),
             Error::Rib(e) => e.fmt(f),
             Error::Fib(e) => e.fmt(f),
@@ -86,7 +87,8 @@ impl std::error::Error for Error {
             Error::Rib(e) => Some(e),
             Error::Fib(e) => Some(e),
             Error::Pcap(e) => Some(e),
-            Error::Arg(_) | Error::Table(_) => None,
+            Error::Table(e) => Some(e),
+            Error::Arg(_) => None,
         }
     }
 }
@@ -282,10 +284,9 @@ fn replay(a: &ReplayArgs) -> Result<(), Error> {
     // The input first: a bad capture is reported before a table is built.
     let mut reader = PcapReader::open(&a.input, 1).map_err(Error::Pcap)?;
     let table = match &a.table {
-        Some(p) => tables::load(p, false),
+        Some(p) => tables::load(p, false).map_err(Error::Table)?,
         None => tables::synthetic(1),
-    }
-    .map_err(Error::Table)?;
+    };
     let router = build(&table, a.egress_mtu)?;
     let mut worker = router.worker(WorkerConfig {
         batch_size: a.batch,

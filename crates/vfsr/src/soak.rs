@@ -627,8 +627,8 @@ enum Error {
     Destinations(usize),
     /// `--minutes` or `--sample-s` is not positive.
     NotPositive,
-    /// The table could not be read (the loader's message).
-    Table(String),
+    /// The table could not be read (the reader's error names the file).
+    Table(vfsr_table::Error),
     /// The table has fewer IPv4 prefixes than destinations are asked for.
     TooFewPrefixes,
     /// The benchmark lab the soak builds on (`vethbench`).
@@ -675,7 +675,7 @@ impl std::fmt::Display for Error {
                 write!(f, "--destinations {n} must be a power of two up to 1048576")
             }
             Error::NotPositive => f.write_str("--minutes and --sample-s must be positive"),
-            Error::Table(e) => f.write_str(e),
+            Error::Table(e) => write!(f, "{e}"),
             Error::NetLab(e) => write!(f, "{e}"),
             Error::Harness(e) => write!(f, "{e}"),
             Error::TooFewPrefixes => {
@@ -720,6 +720,7 @@ impl std::error::Error for Error {
             Error::NoNamespaces(e) | Error::NetLab(e) => Some(e),
             Error::Harness(e) => Some(e),
             Error::Lab(e) => Some(e),
+            Error::Table(e) => Some(e),
             _ => None,
         }
     }

@@ -26,28 +26,28 @@ impl Loaded {
 
 /// Reads a table file (text or MRT, gzip or not). With `skip_bad`, bad lines are counted and
 /// the counts reported on standard error instead of stopping the read.
-pub fn load(path: &Path, skip_bad: bool) -> Result<Loaded, String> {
+pub fn load(path: &Path, skip_bad: bool) -> Result<Loaded, vfsr_table::Error> {
     let opts = ReadOptions {
         skip_bad,
         ..ReadOptions::default()
     };
-    let (t, report) = vfsr_table::read_table_file(path, &opts).map_err(|e| e.to_string())?;
+    let (t, report) = vfsr_table::read_table_file(path, &opts)?;
     eprintln!("vfsr: {}: {report}", path.display());
     Ok(Loaded::new(t, path.display().to_string()))
 }
 
 /// The reference table beside the checkout when present, else the synthetic one.
-pub fn default_table(seed: u64) -> Result<Loaded, String> {
-    let (t, src) = vfsr_table::load_default_table(seed).map_err(|e| e.to_string())?;
+pub fn default_table(seed: u64) -> Result<Loaded, vfsr_table::Error> {
+    let (t, src) = vfsr_table::load_default_table(seed)?;
     Ok(Loaded::new(t, src.to_string()))
 }
 
 /// The synthetic full table of `seed`: the embedded default.
-pub fn synthetic(seed: u64) -> Result<Loaded, String> {
-    Ok(Loaded::new(
+pub fn synthetic(seed: u64) -> Loaded {
+    Loaded::new(
         vfsr_table::synth_table(seed),
         format!("synthetic full table (seed {seed})"),
-    ))
+    )
 }
 
 /// `vfsr table gen`: writes the synthetic table as text.

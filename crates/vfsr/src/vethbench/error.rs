@@ -19,8 +19,8 @@ pub(crate) enum Error {
     UnknownRouter(String),
     /// `--destinations` is not a power of two up to 2^20.
     Destinations(usize),
-    /// The table could not be read (the loader's message).
-    Table(String),
+    /// The table could not be read (the reader's error names the file).
+    Table(vfsr_table::Error),
     /// The table has fewer IPv4 routes than destinations are asked for.
     TooFewRoutes,
     /// A namespace, link, address or command of the lab failed.
@@ -73,7 +73,7 @@ impl fmt::Display for Error {
             Error::Destinations(n) => {
                 write!(f, "--destinations {n} must be a power of two up to 1048576")
             }
-            Error::Table(e) => f.write_str(e),
+            Error::Table(e) => write!(f, "{e}"),
             Error::Lab(e) => write!(f, "{e}"),
             Error::TooFewRoutes => {
                 f.write_str("the table has too few IPv4 routes to draw destinations from")
@@ -104,6 +104,7 @@ impl std::error::Error for Error {
         match self {
             Error::NoNamespaces(e) | Error::Lab(e) => Some(e),
             Error::Vfsrd(e) => Some(e),
+            Error::Table(e) => Some(e),
             _ => None,
         }
     }

@@ -140,7 +140,7 @@ pub(crate) fn run(a: &Options) -> Result<(), Error> {
         ),
         None => (
             TableSpec::Synthetic(a.seed),
-            crate::tables::synthetic(a.seed).map_err(Error::Table)?.v4,
+            crate::tables::synthetic(a.seed).v4,
         ),
     };
     let dests = destinations(&routes, a.destinations, a.seed);
