@@ -279,7 +279,7 @@ enum Error {
     /// vfsrd wrote no FIB dump.
     FibDump(harness::Error),
     /// The recorded FPM stream could not be replayed (`fpm bench`'s message).
-    Replay(String),
+    Replay(crate::fpmbench::Error),
     /// The recorded FPM stream made fewer prefixes than were announced.
     ShortRecording {
         routes: usize,
@@ -394,6 +394,7 @@ impl std::error::Error for Error {
             | Error::Start { err: e, .. }
             | Error::Speaker { err: e, .. } => Some(e),
             Error::StartVfsrd(e) | Error::FibDump(e) => Some(e),
+            Error::Replay(e) => Some(e),
             _ => None,
         }
     }

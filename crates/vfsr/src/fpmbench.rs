@@ -55,6 +55,66 @@ pub struct FpmBenchArgs {
 
 type R = Router<Poptrie<u32>, Poptrie<u128>>;
 
+/// Why an FPM intake run stopped.
+#[derive(Debug)]
+pub enum Error {
+    /// An option that is none of its choices.
+    Mode(String),
+    /// The table could not be read (the reader's error names the file).
+    Table(vfsr_table::Error),
+    /// The FPM stream of the table could not be written.
+    Stream(std::io::Error),
+    /// The router could not be made.
+    Router(vfsr_router::RouterError),
+    /// vfsrd's FPM listener could not be bound.
+    Listen(vfsrd::error::Error),
+    /// The writer could not connect to the listener, or write the stream.
+    Writer { what: String, err: std::io::Error },
+    /// The writer thread ended without saying when it finished.
+    WriterLost,
+    /// A FIB could not be published.
+    Fib(vfsr_fib::FibError),
+    /// The RIB did not reach what the pass expects within its time.
+    Timeout { prefixes: usize, expect: Expect },
+    /// The report could not be written.
+    File {
+        path: std::path::PathBuf,
+        err: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Mode(m) => write!(f, "--modes: unknown mode {m:?} (routes, nhg)"),
+            Error::Table(e) => write!(f, "{e}"),
+            Error::Stream(e) => write!(f, "writing the FPM stream: {e}"),
+            Error::Router(e) => write!(f, "{e}"),
+            Error::Listen(e) => write!(f, "{e}"),
+            Error::Writer { what, err } => write!(f, "{what}: {err}"),
+            Error::WriterLost => f.write_str("the writer did not finish"),
+            Error::Fib(e) => write!(f, "{e}"),
+            Error::Timeout { prefixes, expect } => {
+                write!(f, "timed out with {prefixes} prefixes ({expect:?})")
+            }
+            Error::File { path, err } => write!(f, "{}: {err}", path.display()),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Table(e) => Some(e),
+            Error::Stream(e) | Error::Writer { err: e, .. } | Error::File { err: e, .. } => Some(e),
+            Error::Router(e) => Some(e),
+            Error::Listen(e) => Some(e),
+            Error::Fib(e) => Some(e),
+            Error::Mode(_) | Error::WriterLost | Error::Timeout { .. } => None,
+        }
+    }
+}
+
 const PORTS: u32 = 4;
 const GATEWAYS_PER_PORT: u32 = 16;
 /// The kernel interface index the stream names for port `p` (a TAP's index in vfsrd).
@@ -149,8 +209,8 @@ pub fn replay(
     core: usize,
     eager: Option<usize>,
     setup: &IntakeSetup,
-) -> Result<Pass, String> {
-    let mut r = R::new(setup.ports.clone(), RouterConfig::default()).map_err(|e| e.to_string())?;
+) -> Result<Pass, Error> {
+    let mut r = R::new(setup.ports.clone(), RouterConfig::default()).map_err(Error::Router)?;
     if let Some(n) = eager {
         r.route_table_mut().set_eager_limit(n);
     }
@@ -159,30 +219,34 @@ pub fn replay(
         ifmap.insert(kernel, port);
     }
     let plan = FpmPlan {
-        listen: "127.0.0.1:0".parse().map_err(|_| "address")?,
+        listen: std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
         session: FpmConfig {
             resync_quiet: Duration::from_secs(600),
             ..FpmConfig::default()
         },
     };
-    let mut server = FpmServer::bind(&plan).map_err(|e| e.to_string())?;
+    let mut server = FpmServer::bind(&plan).map_err(Error::Listen)?;
     let addr = server.local_addr().to_string();
     let rss0 = rss_bytes();
     let bytes = stream.to_vec();
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<Result<Instant, String>>();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<Result<Instant, Error>>();
     let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
     let writer = std::thread::spawn(move || {
         let mut s = match TcpStream::connect(&addr) {
             Ok(s) => s,
-            Err(e) => {
-                let _ = done_tx.send(Err(format!("connect {addr}: {e}")));
+            Err(err) => {
+                let what = format!("connect {addr}");
+                let _ = done_tx.send(Err(Error::Writer { what, err }));
                 return;
             }
         };
         let r = s
             .write_all(&bytes)
             .map(|()| Instant::now())
-            .map_err(|e| format!("write: {e}"));
+            .map_err(|err| Error::Writer {
+                what: "write".into(),
+                err,
+            });
         let _ = done_tx.send(r);
         // zebra keeps the connection open; so does the writer until the pass ends.
         let _ = stop_rx.recv_timeout(Duration::from_secs(120));
@@ -198,16 +262,16 @@ pub fn replay(
     let done = loop {
         let now = Instant::now();
         if now > limit {
-            return Err(format!(
-                "timed out with {} prefixes ({expect:?})",
-                r.rib().v4().active_prefixes() + r.rib().v6().active_prefixes()
-            ));
+            return Err(Error::Timeout {
+                prefixes: r.rib().v4().active_prefixes() + r.rib().v6().active_prefixes(),
+                expect,
+            });
         }
         server.work(now, &mut r, &ifmap);
         if connected_at.is_none() && server.session().connections() > 0 {
             connected_at = Some(now);
         }
-        r.poll(Instant::now()).map_err(|e| e.to_string())?;
+        r.poll(Instant::now()).map_err(Error::Fib)?;
         if written.is_none() {
             if let Ok(w) = done_rx.try_recv() {
                 written = Some(w?);
@@ -222,7 +286,7 @@ pub fn replay(
             Expect::Quiet(q) => written.is_some() && last_change.1.elapsed() >= q,
         };
         if complete {
-            r.publish().map_err(|e| e.to_string())?;
+            r.publish().map_err(Error::Fib)?;
             break match expect {
                 Expect::Prefixes(_) => Instant::now(),
                 Expect::Quiet(_) => last_change.1,
@@ -239,7 +303,7 @@ pub fn replay(
         Some(w) => w,
         None => done_rx
             .recv_timeout(Duration::from_secs(10))
-            .map_err(|_| "the writer did not finish".to_string())??,
+            .map_err(|_| Error::WriterLost)??,
     };
     let _ = stop_tx.send(());
     let _ = writer.join();
@@ -255,15 +319,19 @@ pub fn replay(
 
 /// Runs the benchmark.
 pub fn run(a: &FpmBenchArgs) -> Result<(), String> {
+    bench(a).map_err(|e| e.to_string())
+}
+
+fn bench(a: &FpmBenchArgs) -> Result<(), Error> {
     let (table, what) = match &a.table {
         Some(p) => (
             vfsr_table::read_table_file(p, &Default::default())
-                .map_err(|e| format!("{}: {e}", p.display()))?
+                .map_err(Error::Table)?
                 .0,
             p.display().to_string(),
         ),
         None => {
-            let (t, s) = vfsr_table::shared::load_default_table(1).map_err(|e| e.to_string())?;
+            let (t, s) = vfsr_table::shared::load_default_table(1).map_err(Error::Table)?;
             (t, s.to_string())
         }
     };
@@ -326,7 +394,7 @@ pub fn run(a: &FpmBenchArgs) -> Result<(), String> {
         let nhg = match mode.as_str() {
             "routes" => false,
             "nhg" => true,
-            other => return Err(format!("--modes: unknown mode {other:?} (routes, nhg)")),
+            other => return Err(Error::Mode(other.to_string())),
         };
         let mut stream = Vec::new();
         let summary = write_table_stream(
@@ -338,7 +406,7 @@ pub fn run(a: &FpmBenchArgs) -> Result<(), String> {
             },
             &mut stream,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(Error::Stream)?;
         for e in &eagers {
             variants.push(Variant {
                 name: match e {
@@ -398,7 +466,10 @@ pub fn run(a: &FpmBenchArgs) -> Result<(), String> {
     }
     if let Some(path) = &a.json {
         let v = json!({"cpu": cpu, "table": what, "passes": a.passes, "results": results});
-        std::fs::write(path, format!("{v:#}\n")).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(path, format!("{v:#}\n")).map_err(|err| Error::File {
+            path: path.clone(),
+            err,
+        })?;
     }
     Ok(())
 }
