@@ -678,14 +678,10 @@ fn fib_check(
         .fib_dump(Duration::from_secs(60))
         .map_err(Error::FibDump)?;
     let via = format!("via {neighbour} ");
-    let mut found = 0;
-    for l in text.lines() {
-        if let Some((p, rest)) = l.split_once(' ') {
-            if wanted.contains(p) && rest.starts_with(&via) {
-                found += 1;
-            }
-        }
-    }
+    let found = vfsrd::harness::fib_entries(&text)
+        .iter()
+        .filter(|(p, rest)| wanted.contains(p.as_str()) && rest.starts_with(&via))
+        .count();
     let header = text.lines().next().unwrap_or_default().to_string();
     Ok((found, header))
 }

@@ -159,14 +159,7 @@ fn an_interrupted_run_leaves_nothing_behind() {
         .spawn()
         .unwrap();
     let pid = run.id();
-    let tag = format!("fb{pid}-");
-    let netns = || {
-        let o = Command::new("ip").args(["netns", "list"]).output().unwrap();
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .filter(|l| l.starts_with(&tag))
-            .count()
-    };
+    let netns = || namespaces_left(pid).len();
     let vfsrd_running = || {
         std::fs::read_dir("/proc")
             .unwrap()

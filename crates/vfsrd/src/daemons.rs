@@ -763,9 +763,7 @@ fn wait_ready(
 
 /// The last `lines` lines of a log file.
 pub fn log_tail(path: &Path, lines: usize) -> String {
-    let text = fs::read_to_string(path).unwrap_or_default();
-    let all: Vec<&str> = text.lines().collect();
-    all[all.len().saturating_sub(lines)..].join("\n")
+    crate::netlab::last_lines(&fs::read_to_string(path).unwrap_or_default(), lines)
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), Error> {

@@ -97,9 +97,14 @@ pub const OUTPUT_LINES: usize = 20;
 
 /// The last [`OUTPUT_LINES`] lines of `text`, trimmed.
 pub fn output_tail(text: &str) -> String {
-    let lines: Vec<&str> = text.trim().lines().collect();
+    last_lines(text.trim(), OUTPUT_LINES)
+}
+
+/// The last `n` lines of `text` (all of them when it has fewer).
+pub fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
     lines
-        .get(lines.len().saturating_sub(OUTPUT_LINES)..)
+        .get(lines.len().saturating_sub(n)..)
         .unwrap_or_default()
         .join("\n")
 }
