@@ -5,7 +5,7 @@ use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Instant;
-use vfsr_bench::lpm::{self, Contender, Params, Row, Skipped, SweepRow};
+use vfsr_bench::lpm::{self, Contender, ContenderError, Params, Row, Skipped, SweepRow};
 use vfsr_bench::peers::{self, PeerKey};
 use vfsr_lpm::dir24::Dir24;
 use vfsr_lpm::lctrie::{LcConfig, LcTrie};
@@ -57,9 +57,10 @@ pub struct BenchArgs {
 
 type Boxed<K> = Box<dyn Lpm<K>>;
 
-fn ok<K: Key, E: Lpm<K> + 'static>(r: Result<E, vfsr_lpm::BuildError>) -> Result<Boxed<K>, String> {
-    r.map(|e| Box::new(e) as Boxed<K>)
-        .map_err(|e| e.to_string())
+fn ok<K: Key, E: Lpm<K> + 'static>(
+    r: Result<E, vfsr_lpm::BuildError>,
+) -> Result<Boxed<K>, ContenderError> {
+    Ok(Box::new(r?))
 }
 
 /// vfsr's own engines for one family, radix (the baseline) included.
@@ -92,12 +93,9 @@ fn own<K: Key>() -> Vec<Contender<K>> {
     if vfsr_lpm::poptrie::simd_available() {
         let variant = format!("{},no simd", label(&family));
         v.push(Contender::new("poptrie_scalar", variant, move |r| {
-            Poptrie::build(r, &family)
-                .map(|mut p| {
-                    p.set_simd(false);
-                    Box::new(p) as Boxed<K>
-                })
-                .map_err(|e| e.to_string())
+            let mut p = Poptrie::build(r, &family)?;
+            p.set_simd(false);
+            Ok(Box::new(p) as Boxed<K>)
         }));
     }
     v.push(Contender::new("lctrie", "fill=50/30", |r| {
@@ -111,9 +109,7 @@ fn with_peers<K: PeerKey>(mut v: Vec<Contender<K>>, on: bool) -> Vec<Contender<K
     if on {
         for p in peers::peers::<K>() {
             let build = p.build;
-            v.push(Contender::new(p.name, "", move |r| {
-                build(r).map_err(|e| e.to_string())
-            }));
+            v.push(Contender::new(p.name, "", move |r| Ok(build(r)?)));
         }
     }
     v
