@@ -57,6 +57,37 @@ pub struct BenchArgs {
 
 type Boxed<K> = Box<dyn Lpm<K>>;
 
+/// What can stop `vfsr lpm bench`.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    /// The benchmark could not be pinned to its core.
+    #[error("{0}")]
+    Pin(#[from] vfsr_cpu::CpuError),
+    /// The table could not be read (the reader's error names the file).
+    #[error("{0}")]
+    Table(#[source] vfsr_table::Error),
+    /// A fill factor of the LC-trie sweep that the LC-trie does not take (its message).
+    #[error("{0}")]
+    SweepConfig(String),
+    /// The LC-trie refused the table at a fill factor of the sweep.
+    #[error("lctrie {name}: {err}")]
+    Sweep {
+        name: &'static str,
+        #[source]
+        err: vfsr_lpm::BuildError,
+    },
+    /// The results could not be made into JSON.
+    #[error("{0}")]
+    Json(#[source] serde_json::Error),
+    /// The JSON file could not be written.
+    #[error("{}: {err}", .path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        err: std::io::Error,
+    },
+}
+
 fn ok<K: Key, E: Lpm<K> + 'static>(
     r: Result<E, vfsr_lpm::BuildError>,
 ) -> Result<Boxed<K>, ContenderError> {
@@ -124,6 +155,10 @@ fn select<K: Key>(v: Vec<Contender<K>>, a: &BenchArgs) -> Vec<Contender<K>> {
 }
 
 pub fn run(a: &BenchArgs) -> Result<(), String> {
+    bench(a).map_err(|e| e.to_string())
+}
+
+fn bench(a: &BenchArgs) -> Result<(), Error> {
     let core = a.core.unwrap_or_else(vfsr_cpu::default_bench_core);
     vfsr_cpu::pin(core)?;
     let t = Instant::now();
@@ -131,7 +166,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         Some(p) => tables::load(p, false),
         None => tables::default_table(a.seed),
     }
-    .map_err(|e| e.to_string())?;
+    .map_err(Error::Table)?;
     eprintln!(
         "table: {} ({} IPv4, {} IPv6 routes), loaded in {:.2} s; pinned to core {core}",
         table.source,
@@ -195,8 +230,11 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             "skipped": skipped,
             "lctrie_sweep": sweep,
         });
-        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let text = serde_json::to_string_pretty(&doc).map_err(Error::Json)?;
+        std::fs::write(path, text).map_err(|err| Error::File {
+            path: path.clone(),
+            err,
+        })?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())
@@ -209,13 +247,13 @@ fn lctrie_sweep<K: Key>(
     routes: &[Route<K>],
     addrs: &[K],
     p: &Params,
-) -> Result<Vec<SweepRow>, String> {
+) -> Result<Vec<SweepRow>, Error> {
     let mut out = Vec::new();
     let mut buf = vec![0; addrs.len()];
     for name in ["0", "20", "40", "default", "60", "80", "100", "never"] {
-        let cfg = LcConfig::from_name(name)?;
+        let cfg = LcConfig::from_name(name).map_err(Error::SweepConfig)?;
         let t = Instant::now();
-        let e = LcTrie::build(routes, &cfg).map_err(|e| format!("lctrie {name}: {e}"))?;
+        let e = LcTrie::build(routes, &cfg).map_err(|err| Error::Sweep { name, err })?;
         let build_s = t.elapsed().as_secs_f64();
         let n = lpm::budget(&e, addrs, p);
         let m = lpm::time_bulk(&e, &addrs[..n], &mut buf[..n], p);
