@@ -85,6 +85,11 @@ impl ConfigError {
             message: message.into(),
         }
     }
+
+    /// The error of a value that did not parse or check ([`ValueError`]), at `key`.
+    fn value(key: impl Into<String>, e: &ValueError) -> ConfigError {
+        ConfigError::new(key, e.to_string())
+    }
 }
 
 mod check;
