@@ -76,16 +76,9 @@ enum Error {
         #[source]
         err: vfsr_lpm::BuildError,
     },
-    /// The results could not be made into JSON.
-    #[error("{0}")]
-    Json(#[source] serde_json::Error),
     /// The JSON file could not be written.
-    #[error("{}: {err}", .path.display())]
-    File {
-        path: PathBuf,
-        #[source]
-        err: std::io::Error,
-    },
+    #[error("{0}")]
+    Report(#[from] crate::jsonfile::Error),
 }
 
 fn ok<K: Key, E: Lpm<K> + 'static>(
@@ -230,12 +223,7 @@ fn bench(a: &BenchArgs) -> Result<(), Error> {
             "skipped": skipped,
             "lctrie_sweep": sweep,
         });
-        let text = serde_json::to_string_pretty(&doc).map_err(Error::Json)?;
-        std::fs::write(path, text).map_err(|err| Error::File {
-            path: path.clone(),
-            err,
-        })?;
-        eprintln!("wrote {}", path.display());
+        crate::jsonfile::write(path, &doc)?;
     }
     Ok(())
 }

@@ -63,13 +63,7 @@ enum Error {
     ReaderPanicked,
     /// The JSON document could not be made or written.
     #[error("{0}")]
-    Json(#[source] serde_json::Error),
-    #[error("{}: {err}", .path.display())]
-    File {
-        path: std::path::PathBuf,
-        #[source]
-        err: std::io::Error,
-    },
+    Report(#[from] crate::jsonfile::Error),
 }
 
 #[derive(Args)]
@@ -618,12 +612,7 @@ fn bench(a: &FibBenchArgs) -> Result<(), Error> {
             "reader": reader,
             "trace": traces,
         });
-        let text = serde_json::to_string_pretty(&doc).map_err(Error::Json)?;
-        std::fs::write(path, text).map_err(|err| Error::File {
-            path: path.clone(),
-            err,
-        })?;
-        eprintln!("wrote {}", path.display());
+        crate::jsonfile::write(path, &doc)?;
     }
     Ok(())
 }

@@ -162,14 +162,7 @@ pub(crate) enum Error {
     },
     /// The results could not be written as JSON.
     #[error("{0}")]
-    Json(#[source] serde_json::Error),
-    /// A file could not be written.
-    #[error("{}: {err}", .path.display())]
-    File {
-        path: PathBuf,
-        #[source]
-        err: std::io::Error,
-    },
+    Report(#[from] crate::jsonfile::Error),
     /// `--veth`.
     #[error("{0}")]
     Veth(#[source] crate::vethbench::Error),
@@ -763,12 +756,7 @@ fn run_designs(a: &FwdBenchArgs) -> Result<(), Error> {
             "results": results,
             "targets": checks,
         });
-        let text = serde_json::to_string_pretty(&doc).map_err(Error::Json)?;
-        std::fs::write(path, text).map_err(|err| Error::File {
-            path: path.clone(),
-            err,
-        })?;
-        eprintln!("wrote {}", path.display());
+        crate::jsonfile::write(path, &doc)?;
     }
     Ok(())
 }

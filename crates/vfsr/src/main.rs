@@ -22,6 +22,7 @@ mod fibbench;
 mod fpmbench;
 mod fwdbench;
 mod interrupt;
+mod jsonfile;
 mod livedemo;
 mod lookup;
 mod machine;

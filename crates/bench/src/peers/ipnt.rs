@@ -19,6 +19,16 @@ pub struct NotANetwork {
     source: IpNetworkError,
 }
 
+impl NotANetwork {
+    /// The error of `prefix`, given `ip_network`'s.
+    fn of(prefix: impl std::fmt::Display) -> impl FnOnce(IpNetworkError) -> NotANetwork {
+        move |source| NotANetwork {
+            prefix: prefix.to_string(),
+            source,
+        }
+    }
+}
+
 /// The per-family calls of `ip_network_table` (sealed: implemented for `u32` and `u128`).
 pub trait IpntKey: Key + private::Sealed {
     #[doc(hidden)]
@@ -48,10 +58,7 @@ impl IpntKey for u32 {
         nh: NextHop,
     ) -> Result<(), NotANetwork> {
         let net =
-            Ipv4Network::new(Ipv4Addr::from(p.addr()), p.len()).map_err(|source| NotANetwork {
-                prefix: p.to_string(),
-                source,
-            })?;
+            Ipv4Network::new(Ipv4Addr::from(p.addr()), p.len()).map_err(NotANetwork::of(p))?;
         t.insert(net, nh);
         Ok(())
     }
@@ -82,10 +89,7 @@ impl IpntKey for u128 {
         nh: NextHop,
     ) -> Result<(), NotANetwork> {
         let net =
-            Ipv6Network::new(Ipv6Addr::from(p.addr()), p.len()).map_err(|source| NotANetwork {
-                prefix: p.to_string(),
-                source,
-            })?;
+            Ipv6Network::new(Ipv6Addr::from(p.addr()), p.len()).map_err(NotANetwork::of(p))?;
         t.insert(net, nh);
         Ok(())
     }
