@@ -9,6 +9,7 @@
 //! over all contenders, which keeps the ratios (to the radix baseline and to DIR-24-8, both
 //! measured in the same rounds) fair on a noisy host.
 
+use crate::peers::PeerError;
 use crate::stats::Stats;
 use serde::Serialize;
 use std::time::Instant;
@@ -25,13 +26,24 @@ pub struct Contender<K: Key> {
 }
 
 /// A contender's constructor.
-pub type BuildFn<K> = Box<dyn Fn(&[Route<K>]) -> Result<Box<dyn Lpm<K>>, String>>;
+pub type BuildFn<K> = Box<dyn Fn(&[Route<K>]) -> Result<Box<dyn Lpm<K>>, ContenderError>>;
+
+/// Why a contender could not be built (the run skips it and reports the text).
+#[derive(Debug, thiserror::Error)]
+pub enum ContenderError {
+    /// One of vfsr's engines refused the routes.
+    #[error("{0}")]
+    Engine(#[from] vfsr_lpm::BuildError),
+    /// A peer could not run here or refused the routes.
+    #[error("{0}")]
+    Peer(#[from] PeerError),
+}
 
 impl<K: Key> Contender<K> {
     pub fn new(
         name: impl Into<String>,
         variant: impl Into<String>,
-        build: impl Fn(&[Route<K>]) -> Result<Box<dyn Lpm<K>>, String> + 'static,
+        build: impl Fn(&[Route<K>]) -> Result<Box<dyn Lpm<K>>, ContenderError> + 'static,
     ) -> Self {
         Contender {
             name: name.into(),
@@ -181,12 +193,12 @@ pub fn run_family<K: Key>(
                     per: Vec::new(),
                 });
             }
-            Err(reason) => {
-                progress(&format!("{} ({}): skipped: {}", c.name, K::FAMILY, reason));
+            Err(e) => {
+                progress(&format!("{} ({}): skipped: {e}", c.name, K::FAMILY));
                 skipped.push(Skipped {
                     backend: c.name.clone(),
                     family: K::FAMILY.into(),
-                    reason,
+                    reason: e.to_string(),
                 });
             }
         }
@@ -395,14 +407,14 @@ mod tests {
         }
         let cs = vec![
             Contender::new("radix", "", |r: &[Route<u32>]| {
-                Poptrie::build(r, &PoptrieConfig::default())
-                    .map(|p| Box::new(p) as Box<dyn Lpm<u32>>)
-                    .map_err(|e| e.to_string())
+                Ok(Box::new(Poptrie::build(r, &PoptrieConfig::default())?) as Box<dyn Lpm<u32>>)
             }),
             Contender::new("wrong", "", |_: &[Route<u32>]| {
                 Ok(Box::new(Wrong) as Box<dyn Lpm<u32>>)
             }),
-            Contender::new("broken", "", |_: &[Route<u32>]| Err("no".to_string())),
+            Contender::new("broken", "", |_: &[Route<u32>]| {
+                Err(PeerError::unavailable("broken", "no").into())
+            }),
         ];
         let addrs: Vec<u32> = (0..1000u32).map(|i| i.wrapping_mul(0x9e37_79b9)).collect();
         let mut rows = Vec::new();
@@ -425,6 +437,7 @@ mod tests {
         assert_eq!(rows[0].mismatches, 0);
         assert_eq!(rows[1].mismatches, 1000);
         assert_eq!(skipped.len(), 1);
+        assert_eq!(skipped[0].reason, "broken: unavailable: no");
         assert!(rows[0]
             .ratio_to_radix
             .is_some_and(|r| (r - 1.0).abs() < 1e-9));

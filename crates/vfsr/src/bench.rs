@@ -5,7 +5,7 @@ use clap::Args;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Instant;
-use vfsr_bench::lpm::{self, Contender, Params, Row, Skipped, SweepRow};
+use vfsr_bench::lpm::{self, Contender, ContenderError, Params, Row, Skipped, SweepRow};
 use vfsr_bench::peers::{self, PeerKey};
 use vfsr_lpm::dir24::Dir24;
 use vfsr_lpm::lctrie::{LcConfig, LcTrie};
@@ -57,9 +57,34 @@ pub struct BenchArgs {
 
 type Boxed<K> = Box<dyn Lpm<K>>;
 
-fn ok<K: Key, E: Lpm<K> + 'static>(r: Result<E, vfsr_lpm::BuildError>) -> Result<Boxed<K>, String> {
-    r.map(|e| Box::new(e) as Boxed<K>)
-        .map_err(|e| e.to_string())
+/// What can stop `vfsr lpm bench`.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    /// The benchmark could not be pinned to its core.
+    #[error("{0}")]
+    Pin(#[from] vfsr_cpu::CpuError),
+    /// The table could not be read (the reader's error names the file).
+    #[error("{0}")]
+    Table(#[source] vfsr_table::Error),
+    /// A fill factor of the LC-trie sweep that the LC-trie does not take (its message).
+    #[error("{0}")]
+    SweepConfig(String),
+    /// The LC-trie refused the table at a fill factor of the sweep.
+    #[error("lctrie {name}: {err}")]
+    Sweep {
+        name: &'static str,
+        #[source]
+        err: vfsr_lpm::BuildError,
+    },
+    /// The JSON file could not be written.
+    #[error("{0}")]
+    Report(#[from] crate::jsonfile::Error),
+}
+
+fn ok<K: Key, E: Lpm<K> + 'static>(
+    r: Result<E, vfsr_lpm::BuildError>,
+) -> Result<Boxed<K>, ContenderError> {
+    Ok(Box::new(r?))
 }
 
 /// vfsr's own engines for one family, radix (the baseline) included.
@@ -92,12 +117,9 @@ fn own<K: Key>() -> Vec<Contender<K>> {
     if vfsr_lpm::poptrie::simd_available() {
         let variant = format!("{},no simd", label(&family));
         v.push(Contender::new("poptrie_scalar", variant, move |r| {
-            Poptrie::build(r, &family)
-                .map(|mut p| {
-                    p.set_simd(false);
-                    Box::new(p) as Boxed<K>
-                })
-                .map_err(|e| e.to_string())
+            let mut p = Poptrie::build(r, &family)?;
+            p.set_simd(false);
+            Ok(Box::new(p) as Boxed<K>)
         }));
     }
     v.push(Contender::new("lctrie", "fill=50/30", |r| {
@@ -111,9 +133,7 @@ fn with_peers<K: PeerKey>(mut v: Vec<Contender<K>>, on: bool) -> Vec<Contender<K
     if on {
         for p in peers::peers::<K>() {
             let build = p.build;
-            v.push(Contender::new(p.name, "", move |r| {
-                build(r).map_err(|e| e.to_string())
-            }));
+            v.push(Contender::new(p.name, "", move |r| Ok(build(r)?)));
         }
     }
     v
@@ -128,6 +148,10 @@ fn select<K: Key>(v: Vec<Contender<K>>, a: &BenchArgs) -> Vec<Contender<K>> {
 }
 
 pub fn run(a: &BenchArgs) -> Result<(), String> {
+    bench(a).map_err(|e| e.to_string())
+}
+
+fn bench(a: &BenchArgs) -> Result<(), Error> {
     let core = a.core.unwrap_or_else(vfsr_cpu::default_bench_core);
     vfsr_cpu::pin(core)?;
     let t = Instant::now();
@@ -135,7 +159,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
         Some(p) => tables::load(p, false),
         None => tables::default_table(a.seed),
     }
-    .map_err(|e| e.to_string())?;
+    .map_err(Error::Table)?;
     eprintln!(
         "table: {} ({} IPv4, {} IPv6 routes), loaded in {:.2} s; pinned to core {core}",
         table.source,
@@ -199,9 +223,7 @@ pub fn run(a: &BenchArgs) -> Result<(), String> {
             "skipped": skipped,
             "lctrie_sweep": sweep,
         });
-        let text = serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())?;
-        std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-        eprintln!("wrote {}", path.display());
+        crate::jsonfile::write(path, &doc)?;
     }
     Ok(())
 }
@@ -213,13 +235,13 @@ fn lctrie_sweep<K: Key>(
     routes: &[Route<K>],
     addrs: &[K],
     p: &Params,
-) -> Result<Vec<SweepRow>, String> {
+) -> Result<Vec<SweepRow>, Error> {
     let mut out = Vec::new();
     let mut buf = vec![0; addrs.len()];
     for name in ["0", "20", "40", "default", "60", "80", "100", "never"] {
-        let cfg = LcConfig::from_name(name)?;
+        let cfg = LcConfig::from_name(name).map_err(Error::SweepConfig)?;
         let t = Instant::now();
-        let e = LcTrie::build(routes, &cfg).map_err(|e| format!("lctrie {name}: {e}"))?;
+        let e = LcTrie::build(routes, &cfg).map_err(|err| Error::Sweep { name, err })?;
         let build_s = t.elapsed().as_secs_f64();
         let n = lpm::budget(&e, addrs, p);
         let m = lpm::time_bulk(&e, &addrs[..n], &mut buf[..n], p);

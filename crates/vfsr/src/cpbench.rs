@@ -155,121 +155,159 @@ const BUSY_NS: u64 = 40_000;
 // ---------------------------------------------------------------------------------------
 
 /// What can stop `cp bench`, as values. Only [`run`] turns one into text.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum Error {
     /// `--paths` names a path there is not.
+    #[error("--paths: unknown path {0:?} (fpm, kernel, kernel-mirror)")]
     UnknownPath(String),
     /// `--paths` names none.
+    #[error("--paths: nothing to measure")]
     NoPaths,
     /// `--speaker` is neither `bird` nor `gobgp`.
+    #[error("--speaker: unknown speaker {0:?} (bird, gobgp)")]
     UnknownSpeaker(String),
     /// `--prefixes` is 0 or more than the table has (its usable prefixes).
-    Prefixes {
-        total: usize,
-    },
+    #[error("--prefixes: between 1 and {total}")]
+    Prefixes { total: usize },
     /// No network namespaces or no root (why).
-    NoNamespaces(netlab::Error),
+    #[error("vfsr cp bench builds network namespaces and needs root: {0}")]
+    NoNamespaces(#[source] netlab::Error),
     /// Fewer than the two cores the run pins to.
+    #[error("vfsr cp bench needs 2 cores (FRR and vfsrd's control on core 0)")]
     TooFewCores,
     /// A program the run starts is not installed.
+    #[error("{0} is not installed (scripts/setup.sh installs FRR and BIRD)")]
     NotInstalled(String),
     /// No vfsrd binary, and a path needs it.
+    #[error("the vfsrd binary is not next to vfsr (cargo build -p vfsrd, or --vfsrd FILE)")]
     NoVfsrd,
     /// The table could not be read (its file, or the default table when `None`).
+    #[error(
+        "{}{err}",
+        .path.as_ref().map(|p| format!("{}: ", p.display())).unwrap_or_default()
+    )]
     Table {
         path: Option<PathBuf>,
+        #[source]
         err: vfsr_table::Error,
     },
     /// The table has no prefix the lab can announce.
+    #[error("the table has no usable prefix")]
     NoUsablePrefix,
     /// This thread could not be moved onto `cores`.
+    #[error("moving onto cores {cores:?}: {err}")]
     Affinity {
         cores: Vec<usize>,
+        #[source]
         err: vfsr_cpu::CpuError,
     },
     /// A namespace, link or address of the lab (the lab's error, within the daemons' error
     /// where one of their helpers made the namespace).
-    Topology(daemons::Error),
+    #[error("{0}")]
+    Topology(#[source] daemons::Error),
     /// A thread could not enter a namespace (its full name).
+    #[error("entering namespace {ns}: {err}")]
     EnterNetns {
         ns: String,
+        #[source]
         err: std::io::Error,
     },
     /// A route dump or the route listener (rtnetlink).
-    Netlink(rtnl::Error),
+    #[error("{0}")]
+    Netlink(#[from] rtnl::Error),
     /// A probe's thread could not be started, or said nothing in time (its name).
+    #[error("{name}: {err}")]
     Thread {
         name: String,
+        #[source]
         err: std::io::Error,
     },
+    #[error("the {0} did not start")]
     ProbeSilent(&'static str),
     /// A daemon did not start or did not become ready.
+    #[error("starting {daemon}: {err}")]
     Start {
         daemon: &'static str,
+        #[source]
         err: daemons::Error,
     },
     /// vfsrd did not start or did not say it was ready.
-    StartVfsrd(harness::Error),
+    #[error("starting vfsrd: {0}")]
+    StartVfsrd(#[source] harness::Error),
     /// vfsrd started but runs without a process id.
+    #[error("starting vfsrd: it runs without a process id")]
     VfsrdNoPid,
     /// The vty of an FRR daemon could not be reached (its socket).
+    #[error("{}: {err}", .path.display())]
     VtyConnect {
         path: PathBuf,
+        #[source]
         err: std::io::Error,
     },
     /// A vty command could not be sent or its answer read.
+    #[error("vty {command:?}: {err}")]
     Vty {
         command: String,
+        #[source]
         err: std::io::Error,
     },
     /// The daemon closed the vty session during a command.
-    VtyClosed {
-        command: String,
-    },
+    #[error("vty {command:?}: the daemon closed the session")]
+    VtyClosed { command: String },
     /// The daemon refused a vty command (what it said).
-    VtyRefused {
-        command: String,
-        said: String,
-    },
+    #[error("vty {command:?}: {said}")]
+    VtyRefused { command: String, said: String },
     /// The FPM tap could not listen for zebra (its port).
+    #[error("FPM tap: bind 127.0.0.1:{port}: {err}")]
     TapListen {
         port: u16,
+        #[source]
         err: std::io::Error,
     },
     /// The FPM tap could not connect to vfsrd (vfsrd's FPM port).
+    #[error("FPM tap: connect to vfsrd on 127.0.0.1:{port}: {err}")]
     TapConnect {
         port: u16,
+        #[source]
         err: std::io::Error,
     },
     /// The FPM tap could not set up zebra's connection.
-    TapIo(std::io::Error),
+    #[error("FPM tap: {0}")]
+    TapIo(#[source] std::io::Error),
     /// The FPM tap could not write to vfsrd.
-    TapWrite(std::io::Error),
+    #[error("FPM tap: writing to vfsrd: {0}")]
+    TapWrite(#[source] std::io::Error),
     /// zebra's stream held a frame header that is not FPM's (after so many bytes).
-    TapFrame {
-        header: [u8; 4],
-        after: u64,
-    },
+    #[error("FPM tap: bad frame header {header:?} after {after} bytes")]
+    TapFrame { header: [u8; 4], after: u64 },
     /// A speaker command failed (what it was asked, its message).
+    #[error("the speaker: {what}: {err}")]
     Speaker {
         what: String,
+        #[source]
         err: daemons::Error,
     },
     /// BIRD's `show route count` said something else than a count.
+    #[error("unexpected `show route count`: {0}")]
     BirdCount(String),
     /// A link address of the lab does not parse.
+    #[error("{text}: {err}")]
     Address {
         text: &'static str,
+        #[source]
         err: std::net::AddrParseError,
     },
     /// The kernel's interface index of a lab interface.
-    Ifindex(daemons::Error),
+    #[error("{0}")]
+    Ifindex(#[source] daemons::Error),
     /// What the run waited for did not happen in time.
-    Timeout {
-        what: &'static str,
-        after: Duration,
-    },
+    #[error("timed out after {:.1} s waiting for {what}", .after.as_secs_f64())]
+    Timeout { what: &'static str, after: Duration },
     /// A path did not converge or withdraw in time: what the probes saw last.
+    #[error(
+        "{path} path: timed out after {:.1} s waiting for {what}: {probes}",
+        .after.as_secs_f64()
+    )]
     Stalled {
         path: &'static str,
         what: &'static str,
@@ -277,133 +315,26 @@ enum Error {
         probes: String,
     },
     /// vfsrd wrote no FIB dump.
-    FibDump(harness::Error),
+    #[error("{0}")]
+    FibDump(#[source] harness::Error),
     /// The recorded FPM stream could not be replayed (`fpm bench`'s message).
-    Replay(crate::fpmbench::Error),
+    #[error("replaying the recorded FPM stream: {0}")]
+    Replay(#[source] crate::fpmbench::Error),
     /// The recorded FPM stream made fewer prefixes than were announced.
-    ShortRecording {
-        routes: usize,
-        announced: usize,
-    },
+    #[error(
+        "the recorded FPM stream made {routes} prefixes, fewer than the {announced} announced"
+    )]
+    ShortRecording { routes: usize, announced: usize },
     /// A file could not be read or written.
+    #[error("{}: {err}", .path.display())]
     File {
         path: PathBuf,
+        #[source]
         err: std::io::Error,
     },
     /// A path's complete sets were wrong, or it left routes behind (the paths).
+    #[error("the checks failed for: {}", .0.join(", "))]
     ChecksFailed(Vec<&'static str>),
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::UnknownPath(p) => {
-                write!(
-                    f,
-                    "--paths: unknown path {p:?} (fpm, kernel, kernel-mirror)"
-                )
-            }
-            Error::NoPaths => f.write_str("--paths: nothing to measure"),
-            Error::UnknownSpeaker(s) => {
-                write!(f, "--speaker: unknown speaker {s:?} (bird, gobgp)")
-            }
-            Error::Prefixes { total } => write!(f, "--prefixes: between 1 and {total}"),
-            Error::NoNamespaces(why) => write!(
-                f,
-                "vfsr cp bench builds network namespaces and needs root: {why}"
-            ),
-            Error::TooFewCores => {
-                f.write_str("vfsr cp bench needs 2 cores (FRR and vfsrd's control on core 0)")
-            }
-            Error::NotInstalled(p) => write!(
-                f,
-                "{p} is not installed (scripts/setup.sh installs FRR and BIRD)"
-            ),
-            Error::NoVfsrd => f.write_str(
-                "the vfsrd binary is not next to vfsr (cargo build -p vfsrd, or --vfsrd FILE)",
-            ),
-            Error::Table { path: Some(p), err } => write!(f, "{}: {err}", p.display()),
-            Error::Table { path: None, err } => write!(f, "{err}"),
-            Error::NoUsablePrefix => f.write_str("the table has no usable prefix"),
-            Error::Affinity { cores, err } => write!(f, "moving onto cores {cores:?}: {err}"),
-            Error::Topology(e) | Error::Ifindex(e) => write!(f, "{e}"),
-            Error::FibDump(e) => write!(f, "{e}"),
-            Error::EnterNetns { ns, err } => write!(f, "entering namespace {ns}: {err}"),
-            Error::Netlink(e) => write!(f, "{e}"),
-            Error::Thread { name, err } => write!(f, "{name}: {err}"),
-            Error::ProbeSilent(name) => write!(f, "the {name} did not start"),
-            Error::Start { daemon, err } => write!(f, "starting {daemon}: {err}"),
-            Error::StartVfsrd(e) => write!(f, "starting vfsrd: {e}"),
-            Error::VfsrdNoPid => f.write_str("starting vfsrd: it runs without a process id"),
-            Error::VtyConnect { path, err } => write!(f, "{}: {err}", path.display()),
-            Error::Vty { command, err } => write!(f, "vty {command:?}: {err}"),
-            Error::VtyClosed { command } => {
-                write!(f, "vty {command:?}: the daemon closed the session")
-            }
-            Error::VtyRefused { command, said } => write!(f, "vty {command:?}: {said}"),
-            Error::TapListen { port, err } => {
-                write!(f, "FPM tap: bind 127.0.0.1:{port}: {err}")
-            }
-            Error::TapConnect { port, err } => {
-                write!(f, "FPM tap: connect to vfsrd on 127.0.0.1:{port}: {err}")
-            }
-            Error::TapIo(e) => write!(f, "FPM tap: {e}"),
-            Error::TapWrite(e) => write!(f, "FPM tap: writing to vfsrd: {e}"),
-            Error::TapFrame { header, after } => write!(
-                f,
-                "FPM tap: bad frame header {header:?} after {after} bytes"
-            ),
-            Error::Speaker { what, err } => write!(f, "the speaker: {what}: {err}"),
-            Error::BirdCount(out) => write!(f, "unexpected `show route count`: {out}"),
-            Error::Address { text, err } => write!(f, "{text}: {err}"),
-            Error::Timeout { what, after } => write!(
-                f,
-                "timed out after {:.1} s waiting for {what}",
-                after.as_secs_f64()
-            ),
-            Error::Stalled {
-                path,
-                what,
-                after,
-                probes,
-            } => write!(
-                f,
-                "{path} path: timed out after {:.1} s waiting for {what}: {probes}",
-                after.as_secs_f64()
-            ),
-            Error::Replay(e) => write!(f, "replaying the recorded FPM stream: {e}"),
-            Error::ShortRecording { routes, announced } => write!(
-                f,
-                "the recorded FPM stream made {routes} prefixes, fewer than the {announced} \
-                 announced"
-            ),
-            Error::File { path, err } => write!(f, "{}: {err}", path.display()),
-            Error::ChecksFailed(paths) => {
-                write!(f, "the checks failed for: {}", paths.join(", "))
-            }
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::NoNamespaces(e) => Some(e),
-            Error::Topology(e)
-            | Error::Ifindex(e)
-            | Error::Start { err: e, .. }
-            | Error::Speaker { err: e, .. } => Some(e),
-            Error::StartVfsrd(e) | Error::FibDump(e) => Some(e),
-            Error::Replay(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<rtnl::Error> for Error {
-    fn from(e: rtnl::Error) -> Error {
-        Error::Netlink(e)
-    }
 }
 
 /// [`daemons::wait_until`], its time-out as [`Error::Timeout`].
@@ -892,39 +823,30 @@ mod rtnl {
     }
 
     /// What went wrong with rtnetlink.
-    #[derive(Debug)]
+    #[derive(Debug, thiserror::Error)]
     pub enum Error {
         /// A message cut short at byte `at` of the buffer.
+        #[error("netlink message cut short at byte {at}")]
         Truncated { at: usize },
         /// A message length shorter than a header or past the buffer's end.
+        #[error("bad netlink length {len} at byte {at}")]
         Length { len: usize, at: usize },
         /// An `NLMSG_ERROR` other than an acknowledgement.
-        Kernel(io::Error),
+        #[error("netlink error: {0}")]
+        Kernel(#[source] io::Error),
         /// The socket could not be opened.
-        Socket(io::Error),
+        #[error("netlink socket: {0}")]
+        Socket(#[source] io::Error),
         /// A dump could not be asked for.
-        Request(io::Error),
+        #[error("route dump request: {0}")]
+        Request(#[source] io::Error),
         /// A dump could not be read.
-        Recv(io::Error),
+        #[error("route dump: {0}")]
+        Recv(#[source] io::Error),
         /// A dump stopped coming (100 reads timed out).
+        #[error("the route dump stalled")]
         Stalled,
     }
-
-    impl std::fmt::Display for Error {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            match self {
-                Error::Truncated { at } => write!(f, "netlink message cut short at byte {at}"),
-                Error::Length { len, at } => write!(f, "bad netlink length {len} at byte {at}"),
-                Error::Kernel(e) => write!(f, "netlink error: {e}"),
-                Error::Socket(e) => write!(f, "netlink socket: {e}"),
-                Error::Request(e) => write!(f, "route dump request: {e}"),
-                Error::Recv(e) => write!(f, "route dump: {e}"),
-                Error::Stalled => f.write_str("the route dump stalled"),
-            }
-        }
-    }
-
-    impl std::error::Error for Error {}
 
     /// What a buffer of netlink messages held.
     #[derive(Debug, Default)]

@@ -259,151 +259,113 @@ pub struct CpFloodArgs {
 // ---------------------------------------------------------------------------------------
 
 /// What can stop `cp flood`, as values. Only [`run`] turns one into text.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum Error {
     /// An argument out of its range: the flag and what it must be.
+    #[error("{flag} must {must}")]
     Arg {
         flag: &'static str,
         must: &'static str,
     },
     /// `--destinations` is not a power of two up to 2^20.
+    #[error("--destinations {0} must be a power of two up to 1048576")]
     Destinations(usize),
     /// An argument that is none of its choices.
+    #[error("{flag}: unknown {value:?} ({choices})")]
     Unknown {
         flag: &'static str,
         value: String,
         choices: &'static str,
     },
     /// No network namespaces or no root (why).
-    NoNamespaces(netlab::Error),
+    #[error("cp flood builds network namespaces and needs root: {0}")]
+    NoNamespaces(#[source] netlab::Error),
     /// A daemon or tool the run needs is missing (which).
-    MissingTools(daemons::Error),
+    #[error("cp flood needs FRR, GoBGP, ping and ethtool: {0}")]
+    MissingTools(#[source] daemons::Error),
     /// Fewer than the two cores the run pins to.
+    #[error("cp flood needs 2 cores (control on core 0, worker on core 1)")]
     TooFewCores,
     /// This process could not be pinned to the generator's core.
-    Pin(vfsr_cpu::CpuError),
+    #[error("pinning this process to core {GEN_CORE}: {0}")]
+    Pin(#[source] vfsr_cpu::CpuError),
     /// The table could not be read (the reader's error names the file).
-    Table(vfsr_table::Error),
+    #[error("{0}")]
+    Table(#[source] vfsr_table::Error),
     /// The table has fewer IPv4 routes than destinations are asked for.
+    #[error("the table has too few IPv4 routes to draw destinations from")]
     TooFewRoutes,
     /// Fewer /24s free of the table's routes than announcements are planned.
+    #[error("only {free} of the {want} /24s to announce are free of the table's routes")]
     TooFewFreePrefixes { free: usize, want: usize },
     /// The benchmark lab the run builds on (`vethbench`: the namespaces, the generator).
-    Lab(vethbench::Error),
+    #[error("{0}")]
+    Lab(#[from] vethbench::Error),
     /// A namespace, link, address, route or queueing step of the topology.
-    Topology(netlab::Error),
+    #[error("{0}")]
+    Topology(#[source] netlab::Error),
     /// A daemon did not start or did not become ready.
+    #[error("starting {daemon}: {err}")]
     Start {
         daemon: &'static str,
+        #[source]
         err: daemons::Error,
     },
     /// vfsrd did not start or did not say it was ready.
-    StartVfsrd(vfsrd::harness::Error),
+    #[error("starting vfsrd: {0}")]
+    StartVfsrd(#[source] vfsrd::harness::Error),
     /// vfsrd runs without a process id.
+    #[error("vfsrd runs without a process id")]
     NoPid,
     /// vfsrd's control thread could not be moved or rescheduled.
-    Control(vfsr_cpu::CpuError),
+    #[error("vfsrd's control plane: {0}")]
+    Control(#[source] vfsr_cpu::CpuError),
     /// A socket of the measuring helpers could not be opened (which, where).
-    Socket { what: String, err: std::io::Error },
+    #[error("{what}: {err}")]
+    Socket {
+        what: String,
+        #[source]
+        err: std::io::Error,
+    },
     /// A thread could not be started (its name).
+    #[error("starting thread {name}: {err}")]
     Thread {
         name: &'static str,
+        #[source]
         err: std::io::Error,
     },
     /// SIGINT or SIGTERM.
+    #[error("interrupted")]
     Interrupted,
     /// What the run waited for did not happen in time.
+    #[error("timed out after {:.0} s waiting for {what}", .after.as_secs_f64())]
     Timeout { what: &'static str, after: Duration },
     /// vfsrd wrote no FIB dump.
-    FibDump(vfsrd::harness::Error),
+    #[error("{0}")]
+    FibDump(#[source] vfsrd::harness::Error),
     /// Every prefix set aside for announcements has been announced.
+    #[error("no prefixes left to announce")]
     NoPrefixesLeft,
     /// gobgpd did not take an announcement.
-    Announce { net: Net, err: daemons::Error },
+    #[error("announcing {net}: {err}")]
+    Announce {
+        net: Net,
+        #[source]
+        err: daemons::Error,
+    },
     /// `ping` could not be started.
-    Ping(std::io::Error),
+    #[error("ping: {0}")]
+    Ping(#[source] std::io::Error),
     /// The TCP client's thread panicked.
+    #[error("the TCP client panicked")]
     ClientPanicked,
     /// A report file could not be written.
-    File { path: PathBuf, err: std::io::Error },
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::Arg { flag, must } => write!(f, "{flag} must {must}"),
-            Error::Destinations(n) => {
-                write!(f, "--destinations {n} must be a power of two up to 1048576")
-            }
-            Error::Unknown {
-                flag,
-                value,
-                choices,
-            } => write!(f, "{flag}: unknown {value:?} ({choices})"),
-            Error::NoNamespaces(why) => {
-                write!(
-                    f,
-                    "cp flood builds network namespaces and needs root: {why}"
-                )
-            }
-            Error::MissingTools(why) => {
-                write!(f, "cp flood needs FRR, GoBGP, ping and ethtool: {why}")
-            }
-            Error::TooFewCores => {
-                f.write_str("cp flood needs 2 cores (control on core 0, worker on core 1)")
-            }
-            Error::Pin(e) => write!(f, "pinning this process to core {GEN_CORE}: {e}"),
-            Error::Table(e) => write!(f, "{e}"),
-            Error::Topology(e) => write!(f, "{e}"),
-            Error::FibDump(e) => write!(f, "{e}"),
-            Error::TooFewRoutes => {
-                f.write_str("the table has too few IPv4 routes to draw destinations from")
-            }
-            Error::TooFewFreePrefixes { free, want } => write!(
-                f,
-                "only {free} of the {want} /24s to announce are free of the table's routes"
-            ),
-            Error::Lab(e) => write!(f, "{e}"),
-            Error::Start { daemon, err } => write!(f, "starting {daemon}: {err}"),
-            Error::StartVfsrd(e) => write!(f, "starting vfsrd: {e}"),
-            Error::NoPid => f.write_str("vfsrd runs without a process id"),
-            Error::Control(e) => write!(f, "vfsrd's control plane: {e}"),
-            Error::Socket { what, err } => write!(f, "{what}: {err}"),
-            Error::Thread { name, err } => write!(f, "starting thread {name}: {err}"),
-            Error::Interrupted => f.write_str("interrupted"),
-            Error::Timeout { what, after } => write!(
-                f,
-                "timed out after {:.0} s waiting for {what}",
-                after.as_secs_f64()
-            ),
-            Error::NoPrefixesLeft => f.write_str("no prefixes left to announce"),
-            Error::Announce { net, err } => write!(f, "announcing {net}: {err}"),
-            Error::Ping(e) => write!(f, "ping: {e}"),
-            Error::ClientPanicked => f.write_str("the TCP client panicked"),
-            Error::File { path, err } => write!(f, "{}: {err}", path.display()),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::NoNamespaces(e) | Error::Topology(e) => Some(e),
-            Error::MissingTools(e)
-            | Error::Start { err: e, .. }
-            | Error::Announce { err: e, .. } => Some(e),
-            Error::StartVfsrd(e) | Error::FibDump(e) => Some(e),
-            Error::Lab(e) => Some(e),
-            Error::Table(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<vethbench::Error> for Error {
-    fn from(e: vethbench::Error) -> Error {
-        Error::Lab(e)
-    }
+    #[error("{}: {err}", .path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        err: std::io::Error,
+    },
 }
 
 // ---------------------------------------------------------------------------------------

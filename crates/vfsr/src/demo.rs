@@ -31,6 +31,45 @@ pub struct DemoArgs {
     pub prefixes: Option<usize>,
 }
 
+/// What can stop the demo.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The live router's demo failed.
+    #[error("{0}")]
+    Live(#[from] crate::livedemo::Error),
+    /// Two engines answered a lookup differently.
+    #[error("{engine} disagrees with {reference} on {wrong} lookups")]
+    Disagree {
+        /// The engine that disagreed.
+        engine: &'static str,
+        /// The first engine, whose answers are the reference.
+        reference: &'static str,
+        /// How many lookups it answered otherwise.
+        wrong: usize,
+    },
+    /// The radix tree of the sample lookups refused the table.
+    #[error("{0}")]
+    Build(#[from] vfsr_lpm::BuildError),
+    /// The forwarding pipeline's router could not be built.
+    #[error("{0}")]
+    Router(#[source] crate::fwdbench::Error),
+    /// A live FIB could not be made, fed or published.
+    #[error("{0}")]
+    Fib(#[from] vfsr_fib::FibError),
+    /// The RIB and FIBs refused the table.
+    #[error("{0}")]
+    Load(#[from] vfsr_rib::LoadError),
+    /// The RIB refused a route change.
+    #[error("{0}")]
+    Apply(#[from] vfsr_rib::ApplyError),
+    /// The RIB refused the routes announced back.
+    #[error("{0}")]
+    Rib(#[from] vfsr_rib::RibError),
+    /// The reader thread panicked.
+    #[error("reader thread failed")]
+    ReaderPanicked,
+}
+
 struct Built<K: Key> {
     name: &'static str,
     engine: engines::Engine<K>,
@@ -39,7 +78,7 @@ struct Built<K: Key> {
 
 fn build_all<K: Key>(
     routes: &[Route<K>],
-    build: impl Fn(&str, &[Route<K>]) -> Result<engines::Engine<K>, String>,
+    build: impl Fn(&str, &[Route<K>]) -> Result<engines::Engine<K>, engines::Error>,
 ) -> Vec<Built<K>> {
     let mut v = Vec::new();
     for &name in engines::NAMES {
@@ -61,7 +100,7 @@ fn report<K: Key>(
     built: &[Built<K>],
     addrs: &[K],
     p: &Params,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let mut first: Option<Vec<u32>> = None;
     for b in built {
         let n = budget(b.engine.as_ref(), addrs, p);
@@ -75,10 +114,11 @@ fn report<K: Key>(
             Some(r) => {
                 let wrong = r.iter().zip(&out).filter(|(a, b)| a != b).count();
                 if wrong > 0 {
-                    return Err(format!(
-                        "{} disagrees with {} on {wrong} lookups",
-                        b.name, built[0].name
-                    ));
+                    return Err(Error::Disagree {
+                        engine: b.name,
+                        reference: built[0].name,
+                        wrong,
+                    });
                 }
                 "agrees".to_string()
             }
@@ -96,9 +136,14 @@ fn report<K: Key>(
 }
 
 pub fn run(a: &DemoArgs) -> Result<(), String> {
+    demo(a).map_err(|e| e.to_string())
+}
+
+/// The live demo where it can run, else the in-memory one.
+fn demo(a: &DemoArgs) -> Result<(), Error> {
     if !a.offline {
         match crate::livedemo::unavailable() {
-            None => return crate::livedemo::run(a.seed, a.prefixes),
+            None => return Ok(crate::livedemo::run(a.seed, a.prefixes)?),
             Some(why) => println!(
                 "vfsr demo: the live router needs root, network namespaces and ping, traceroute \
                  and iperf3 ({why}); showing the in-memory demo instead\n"
@@ -109,7 +154,7 @@ pub fn run(a: &DemoArgs) -> Result<(), String> {
 }
 
 /// The in-memory demo.
-fn offline(a: &DemoArgs) -> Result<(), String> {
+fn offline(a: &DemoArgs) -> Result<(), Error> {
     let core = vfsr_cpu::default_bench_core();
     if let Err(e) = vfsr_cpu::pin(core) {
         eprintln!("vfsr: not pinned: {e}");
@@ -158,8 +203,8 @@ fn offline(a: &DemoArgs) -> Result<(), String> {
     )?;
 
     println!("\nSample lookups (matched prefix from the radix tree, next hop from each engine):");
-    let x4 = Radix::build(&table.v4, &()).map_err(|e| e.to_string())?;
-    let x6 = Radix::build(&table.v6, &()).map_err(|e| e.to_string())?;
+    let x4 = Radix::build(&table.v4, &())?;
+    let x6 = Radix::build(&table.v6, &())?;
     let names: Vec<&str> = b4.iter().map(|b| b.name).collect();
     println!("  {:<40} {:<24} {}", "address", "prefix", names.join(" "));
     for a4 in traffic::matched(&table.v4, a.seed ^ 0x5eed, 4)
@@ -200,12 +245,12 @@ fn offline(a: &DemoArgs) -> Result<(), String> {
 
 /// The forwarding pipeline on the table: a few frames and what became of each, then the
 /// rate of one worker on 1000 flows.
-fn forwarding(table: &tables::Loaded, seed: u64) -> Result<(), String> {
+fn forwarding(table: &tables::Loaded, seed: u64) -> Result<(), Error> {
     use crate::fwdbench::{build_router, frame_v4, frame_v6, receive, source_v4, HOST_MAC};
     use vfsr_fwd::{Batch, Outcome, Verdict, WorkerConfig};
     use vfsr_lpm::Lpm;
 
-    let mut router = build_router(table).map_err(|e| e.to_string())?;
+    let mut router = build_router(table).map_err(Error::Router)?;
     // The senders of the sample frames are known neighbors of the ingress port.
     for i in 1..=4 {
         router.resolve4(1, source_v4(i), HOST_MAC);
@@ -301,7 +346,7 @@ fn forwarding(table: &tables::Loaded, seed: u64) -> Result<(), String> {
 }
 
 /// The table in the RIB and live FIBs: a burst of changes while a reader thread looks up.
-fn live(table: &tables::Loaded, seed: u64) -> Result<(), String> {
+fn live(table: &tables::Loaded, seed: u64) -> Result<(), Error> {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
@@ -313,16 +358,13 @@ fn live(table: &tables::Loaded, seed: u64) -> Result<(), String> {
         Rib::new(),
         PoptrieConfig::for_family::<u32>(),
         PoptrieConfig::for_family::<u128>(),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let whole = vfsr_table::Table {
         v4: table.v4.clone(),
         v6: table.v6.clone(),
         nexthops: table.nexthops.clone(),
     };
-    let r = rt
-        .load_table(&whole, Source::Table)
-        .map_err(|e| e.to_string())?;
+    let r = rt.load_table(&whole, Source::Table)?;
     println!(
         "\nLive FIB: {} IPv4 and {} IPv6 routes into the RIB and published Poptrie FIBs in {:.3} s",
         r.v4,
@@ -374,30 +416,26 @@ fn live(table: &tables::Loaded, seed: u64) -> Result<(), String> {
     ];
     for l in &lines {
         if let Ok(Some(u)) = parse_update(l) {
-            rt.apply(&u, Source::Api).map_err(|e| e.to_string())?;
+            rt.apply(&u, Source::Api)?;
         }
     }
     let t = Instant::now();
     let churn: Vec<Route<u32>> = table.v4.iter().step_by(17).take(50_000).copied().collect();
     for r in &churn {
         rt.rib_mut().withdraw(r.prefix, Source::Table);
-        rt.feed().map_err(|e| e.to_string())?;
-        rt.poll(Instant::now()).map_err(|e| e.to_string())?;
+        rt.feed()?;
+        rt.poll(Instant::now())?;
     }
     let back = vfsr_table::Table {
         v4: churn.clone(),
         v6: Vec::new(),
         nexthops: table.nexthops.clone(),
     };
-    rt.rib_mut()
-        .load_table(&back, Source::Table)
-        .map_err(|e| e.to_string())?;
-    rt.settle().map_err(|e| e.to_string())?;
+    rt.rib_mut().load_table(&back, Source::Table)?;
+    rt.settle()?;
     let s = t.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
-    let looked = reader
-        .join()
-        .map_err(|_| "reader thread failed".to_string())?;
+    let looked = reader.join().map_err(|_| Error::ReaderPanicked)?;
     for l in &lines {
         println!("  applied: {l}");
     }

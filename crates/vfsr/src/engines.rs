@@ -12,29 +12,39 @@ pub const NAMES: &[&str] = &["poptrie", "poptrie16", "lctrie", "radix", "dir24"]
 /// A built engine behind the common trait.
 pub type Engine<K> = Box<dyn Lpm<K>>;
 
+/// Why an engine could not be had.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No engine of that name.
+    #[error("unknown backend '{0}' (expected one of: {names})", names = NAMES.join(", "))]
+    Unknown(String),
+    /// The engine has no IPv6 form.
+    #[error("{0} is an IPv4-only engine")]
+    V4Only(&'static str),
+    /// The engine refused the routes.
+    #[error("{0}")]
+    Build(#[from] vfsr_lpm::BuildError),
+}
+
 fn boxed<K: Key, E: Lpm<K> + 'static>(
     r: Result<E, vfsr_lpm::BuildError>,
-) -> Result<Engine<K>, String> {
-    r.map(|e| Box::new(e) as Engine<K>)
-        .map_err(|e| e.to_string())
+) -> Result<Engine<K>, Error> {
+    Ok(Box::new(r?))
 }
 
 /// Builds one of the engines every family has.
-fn build_common<K: Key>(name: &str, routes: &[Route<K>]) -> Result<Engine<K>, String> {
+fn build_common<K: Key>(name: &str, routes: &[Route<K>]) -> Result<Engine<K>, Error> {
     match name {
         "poptrie" => boxed(Poptrie::build(routes, &PoptrieConfig::for_family::<K>())),
         "poptrie16" => boxed(Poptrie::build(routes, &PoptrieConfig::flat(16))),
         "lctrie" => boxed(LcTrie::build(routes, &LcConfig::default())),
         "radix" => boxed(Radix::build(routes, &())),
-        other => Err(format!(
-            "unknown backend '{other}' (expected one of: {})",
-            NAMES.join(", ")
-        )),
+        other => Err(Error::Unknown(other.to_string())),
     }
 }
 
 /// Builds IPv4 engine `name`.
-pub fn build_v4(name: &str, routes: &[Route<u32>]) -> Result<Engine<u32>, String> {
+pub fn build_v4(name: &str, routes: &[Route<u32>]) -> Result<Engine<u32>, Error> {
     match name {
         "dir24" => boxed(Dir24::build(routes, &())),
         _ => build_common(name, routes),
@@ -42,9 +52,9 @@ pub fn build_v4(name: &str, routes: &[Route<u32>]) -> Result<Engine<u32>, String
 }
 
 /// Builds IPv6 engine `name`; DIR-24-8 has no IPv6 form.
-pub fn build_v6(name: &str, routes: &[Route<u128>]) -> Result<Engine<u128>, String> {
+pub fn build_v6(name: &str, routes: &[Route<u128>]) -> Result<Engine<u128>, Error> {
     match name {
-        "dir24" => Err("dir24 is an IPv4-only engine".into()),
+        "dir24" => Err(Error::V4Only("dir24")),
         _ => build_common(name, routes),
     }
 }
@@ -68,7 +78,13 @@ mod tests {
                 assert_eq!(e.lookup((0x2001u128 << 112) | 9), 6, "{n}");
             }
         }
-        assert!(build_v6("dir24", &r6).is_err());
-        assert!(matches!(build_v4("nope", &r4), Err(e) if e.contains("unknown backend")));
+        assert!(matches!(
+            build_v6("dir24", &r6),
+            Err(Error::V4Only("dir24"))
+        ));
+        assert!(matches!(
+            build_v4("nope", &r4),
+            Err(e) if e.to_string().starts_with("unknown backend 'nope' (expected one of: poptrie,")
+        ));
     }
 }

@@ -35,61 +35,35 @@ use vfsr_table::{trace, traffic, Table};
 use crate::tables;
 
 /// What can stop `vfsr fib bench`.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum Error {
     /// The route table could not be read (the reader's error names the file).
-    Table(vfsr_table::Error),
+    #[error("{0}")]
+    Table(#[source] vfsr_table::Error),
     /// The writer could not be pinned.
-    Pin(vfsr_cpu::CpuError),
+    #[error("{0}")]
+    Pin(#[source] vfsr_cpu::CpuError),
     /// A live FIB refused a change, a publication or its first build.
-    Fib(vfsr_fib::FibError),
+    #[error("{0}")]
+    Fib(#[from] vfsr_fib::FibError),
     /// A fresh Poptrie, the reference of the check, could not be built.
-    Build(vfsr_lpm::BuildError),
+    #[error("{0}")]
+    Build(#[from] vfsr_lpm::BuildError),
     /// The RIB refused a route.
-    Rib(vfsr_rib::RibError),
+    #[error("{0}")]
+    Rib(#[source] vfsr_rib::RibError),
     /// The RIB-to-FIB table could not load the table.
-    Load(vfsr_rib::LoadError),
+    #[error("{0}")]
+    Load(#[source] vfsr_rib::LoadError),
     /// The published FIB answered addresses unlike a fresh build (where, how many).
+    #[error("{what}: {bad} addresses answer unlike a fresh build")]
     Stale { what: String, bad: usize },
     /// The reader thread panicked.
+    #[error("reader thread failed")]
     ReaderPanicked,
     /// The JSON document could not be made or written.
-    Json(serde_json::Error),
-    File {
-        path: std::path::PathBuf,
-        err: std::io::Error,
-    },
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::Table(e) => write!(f, "{e}"),
-            Error::Load(e) => write!(f, "{e}"),
-            Error::Pin(e) => write!(f, "{e}"),
-            Error::Fib(e) => write!(f, "{e}"),
-            Error::Build(e) => write!(f, "{e}"),
-            Error::Rib(e) => write!(f, "{e}"),
-            Error::Stale { what, bad } => {
-                write!(f, "{what}: {bad} addresses answer unlike a fresh build")
-            }
-            Error::ReaderPanicked => f.write_str("reader thread failed"),
-            Error::Json(e) => write!(f, "{e}"),
-            Error::File { path, err } => write!(f, "{}: {err}", path.display()),
-        }
-    }
-}
-
-impl From<vfsr_fib::FibError> for Error {
-    fn from(e: vfsr_fib::FibError) -> Error {
-        Error::Fib(e)
-    }
-}
-
-impl From<vfsr_lpm::BuildError> for Error {
-    fn from(e: vfsr_lpm::BuildError) -> Error {
-        Error::Build(e)
-    }
+    #[error("{0}")]
+    Report(#[from] crate::jsonfile::Error),
 }
 
 #[derive(Args)]
@@ -638,12 +612,7 @@ fn bench(a: &FibBenchArgs) -> Result<(), Error> {
             "reader": reader,
             "trace": traces,
         });
-        let text = serde_json::to_string_pretty(&doc).map_err(Error::Json)?;
-        std::fs::write(path, text).map_err(|err| Error::File {
-            path: path.clone(),
-            err,
-        })?;
-        eprintln!("wrote {}", path.display());
+        crate::jsonfile::write(path, &doc)?;
     }
     Ok(())
 }

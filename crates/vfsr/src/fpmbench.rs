@@ -56,63 +56,46 @@ pub struct FpmBenchArgs {
 type R = Router<Poptrie<u32>, Poptrie<u128>>;
 
 /// Why an FPM intake run stopped.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// An option that is none of its choices.
+    #[error("--modes: unknown mode {0:?} (routes, nhg)")]
     Mode(String),
     /// The table could not be read (the reader's error names the file).
-    Table(vfsr_table::Error),
+    #[error("{0}")]
+    Table(#[source] vfsr_table::Error),
     /// The FPM stream of the table could not be written.
-    Stream(std::io::Error),
+    #[error("writing the FPM stream: {0}")]
+    Stream(#[source] std::io::Error),
     /// The router could not be made.
-    Router(vfsr_router::RouterError),
+    #[error("{0}")]
+    Router(#[source] vfsr_router::RouterError),
     /// vfsrd's FPM listener could not be bound.
-    Listen(vfsrd::error::Error),
+    #[error("{0}")]
+    Listen(#[source] vfsrd::error::Error),
     /// The writer could not connect to the listener, or write the stream.
-    Writer { what: String, err: std::io::Error },
-    /// The writer thread ended without saying when it finished.
-    WriterLost,
-    /// A FIB could not be published.
-    Fib(vfsr_fib::FibError),
-    /// The RIB did not reach what the pass expects within its time.
-    Timeout { prefixes: usize, expect: Expect },
-    /// The report could not be written.
-    File {
-        path: std::path::PathBuf,
+    #[error("{what}: {err}")]
+    Writer {
+        what: String,
+        #[source]
         err: std::io::Error,
     },
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::Mode(m) => write!(f, "--modes: unknown mode {m:?} (routes, nhg)"),
-            Error::Table(e) => write!(f, "{e}"),
-            Error::Stream(e) => write!(f, "writing the FPM stream: {e}"),
-            Error::Router(e) => write!(f, "{e}"),
-            Error::Listen(e) => write!(f, "{e}"),
-            Error::Writer { what, err } => write!(f, "{what}: {err}"),
-            Error::WriterLost => f.write_str("the writer did not finish"),
-            Error::Fib(e) => write!(f, "{e}"),
-            Error::Timeout { prefixes, expect } => {
-                write!(f, "timed out with {prefixes} prefixes ({expect:?})")
-            }
-            Error::File { path, err } => write!(f, "{}: {err}", path.display()),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Table(e) => Some(e),
-            Error::Stream(e) | Error::Writer { err: e, .. } | Error::File { err: e, .. } => Some(e),
-            Error::Router(e) => Some(e),
-            Error::Listen(e) => Some(e),
-            Error::Fib(e) => Some(e),
-            Error::Mode(_) | Error::WriterLost | Error::Timeout { .. } => None,
-        }
-    }
+    /// The writer thread ended without saying when it finished.
+    #[error("the writer did not finish")]
+    WriterLost,
+    /// A FIB could not be published.
+    #[error("{0}")]
+    Fib(#[source] vfsr_fib::FibError),
+    /// The RIB did not reach what the pass expects within its time.
+    #[error("timed out with {prefixes} prefixes ({expect:?})")]
+    Timeout { prefixes: usize, expect: Expect },
+    /// The report could not be written.
+    #[error("{}: {err}", .path.display())]
+    File {
+        path: std::path::PathBuf,
+        #[source]
+        err: std::io::Error,
+    },
 }
 
 const PORTS: u32 = 4;

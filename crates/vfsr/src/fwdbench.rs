@@ -30,7 +30,6 @@
 //! 1), warms up for a tenth of the run, then counts packets for `--seconds`. Every design's
 //! packets must all be forwarded (checked from the counters), or the run fails.
 
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -110,36 +109,50 @@ pub struct FwdBenchArgs {
 }
 
 /// What can stop `fwd bench`, each with the message it prints.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Error {
     /// `--batch` out of 1..=4096.
+    #[error("--batch {0} must be in 1..=4096")]
     Batch(usize),
     /// `--seconds` out of (0, 600].
+    #[error("--seconds {0} must be in (0, 600]")]
     Seconds(f64),
     /// `--designs` names a design there is not.
+    #[error("--designs: unknown design {0:?} (legacy, split, split+flow)")]
     UnknownDesign(String),
     /// `--families` names a family there is not.
+    #[error("--families: unknown family {0:?} (v4, v6)")]
     UnknownFamily(String),
     /// `--workers` asks for more cores than there are (or none).
+    #[error("--workers {workers}: this machine has {cpus} cores")]
     Workers { workers: usize, cpus: usize },
     /// `--flows` out of 1..=16,000,000.
+    #[error("--flows {0} must be in 1..=16000000")]
     Flows(usize),
     /// The table could not be read (the reader's error names the file).
-    Table(vfsr_table::Error),
+    #[error("{0}")]
+    Table(#[source] vfsr_table::Error),
     /// The table lacks IPv4 or IPv6 routes.
+    #[error("the table needs routes of both families")]
     OneFamily,
     /// The split design's router could not be built.
-    Router(RouterError),
+    #[error("{0}")]
+    Router(#[from] RouterError),
     /// The split design's FIBs refused to publish.
-    Publish(FibError),
+    #[error("{0}")]
+    Publish(#[source] FibError),
     /// The legacy design's table could not be built.
-    Legacy(BuildError),
+    #[error("legacy table: {0:?}")]
+    Legacy(#[source] BuildError),
     /// A worker could not be pinned to its core.
-    Pin(vfsr_cpu::CpuError),
+    #[error("{0}")]
+    Pin(#[from] vfsr_cpu::CpuError),
     /// A worker thread panicked.
+    #[error("worker thread panicked")]
     WorkerPanicked,
     /// A design did not forward every packet (the split design's drops by reason, or
     /// nothing).
+    #[error("{design} worker on core {core}: {forwarded} of {packets} packets forwarded{drops}")]
     NotForwarded {
         design: &'static str,
         core: usize,
@@ -148,63 +161,11 @@ pub(crate) enum Error {
         drops: String,
     },
     /// The results could not be written as JSON.
-    Json(serde_json::Error),
-    /// A file could not be written.
-    File { path: PathBuf, err: std::io::Error },
+    #[error("{0}")]
+    Report(#[from] crate::jsonfile::Error),
     /// `--veth`.
-    Veth(crate::vethbench::Error),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Batch(b) => write!(f, "--batch {b} must be in 1..=4096"),
-            Error::Seconds(s) => write!(f, "--seconds {s} must be in (0, 600]"),
-            Error::UnknownDesign(d) => write!(
-                f,
-                "--designs: unknown design {d:?} (legacy, split, split+flow)"
-            ),
-            Error::UnknownFamily(x) => write!(f, "--families: unknown family {x:?} (v4, v6)"),
-            Error::Workers { workers, cpus } => {
-                write!(f, "--workers {workers}: this machine has {cpus} cores")
-            }
-            Error::Flows(n) => write!(f, "--flows {n} must be in 1..=16000000"),
-            Error::Table(e) => write!(f, "{e}"),
-            Error::OneFamily => f.write_str("the table needs routes of both families"),
-            Error::Router(e) => write!(f, "{e}"),
-            Error::Publish(e) => write!(f, "{e}"),
-            Error::Legacy(e) => write!(f, "legacy table: {e:?}"),
-            Error::Pin(e) => write!(f, "{e}"),
-            Error::WorkerPanicked => f.write_str("worker thread panicked"),
-            Error::NotForwarded {
-                design,
-                core,
-                forwarded,
-                packets,
-                drops,
-            } => write!(
-                f,
-                "{design} worker on core {core}: {forwarded} of {packets} packets forwarded{drops}"
-            ),
-            Error::Json(e) => write!(f, "{e}"),
-            Error::File { path, err } => write!(f, "{}: {err}", path.display()),
-            Error::Veth(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {}
-
-impl From<RouterError> for Error {
-    fn from(e: RouterError) -> Error {
-        Error::Router(e)
-    }
-}
-
-impl From<vfsr_cpu::CpuError> for Error {
-    fn from(e: vfsr_cpu::CpuError) -> Error {
-        Error::Pin(e)
-    }
+    #[error("{0}")]
+    Veth(#[source] crate::vethbench::Error),
 }
 
 const INGRESS_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
@@ -795,12 +756,7 @@ fn run_designs(a: &FwdBenchArgs) -> Result<(), Error> {
             "results": results,
             "targets": checks,
         });
-        let text = serde_json::to_string_pretty(&doc).map_err(Error::Json)?;
-        std::fs::write(path, text).map_err(|err| Error::File {
-            path: path.clone(),
-            err,
-        })?;
-        eprintln!("wrote {}", path.display());
+        crate::jsonfile::write(path, &doc)?;
     }
     Ok(())
 }

@@ -20,11 +20,46 @@ use std::time::{Duration, Instant};
 
 use vfsr_lpm::Route;
 use vfsrd::daemons;
-use vfsrd::harness::Vfsrd;
+use vfsrd::harness::{self, Vfsrd};
 use vfsrd::netlab::{self, NetLab};
 
-/// What stops the demo: the lab's, the daemons' or the harness's error, or a message.
-type Failure = Box<dyn std::error::Error>;
+/// What stops the demo.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No vfsrd binary next to vfsr.
+    #[error("vfsrd not built")]
+    NoVfsrd,
+    /// A namespace, link, address or command of the lab.
+    #[error("{0}")]
+    Lab(#[from] netlab::Error),
+    /// FRR or gobgpd could not be started or driven.
+    #[error("{0}")]
+    Daemon(#[from] daemons::Error),
+    /// The BGP sessions or the table did not come in time.
+    #[error("{0}")]
+    Timeout(#[from] daemons::Timeout),
+    /// vfsrd did not start or did not say it was ready.
+    #[error("starting vfsrd: {0}")]
+    Vfsrd(#[source] harness::Error),
+    /// A command the demo shows failed (its command line, what it wrote on standard error).
+    #[error("{command} failed: {stderr}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// What it wrote on standard error.
+        stderr: String,
+    },
+    /// The iperf3 server could not be started.
+    #[error("iperf3 -s: {0}")]
+    Iperf(#[source] std::io::Error),
+    /// FRR or gobgpd programs are not installed (which).
+    #[error(
+        "FRR and gobgpd are needed to learn the table over BGP; missing: {} (./demo.sh \
+         installs them)",
+        .0.join(", ")
+    )]
+    Missing(Vec<&'static str>),
+}
 
 /// Whether the live demo can run here; the reason when not.
 pub fn unavailable() -> Option<String> {
@@ -81,8 +116,8 @@ fn step(title: &str) {
 
 /// Starts vfsrd in namespace `rt` with `config` (through the harness, which prints every
 /// line it writes); returns once it is ready.
-fn start_vfsrd(lab: &NetLab, vfsrd: &std::path::Path, config: &str) -> Result<Vfsrd, String> {
-    Vfsrd::start(lab, "rt", vfsrd, "demo", config).map_err(|e| format!("starting vfsrd: {e}"))
+fn start_vfsrd(lab: &NetLab, vfsrd: &std::path::Path, config: &str) -> Result<Vfsrd, Error> {
+    Vfsrd::start(lab, "rt", vfsrd, "demo", config).map_err(Error::Vfsrd)
 }
 
 fn read_stats(path: &std::path::Path) -> serde_json::Value {
@@ -107,7 +142,7 @@ fn learn_over_bgp(
     stats: &std::path::Path,
     want4: usize,
     want6: usize,
-) -> Result<daemons::Frr, Failure> {
+) -> Result<daemons::Frr, Error> {
     let bgpd = "route-map ACCEPT permit 10\n!\nrouter bgp 65001\n bgp router-id 10.2.0.1\n                 neighbor 10.2.0.2 remote-as 65002\n neighbor 10.2.0.2 timers 3 9\n                 neighbor 10.2.0.2 timers connect 1\n neighbor fd00:2::2 remote-as 65002\n                 neighbor fd00:2::2 timers 3 9\n neighbor fd00:2::2 timers connect 1\n                 address-family ipv4 unicast\n  neighbor 10.2.0.2 activate\n                  neighbor 10.2.0.2 route-map ACCEPT in\n  no neighbor fd00:2::2 activate\n                 exit-address-family\n address-family ipv6 unicast\n                  neighbor fd00:2::2 activate\n  neighbor fd00:2::2 route-map ACCEPT in\n                 exit-address-family\n";
     let t0 = Instant::now();
     let frr = daemons::Frr::start(
@@ -194,12 +229,8 @@ fn learn_over_bgp(
 }
 
 /// Runs the demo.
-pub fn run(seed: u64, prefixes: Option<usize>) -> Result<(), String> {
-    demo(seed, prefixes).map_err(|e| e.to_string())
-}
-
-fn demo(seed: u64, prefixes: Option<usize>) -> Result<(), Failure> {
-    let vfsrd = vfsrd_path().ok_or("vfsrd not built")?;
+pub fn run(seed: u64, prefixes: Option<usize>) -> Result<(), Error> {
+    let vfsrd = vfsrd_path().ok_or(Error::NoVfsrd)?;
     let mut table = vfsr_table::synth_table(seed);
     if let Some(n) = prefixes {
         table.v4.truncate(n);
@@ -288,17 +319,15 @@ fn demo(seed: u64, prefixes: Option<usize>) -> Result<(), Failure> {
         }
     };
 
-    let show = |ns: &str, argv: &[&str]| -> Result<(), Failure> {
+    let show = |ns: &str, argv: &[&str]| -> Result<(), Error> {
         println!("$ {}", argv.join(" "));
         let o = lab.exec(ns, argv)?;
         print!("{}", String::from_utf8_lossy(&o.stdout));
         if !o.status.success() {
-            return Err(format!(
-                "{} failed: {}",
-                argv.join(" "),
-                String::from_utf8_lossy(&o.stderr)
-            )
-            .into());
+            return Err(Error::Command {
+                command: argv.join(" "),
+                stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+            });
         }
         Ok(())
     };
@@ -321,7 +350,7 @@ fn demo(seed: u64, prefixes: Option<usize>) -> Result<(), Failure> {
         .args(["-s", "-1"])
         .stdout(Stdio::null())
         .spawn()
-        .map_err(|e| format!("iperf3 -s: {e}"))?;
+        .map_err(Error::Iperf)?;
     std::thread::sleep(Duration::from_millis(400));
     let r = show("a", &["iperf3", "-c", &first, "-t", "3"]);
     let _ = srv.kill();
@@ -357,20 +386,15 @@ fn demo(seed: u64, prefixes: Option<usize>) -> Result<(), Failure> {
 
 /// gobgpd in b, holding the table's routes with b as next hop (IPv4 and IPv6), sessions
 /// configured towards the router (they come up once bgpd runs there).
-fn load_speaker(lab: &NetLab, table: &vfsr_table::Table) -> Result<daemons::GoBgp, Failure> {
-    let missing: Vec<&str> = daemons::FRR_PROGRAMS
+fn load_speaker(lab: &NetLab, table: &vfsr_table::Table) -> Result<daemons::GoBgp, Error> {
+    let missing: Vec<&'static str> = daemons::FRR_PROGRAMS
         .iter()
         .chain(daemons::GOBGP_PROGRAMS)
         .copied()
         .filter(|p| !daemons::program_exists(p))
         .collect();
     if !missing.is_empty() {
-        return Err(format!(
-            "FRR and gobgpd are needed to learn the table over BGP; missing: {} \
-             (./demo.sh installs them)",
-            missing.join(", ")
-        )
-        .into());
+        return Err(Error::Missing(missing));
     }
     let n = |a: &str| daemons::GoBgpNeighbor {
         address: a
@@ -412,8 +436,11 @@ fn load_speaker(lab: &NetLab, table: &vfsr_table::Table) -> Result<daemons::GoBg
     v4.dedup();
     v6.sort_unstable();
     v6.dedup();
-    g.add_routes(&v4, "10.2.0.2".parse().map_err(|_| "address")?)?;
-    g.add_routes(&v6, "fd00:2::2".parse().map_err(|_| "address")?)?;
+    g.add_routes(&v4, std::net::Ipv4Addr::new(10, 2, 0, 2).into())?;
+    g.add_routes(
+        &v6,
+        std::net::Ipv6Addr::new(0xfd00, 2, 0, 0, 0, 0, 0, 2).into(),
+    )?;
     println!(
         "  gobgpd holds {} IPv4 and {} IPv6 routes via b (loaded in {:.1} s)",
         v4.len(),

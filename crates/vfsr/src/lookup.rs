@@ -24,63 +24,51 @@ use vfsr_rib::{
 use vfsr_table::Table;
 
 /// Why a lookup run stopped.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum Error {
     /// The table could not be read (the reader's error names the file).
-    Table(vfsr_table::Error),
+    #[error("{0}")]
+    Table(#[source] vfsr_table::Error),
     /// No engine of that name.
+    #[error("unknown backend '{0}'")]
     Backend(String),
     /// The update stream could not be opened.
-    Open { path: PathBuf, err: std::io::Error },
+    #[error("{}: {err}", .path.display())]
+    Open {
+        path: PathBuf,
+        #[source]
+        err: std::io::Error,
+    },
     /// A line of the update stream could not be read or parsed.
-    Read { path: PathBuf, err: ReadError },
+    #[error("{}: {err}", .path.display())]
+    Read {
+        path: PathBuf,
+        #[source]
+        err: ReadError,
+    },
     /// The RIB refused an update (without `--skip-bad`).
+    #[error("{}:{line}: {err}", .path.display())]
     Refused {
         path: PathBuf,
         line: u64,
+        #[source]
         err: ApplyError,
     },
     /// A live FIB could not be made or published.
-    Fib(vfsr_fib::FibError),
+    #[error("{0}")]
+    Fib(#[source] vfsr_fib::FibError),
     /// The RIB or a FIB refused the table.
-    Load(LoadError),
+    #[error("{0}")]
+    Load(#[source] LoadError),
     /// Standard input could not be read.
-    Input(std::io::Error),
+    #[error("reading standard input: {0}")]
+    Input(#[source] std::io::Error),
     /// The answers could not be written.
-    Output(std::io::Error),
+    #[error("writing output: {0}")]
+    Output(#[source] std::io::Error),
     /// Some inputs were not addresses (each was said on standard error).
+    #[error("{0} input(s) were not addresses")]
     NotAddresses(usize),
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::Table(e) => write!(f, "{e}"),
-            Error::Backend(b) => write!(f, "unknown backend '{b}'"),
-            Error::Open { path, err } => write!(f, "{}: {err}", path.display()),
-            Error::Read { path, err } => write!(f, "{}: {err}", path.display()),
-            Error::Refused { path, line, err } => write!(f, "{}:{line}: {err}", path.display()),
-            Error::Fib(e) => e.fmt(f),
-            Error::Load(e) => e.fmt(f),
-            Error::Input(e) => write!(f, "reading standard input: {e}"),
-            Error::Output(e) => write!(f, "writing output: {e}"),
-            Error::NotAddresses(n) => write!(f, "{n} input(s) were not addresses"),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Open { err, .. } | Error::Input(err) | Error::Output(err) => Some(err),
-            Error::Read { err, .. } => Some(err),
-            Error::Refused { err, .. } => Some(err),
-            Error::Fib(e) => Some(e),
-            Error::Load(e) => Some(e),
-            Error::Table(e) => Some(e),
-            Error::Backend(_) | Error::NotAddresses(_) => None,
-        }
-    }
 }
 
 #[derive(Args)]

@@ -22,6 +22,7 @@ mod fibbench;
 mod fpmbench;
 mod fwdbench;
 mod interrupt;
+mod jsonfile;
 mod livedemo;
 mod lookup;
 mod machine;
@@ -151,7 +152,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Demo(a) => demo::run(&a),
-        Command::Table(TableCommand::Gen(a)) => tables::generate(a.seed, a.v4, a.v6, a.out),
+        Command::Table(TableCommand::Gen(a)) => {
+            tables::generate(a.seed, a.v4, a.v6, a.out).map_err(|e| e.to_string())
+        }
         Command::Lookup(a) => lookup::run(&a),
         Command::Lpm(LpmCommand::Bench(a)) => bench::run(&a),
         Command::Fib(FibCommand::Bench(a)) => fibbench::run(&a),

@@ -51,46 +51,26 @@ use crate::fwdbench::Engines;
 use crate::tables;
 
 /// Why a replay stopped.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum Error {
     /// An option out of its range (the message says which and why).
+    #[error("{0}")]
     Arg(String),
     /// The route table could not be read (the reader's error names the file).
-    Table(vfsr_table::Error),
+    #[error("{0}")]
+    Table(#[source] vfsr_table::Error),
     /// The router could not be made, or refused the table.
-    Router(vfsr_router::RouterError),
+    #[error("{0}")]
+    Router(#[source] vfsr_router::RouterError),
     /// The RIB refused a static default route.
-    Rib(vfsr_rib::RibError),
+    #[error("{0}")]
+    Rib(#[source] vfsr_rib::RibError),
     /// A FIB could not be published.
-    Fib(vfsr_fib::FibError),
+    #[error("{0}")]
+    Fib(#[source] vfsr_fib::FibError),
     /// The capture could not be read, or the output written (the error names the file).
-    Pcap(vfsr_io::IoError),
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::Arg(e) => f.write_str(e),
-            Error::Table(e) => write!(f, "{e}"),
-            Error::Router(e) => e.fmt(f),
-            Error::Rib(e) => e.fmt(f),
-            Error::Fib(e) => e.fmt(f),
-            Error::Pcap(e) => e.fmt(f),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Router(e) => Some(e),
-            Error::Rib(e) => Some(e),
-            Error::Fib(e) => Some(e),
-            Error::Pcap(e) => Some(e),
-            Error::Table(e) => Some(e),
-            Error::Arg(_) => None,
-        }
-    }
+    #[error("{0}")]
+    Pcap(#[source] vfsr_io::IoError),
 }
 
 #[derive(Args)]

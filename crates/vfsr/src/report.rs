@@ -88,6 +88,56 @@ struct Source {
     note: String,
 }
 
+/// Why the report could not find, run or write something.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    /// A directory or file could not be read, made or written.
+    #[error("{}: {err}", .path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        err: std::io::Error,
+    },
+    /// `--run` names a kind there is not.
+    #[error("--run: unknown kind {0:?} (kinds: {kinds})", kinds = kind_names())]
+    UnknownKind(String),
+    /// This program's own executable could not be found to run the benchmarks (shared by
+    /// every kind's failed run).
+    #[error("cannot find the vfsr executable: {0}")]
+    NoExe(#[source] std::sync::Arc<std::io::Error>),
+    /// A benchmark could not be started (its command line).
+    #[error("{cmd}: {err}")]
+    Start {
+        cmd: String,
+        #[source]
+        err: std::io::Error,
+    },
+    /// A benchmark exited with a failure.
+    #[error("{cmd}: {status}")]
+    Failed {
+        cmd: String,
+        status: std::process::ExitStatus,
+    },
+    /// A benchmark succeeded but left no JSON file.
+    #[error("{cmd}: wrote no JSON")]
+    NoJson { cmd: String },
+}
+
+impl Error {
+    fn file(path: &Path) -> impl FnOnce(std::io::Error) -> Error + '_ {
+        move |err| Error::File {
+            path: path.to_path_buf(),
+            err,
+        }
+    }
+}
+
+/// Every kind's name, as `--run` takes them.
+fn kind_names() -> String {
+    let all: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
+    all.join(", ")
+}
+
 /// What the page has for one kind.
 enum Input {
     Data(Source),
@@ -160,12 +210,12 @@ fn split_name(file: &str) -> Option<(String, String)> {
 }
 
 /// The newest file of each kind in `dir`, and the names of JSON files of other kinds.
-fn discover(dir: &Path) -> Result<(BTreeMap<Kind, Found>, Vec<String>), String> {
-    let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+fn discover(dir: &Path) -> Result<(BTreeMap<Kind, Found>, Vec<String>), Error> {
+    let rd = std::fs::read_dir(dir).map_err(Error::file(dir))?;
     let mut best: BTreeMap<Kind, Found> = BTreeMap::new();
     let mut other = Vec::new();
     for entry in rd {
-        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let entry = entry.map_err(Error::file(dir))?;
         let file = entry.file_name().to_string_lossy().into_owned();
         let Some((kind, date)) = split_name(&file) else {
             continue;
@@ -287,13 +337,14 @@ fn load(f: &Found, shown: String, note: String, this_machine: bool) -> Source {
 
 /// Runs each kind's benchmark as `vfsr ... --json DIR/KIND-DATE.json` (its standard output
 /// to `DIR/KIND-DATE.txt`, its messages to this process's standard error).
-fn run_benchmarks(kinds: &[Kind], dir: &Path) -> BTreeMap<Kind, Result<PathBuf, String>> {
+fn run_benchmarks(kinds: &[Kind], dir: &Path) -> BTreeMap<Kind, Result<PathBuf, Error>> {
     let mut out = BTreeMap::new();
     let exe = match std::env::current_exe() {
         Ok(e) => e,
         Err(e) => {
+            let e = std::sync::Arc::new(e);
             for k in kinds {
-                out.insert(*k, Err(format!("cannot find the vfsr executable: {e}")));
+                out.insert(*k, Err(Error::NoExe(std::sync::Arc::clone(&e))));
             }
             return out;
         }
@@ -305,7 +356,7 @@ fn run_benchmarks(kinds: &[Kind], dir: &Path) -> BTreeMap<Kind, Result<PathBuf, 
         let cmd = format!("vfsr {} --json {}", k.args().join(" "), json.display());
         eprintln!("vfsr report: running {cmd}");
         let r = std::fs::File::create(&txt)
-            .map_err(|e| format!("{}: {e}", txt.display()))
+            .map_err(Error::file(&txt))
             .and_then(|stdout| {
                 Command::new(&exe)
                     .args(k.args())
@@ -315,13 +366,19 @@ fn run_benchmarks(kinds: &[Kind], dir: &Path) -> BTreeMap<Kind, Result<PathBuf, 
                     .stderr(Stdio::inherit())
                     .stdin(Stdio::null())
                     .status()
-                    .map_err(|e| format!("{cmd}: {e}"))
+                    .map_err(|err| Error::Start {
+                        cmd: cmd.clone(),
+                        err,
+                    })
             })
             .and_then(|status| {
                 if !status.success() {
-                    Err(format!("{cmd}: {status}"))
+                    Err(Error::Failed {
+                        cmd: cmd.clone(),
+                        status,
+                    })
                 } else if !json.is_file() {
-                    Err(format!("{cmd}: wrote no JSON"))
+                    Err(Error::NoJson { cmd: cmd.clone() })
                 } else {
                     Ok(json.clone())
                 }
@@ -335,18 +392,13 @@ fn run_benchmarks(kinds: &[Kind], dir: &Path) -> BTreeMap<Kind, Result<PathBuf, 
 }
 
 /// Parses `--run`'s list: empty means every kind.
-fn run_kinds(names: &[String]) -> Result<Vec<Kind>, String> {
+fn run_kinds(names: &[String]) -> Result<Vec<Kind>, Error> {
     if names.is_empty() {
         return Ok(Kind::ALL.to_vec());
     }
     names
         .iter()
-        .map(|n| {
-            Kind::from_name(n.trim()).ok_or_else(|| {
-                let all: Vec<&str> = Kind::ALL.iter().map(|k| k.name()).collect();
-                format!("--run: unknown kind {n:?} (kinds: {})", all.join(", "))
-            })
-        })
+        .map(|n| Kind::from_name(n.trim()).ok_or_else(|| Error::UnknownKind(n.clone())))
         .collect()
 }
 
@@ -547,6 +599,10 @@ fn page(from: &str, inputs: &BTreeMap<Kind, Input>, other: &[String]) -> (String
 }
 
 pub fn run(a: &ReportArgs) -> Result<(), String> {
+    report(a).map_err(|e| e.to_string())
+}
+
+fn report(a: &ReportArgs) -> Result<(), Error> {
     let from = a.from.display().to_string();
     let (found, other) = match discover(&a.from) {
         Ok(x) => x,
@@ -559,7 +615,7 @@ pub fn run(a: &ReportArgs) -> Result<(), String> {
     if let Some(names) = &a.run {
         let kinds = run_kinds(names)?;
         let dir = std::env::temp_dir().join(format!("vfsr-report-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        std::fs::create_dir_all(&dir).map_err(Error::file(&dir))?;
         runs = run_benchmarks(&kinds, &dir);
         eprintln!(
             "vfsr report: the runs' JSON and output are in {}",
@@ -601,7 +657,7 @@ pub fn run(a: &ReportArgs) -> Result<(), String> {
                     k.name()
                 );
                 if let Some(Err(e)) = failed {
-                    let _ = write!(why, " (the run failed: {})", esc(e));
+                    let _ = write!(why, " (the run failed: {})", esc(&e.to_string()));
                 }
                 Input::Missing(why)
             }
@@ -612,7 +668,7 @@ pub fn run(a: &ReportArgs) -> Result<(), String> {
         inputs.insert(k, input);
     }
     let (html, tally) = page(&from, &inputs, &other);
-    std::fs::write(&a.out, html).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    std::fs::write(&a.out, html).map_err(Error::file(&a.out))?;
     eprintln!(
         "vfsr report: wrote {}: {} figures drawn, {} without data, {} that could not be drawn",
         a.out.display(),
@@ -736,12 +792,14 @@ mod tests {
 
     #[test]
     fn run_kinds_parse() {
-        assert_eq!(run_kinds(&[]).map(|k| k.len()), Ok(7));
+        assert_eq!(run_kinds(&[]).map(|k| k.len()).ok(), Some(7));
         assert_eq!(
-            run_kinds(&["lpm".into(), " cp".into()]),
-            Ok(vec![Kind::Lpm, Kind::Cp])
+            run_kinds(&["lpm".into(), " cp".into()]).ok(),
+            Some(vec![Kind::Lpm, Kind::Cp])
         );
-        assert!(run_kinds(&["lmp".into()]).is_err_and(|e| e.contains("unknown kind \"lmp\"")));
+        assert!(run_kinds(&["lmp".into()]).is_err_and(|e| e
+            .to_string()
+            .starts_with("--run: unknown kind \"lmp\" (kinds: lpm, ")));
     }
 
     #[test]

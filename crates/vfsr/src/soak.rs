@@ -617,125 +617,84 @@ struct Sample {
 }
 
 /// What can stop a soak, each with the message it prints.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 enum Error {
     /// No network namespaces or no root (why).
-    NoNamespaces(netlab::Error),
+    #[error("soak builds network namespaces: {0}")]
+    NoNamespaces(#[source] netlab::Error),
     /// Fewer than the two cores the soak pins to.
+    #[error("soak needs 2 cores (control plane and generator on 0, worker on 1)")]
     TooFewCores,
     /// `--destinations` is not a power of two up to 2^20.
+    #[error("--destinations {0} must be a power of two up to 1048576")]
     Destinations(usize),
     /// `--minutes` or `--sample-s` is not positive.
+    #[error("--minutes and --sample-s must be positive")]
     NotPositive,
     /// The table could not be read (the reader's error names the file).
-    Table(vfsr_table::Error),
+    #[error("{0}")]
+    Table(#[source] vfsr_table::Error),
     /// The table has fewer IPv4 prefixes than destinations are asked for.
+    #[error("the table has too few IPv4 prefixes to draw destinations from")]
     TooFewPrefixes,
     /// The benchmark lab the soak builds on (`vethbench`).
-    Lab(vethbench::Error),
+    #[error("{0}")]
+    Lab(#[from] vethbench::Error),
     /// A namespace, link or command failed.
-    NetLab(netlab::Error),
+    #[error("{0}")]
+    NetLab(#[from] netlab::Error),
     /// vfsrd's harness could not start vfsrd, or it did not say it was ready.
-    Harness(vfsrd::harness::Error),
+    #[error("{0}")]
+    Harness(#[from] vfsrd::harness::Error),
     /// The sink's namespace has no interface but the loopback.
+    #[error("the sink has no interface")]
     NoSink,
     /// vfsrd runs without a process id to watch.
+    #[error("vfsrd has no process id")]
     NoPid,
     /// The FPM listener did not take a connection (the last refusal, if any).
-    ConnectFpm(Option<std::io::Error>),
+    #[error(
+        "cannot connect to vfsrd's FPM listener {FPM_LISTEN}: {}",
+        .0.as_ref().map(ToString::to_string).unwrap_or_default()
+    )]
+    ConnectFpm(#[source] Option<std::io::Error>),
     /// The table could not be sent over FPM.
-    SendTable(std::io::Error),
+    #[error("sending the table: {0}")]
+    SendTable(#[source] std::io::Error),
     /// A route change could not be framed for FPM.
-    Frame(vfsr_netlink::fpm::FpmError),
+    #[error("{0}")]
+    Frame(#[source] vfsr_netlink::fpm::FpmError),
     /// The churn could not be written to the FPM socket.
-    FpmWrite(std::io::Error),
+    #[error("writing to vfsrd's FPM socket: {0}")]
+    FpmWrite(#[source] std::io::Error),
     /// The churn thread panicked.
+    #[error("the churn thread panicked")]
     ChurnPanicked,
     /// vfsrd did not take in the FPM messages or hold the routes in time: (messages taken,
     /// sent), (routes held, expected).
+    #[error(
+        "{what}: vfsrd took in {} of {} FPM messages and holds {} of {} routes after {} s",
+        .took.0,
+        .took.1,
+        .holds.0,
+        .holds.1,
+        CATCH_UP.as_secs()
+    )]
     CatchUp {
         what: String,
         took: (u64, u64),
         holds: (u64, u64),
     },
     /// A file could not be written.
-    File { path: PathBuf, err: std::io::Error },
+    #[error("{}: {err}", .path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        err: std::io::Error,
+    },
     /// A check failed (the table printed says which).
+    #[error("soak: a check failed (see the table above)")]
     ChecksFailed,
-}
-
-impl std::fmt::Display for Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Error::NoNamespaces(why) => write!(f, "soak builds network namespaces: {why}"),
-            Error::TooFewCores => {
-                f.write_str("soak needs 2 cores (control plane and generator on 0, worker on 1)")
-            }
-            Error::Destinations(n) => {
-                write!(f, "--destinations {n} must be a power of two up to 1048576")
-            }
-            Error::NotPositive => f.write_str("--minutes and --sample-s must be positive"),
-            Error::Table(e) => write!(f, "{e}"),
-            Error::NetLab(e) => write!(f, "{e}"),
-            Error::Harness(e) => write!(f, "{e}"),
-            Error::TooFewPrefixes => {
-                f.write_str("the table has too few IPv4 prefixes to draw destinations from")
-            }
-            Error::Lab(e) => write!(f, "{e}"),
-            Error::NoSink => f.write_str("the sink has no interface"),
-            Error::NoPid => f.write_str("vfsrd has no process id"),
-            Error::ConnectFpm(last) => write!(
-                f,
-                "cannot connect to vfsrd's FPM listener {FPM_LISTEN}: {}",
-                last.as_ref().map(ToString::to_string).unwrap_or_default()
-            ),
-            Error::SendTable(e) => write!(f, "sending the table: {e}"),
-            Error::Frame(e) => write!(f, "{e}"),
-            Error::FpmWrite(e) => write!(f, "writing to vfsrd's FPM socket: {e}"),
-            Error::ChurnPanicked => f.write_str("the churn thread panicked"),
-            Error::CatchUp { what, took, holds } => write!(
-                f,
-                "{what}: vfsrd took in {} of {} FPM messages and holds {} of {} routes after {} s",
-                took.0,
-                took.1,
-                holds.0,
-                holds.1,
-                CATCH_UP.as_secs()
-            ),
-            Error::File { path, err } => write!(f, "{}: {err}", path.display()),
-            Error::ChecksFailed => f.write_str("soak: a check failed (see the table above)"),
-        }
-    }
-}
-
-impl From<vethbench::Error> for Error {
-    fn from(e: vethbench::Error) -> Error {
-        Error::Lab(e)
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::NoNamespaces(e) | Error::NetLab(e) => Some(e),
-            Error::Harness(e) => Some(e),
-            Error::Lab(e) => Some(e),
-            Error::Table(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<netlab::Error> for Error {
-    fn from(e: netlab::Error) -> Error {
-        Error::NetLab(e)
-    }
-}
-
-impl From<vfsrd::harness::Error> for Error {
-    fn from(e: vfsrd::harness::Error) -> Error {
-        Error::Harness(e)
-    }
 }
 
 /// `vfsr soak`.

@@ -50,13 +50,33 @@ pub fn synthetic(seed: u64) -> Loaded {
     )
 }
 
+/// Why `vfsr table gen` could not write its table.
+#[derive(Debug, thiserror::Error)]
+pub enum GenError {
+    /// The output file could not be made.
+    #[error("{}: {err}", .path.display())]
+    Create {
+        /// The file.
+        path: PathBuf,
+        /// The system's error.
+        #[source]
+        err: std::io::Error,
+    },
+    /// The table could not be written.
+    #[error("{0}")]
+    Write(#[from] vfsr_table::WriteError),
+    /// The last of it could not be written.
+    #[error("{0}")]
+    Flush(#[source] std::io::Error),
+}
+
 /// `vfsr table gen`: writes the synthetic table as text.
 pub fn generate(
     seed: u64,
     v4: Option<usize>,
     v6: Option<usize>,
     out: Option<PathBuf>,
-) -> Result<(), String> {
+) -> Result<(), GenError> {
     let t = match (v4, v6) {
         (None, None) => vfsr_table::synth_table(seed),
         _ => {
@@ -65,12 +85,15 @@ pub fn generate(
             Table::from_prefixes(&p4, &p6)
         }
     };
-    let sink: Box<dyn Write> = match &out {
-        Some(p) => Box::new(std::fs::File::create(p).map_err(|e| format!("{}: {e}", p.display()))?),
+    let sink: Box<dyn Write> = match out {
+        Some(path) => match std::fs::File::create(&path) {
+            Ok(f) => Box::new(f),
+            Err(err) => return Err(GenError::Create { path, err }),
+        },
         None => Box::new(std::io::stdout().lock()),
     };
     let mut w = std::io::BufWriter::new(sink);
-    vfsr_table::write_text(&t, &mut w).map_err(|e| e.to_string())?;
-    w.flush().map_err(|e| e.to_string())?;
+    vfsr_table::write_text(&t, &mut w)?;
+    w.flush().map_err(GenError::Flush)?;
     Ok(())
 }

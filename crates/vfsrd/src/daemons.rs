@@ -96,7 +96,8 @@ pub const FPM_RECONNECT: Duration = Duration::from_secs(3);
 // ---------------------------------------------------------------------------------------
 
 /// A wait that ran out: what was awaited and how long it was waited for.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("timed out after {:.1} s waiting for {what}", .after.as_secs_f64())]
 pub struct Timeout {
     /// What was awaited ("zebra's FPM connection", "both BGP sessions").
     pub what: String,
@@ -104,25 +105,14 @@ pub struct Timeout {
     pub after: Duration,
 }
 
-impl fmt::Display for Timeout {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "timed out after {:.1} s waiting for {}",
-            self.after.as_secs_f64(),
-            self.what
-        )
-    }
-}
-
-impl std::error::Error for Timeout {}
-
 /// What failed while a daemon was started, driven or stopped, or while its answers were read.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The namespace lab failed (a namespace, a link, a command run in a namespace).
-    Lab(netlab::Error),
+    #[error("{0}")]
+    Lab(#[from] netlab::Error),
     /// A program the test needs is not installed.
+    #[error("{program} is not installed{}", AptHint(.package))]
     Missing {
         /// The program (a path or a name on the `PATH`).
         program: String,
@@ -130,6 +120,7 @@ pub enum Error {
         package: &'static str,
     },
     /// A daemon or a command could not be started.
+    #[error("cannot start {what}: {source}")]
     Start {
         /// The daemon's name or the command line.
         what: String,
@@ -138,6 +129,7 @@ pub enum Error {
     },
     /// A command ran and failed: its exit status was a failure, or it said so in its output
     /// (vtysh's `% Unknown command`, birdc's `syntax error`).
+    #[error("{command}{}: {output}", ExitHint(.status.as_ref()))]
     Command {
         /// The command line.
         command: String,
@@ -147,6 +139,7 @@ pub enum Error {
         output: String,
     },
     /// A daemon exited before it was ready.
+    #[error("{name} in {ns} exited; its log ends with:\n{log}")]
     Exited {
         /// The daemon.
         name: String,
@@ -156,6 +149,10 @@ pub enum Error {
         log: String,
     },
     /// A daemon did not answer within its time.
+    #[error(
+        "timed out after {:.1} s waiting for {name} in {ns} to be ready; its log ends with:\n{log}",
+        .after.as_secs_f64()
+    )]
     NotReady {
         /// The daemon.
         name: String,
@@ -167,12 +164,16 @@ pub enum Error {
         log: String,
     },
     /// A daemon is already running (it is not started twice).
+    #[error("{0} is already running")]
     AlreadyRunning(&'static str),
     /// A daemon is not running.
+    #[error("{0} is not running")]
     NotRunning(&'static str),
     /// A wait ran out.
-    Timeout(Timeout),
+    #[error("{0}")]
+    Timeout(#[from] Timeout),
     /// A file or directory could not be made, opened or written.
+    #[error("{}: {source}", .path.display())]
     File {
         /// The file.
         path: PathBuf,
@@ -180,6 +181,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// Another system call failed (`chown`, `mkfifo`, a socket, a thread).
+    #[error("{what}: {source}")]
     Os {
         /// What was done, naming its object (`chown /tmp/vfsr-frr-…`).
         what: String,
@@ -187,8 +189,10 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The user the daemons run as does not exist.
+    #[error("no user {0}")]
     NoUser(String),
     /// A daemon's JSON answer could not be parsed.
+    #[error("{what}: {source}{}{text}", if .text.is_empty() { "" } else { ": " })]
     Json {
         /// Which answer (`route summary`, `fpm counters`).
         what: &'static str,
@@ -198,6 +202,7 @@ pub enum Error {
         text: String,
     },
     /// A daemon's answer was not what was expected.
+    #[error("unexpected {what}: {text}")]
     Unexpected {
         /// What was read (`rib summary`, `route json`, `ifindex`).
         what: &'static str,
@@ -205,6 +210,7 @@ pub enum Error {
         text: String,
     },
     /// A prefix that does not parse as `address/length` with its host bits clear.
+    #[error("{text}: {why}")]
     BadNet {
         /// The text.
         text: String,
@@ -212,6 +218,7 @@ pub enum Error {
         why: String,
     },
     /// A prefix of the other family than its next hop.
+    #[error("{net} is not of next hop {nexthop}'s family")]
     FamilyMismatch {
         /// The prefix.
         net: Net,
@@ -219,14 +226,22 @@ pub enum Error {
         nexthop: IpAddr,
     },
     /// The MRT records for an injection could not be written.
-    Mrt(vfsr_table::WriteError),
+    #[error("MRT records: {0}")]
+    Mrt(#[from] vfsr_table::WriteError),
     /// gobgp's MRT injection exited before it opened its FIFO.
+    #[error("gobgp mrt inject exited before reading")]
     InjectExited,
     /// The MRT FIFO took only part of a write of at most `PIPE_BUF` bytes.
+    #[error("short write to the FIFO ({0} bytes)")]
     ShortWrite(usize),
     /// gobgp stopped reading the MRT FIFO (it stayed full for two minutes).
+    #[error("gobgp stopped reading the MRT FIFO")]
     InjectStalled,
     /// Prefixes still missing from gobgpd after its injections.
+    #[error(
+        "{missing} of {of} prefixes still missing after four MRT injections (see {})",
+        .log.display()
+    )]
     NotInjected {
         /// How many are missing.
         missing: usize,
@@ -236,8 +251,10 @@ pub enum Error {
         log: PathBuf,
     },
     /// No FPM connection is open (to close).
+    #[error("no FPM connection to close")]
     NoFpmConnection,
     /// A malformed FPM header in a captured stream.
+    #[error("bad FPM header at byte {at}: version {version}, type {kind}, length {len}")]
     BadFpmHeader {
         /// Its byte offset.
         at: usize,
@@ -250,127 +267,27 @@ pub enum Error {
     },
 }
 
-impl fmt::Display for Error {
+/// ` (apt-get install <package>)` after a [`Error::Missing`] program whose package is known.
+struct AptHint(&'static str);
+
+impl fmt::Display for AptHint {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Lab(e) => write!(f, "{e}"),
-            Error::Missing {
-                program,
-                package: "",
-            } => {
-                write!(f, "{program} is not installed")
-            }
-            Error::Missing { program, package } => {
-                write!(f, "{program} is not installed (apt-get install {package})")
-            }
-            Error::Start { what, source } => write!(f, "cannot start {what}: {source}"),
-            Error::Command {
-                command,
-                status: Some(status),
-                output,
-            } => write!(f, "{command} ({status}): {output}"),
-            Error::Command {
-                command,
-                status: None,
-                output,
-            } => write!(f, "{command}: {output}"),
-            Error::Exited { name, ns, log } => {
-                write!(f, "{name} in {ns} exited; its log ends with:\n{log}")
-            }
-            Error::NotReady {
-                name,
-                ns,
-                after,
-                log,
-            } => write!(
-                f,
-                "timed out after {:.1} s waiting for {name} in {ns} to be ready; its log ends \
-                 with:\n{log}",
-                after.as_secs_f64()
-            ),
-            Error::AlreadyRunning(d) => write!(f, "{d} is already running"),
-            Error::NotRunning(d) => write!(f, "{d} is not running"),
-            Error::Timeout(t) => write!(f, "{t}"),
-            Error::File { path, source } => write!(f, "{}: {source}", path.display()),
-            Error::Os { what, source } => write!(f, "{what}: {source}"),
-            Error::NoUser(u) => write!(f, "no user {u}"),
-            Error::Json { what, source, text } if text.is_empty() => {
-                write!(f, "{what}: {source}")
-            }
-            Error::Json { what, source, text } => write!(f, "{what}: {source}: {text}"),
-            Error::Unexpected { what, text } => write!(f, "unexpected {what}: {text}"),
-            Error::BadNet { text, why } => write!(f, "{text}: {why}"),
-            Error::FamilyMismatch { net, nexthop } => {
-                write!(f, "{net} is not of next hop {nexthop}'s family")
-            }
-            Error::Mrt(e) => write!(f, "MRT records: {e}"),
-            Error::InjectExited => f.write_str("gobgp mrt inject exited before reading"),
-            Error::ShortWrite(n) => write!(f, "short write to the FIFO ({n} bytes)"),
-            Error::InjectStalled => f.write_str("gobgp stopped reading the MRT FIFO"),
-            Error::NotInjected { missing, of, log } => write!(
-                f,
-                "{missing} of {of} prefixes still missing after four MRT injections (see {})",
-                log.display()
-            ),
-            Error::NoFpmConnection => f.write_str("no FPM connection to close"),
-            Error::BadFpmHeader {
-                at,
-                version,
-                kind,
-                len,
-            } => write!(
-                f,
-                "bad FPM header at byte {at}: version {version}, type {kind}, length {len}"
-            ),
+        match self.0 {
+            "" => Ok(()),
+            package => write!(f, " (apt-get install {package})"),
         }
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Lab(e) => Some(e),
-            Error::Start { source, .. } | Error::File { source, .. } | Error::Os { source, .. } => {
-                Some(source)
-            }
-            Error::Timeout(t) => Some(t),
-            Error::Json { source, .. } => Some(source),
-            Error::Mrt(e) => Some(e),
-            Error::Missing { .. }
-            | Error::Command { .. }
-            | Error::Exited { .. }
-            | Error::NotReady { .. }
-            | Error::AlreadyRunning(_)
-            | Error::NotRunning(_)
-            | Error::NoUser(_)
-            | Error::Unexpected { .. }
-            | Error::BadNet { .. }
-            | Error::FamilyMismatch { .. }
-            | Error::InjectExited
-            | Error::ShortWrite(_)
-            | Error::InjectStalled
-            | Error::NotInjected { .. }
-            | Error::NoFpmConnection
-            | Error::BadFpmHeader { .. } => None,
+/// ` (<status>)` after a failed [`Error::Command`] when its exit status matters.
+struct ExitHint<'a>(Option<&'a ExitStatus>);
+
+impl fmt::Display for ExitHint<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(status) => write!(f, " ({status})"),
+            None => Ok(()),
         }
-    }
-}
-
-impl From<netlab::Error> for Error {
-    fn from(e: netlab::Error) -> Error {
-        Error::Lab(e)
-    }
-}
-
-impl From<Timeout> for Error {
-    fn from(t: Timeout) -> Error {
-        Error::Timeout(t)
-    }
-}
-
-impl From<vfsr_table::WriteError> for Error {
-    fn from(e: vfsr_table::WriteError) -> Error {
-        Error::Mrt(e)
     }
 }
 

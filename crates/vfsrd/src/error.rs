@@ -8,9 +8,10 @@ use std::fmt;
 use crate::config::ConfigError;
 
 /// What went wrong.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A file, socket or system call on `what` failed.
+    #[error("{what}: {source}{hint}")]
     Os {
         /// What was being done, naming the object (`/proc/sys/…`, `eventfd`, `TUNSETIFF`).
         what: String,
@@ -20,16 +21,20 @@ pub enum Error {
         hint: &'static str,
     },
     /// Packet I/O refused: AF_XDP, AF_PACKET or the XDP programs.
-    Io(vfsr_io::IoError),
+    #[error("{0}")]
+    Io(#[from] vfsr_io::IoError),
     /// Something named or found cannot be used (a missing interface, an unreadable MAC, a
     /// refused netlink request).
+    #[error("{what}: {why}")]
     Invalid {
         /// What it is.
         what: String,
         /// Why it cannot be used.
         why: String,
     },
-    /// A configuration file was refused: every error found in it.
+    /// A configuration file was refused: every error found in it. The list is the error's
+    /// text, one line each; none of them is singled out as its source.
+    #[error("{file}: {} error(s){}", .errors.len(), ConfigLines(.errors))]
     Config {
         /// The file.
         file: String,
@@ -37,6 +42,7 @@ pub enum Error {
         errors: Vec<ConfigError>,
     },
     /// A step of building or loading the router failed (its table, a route, the FIBs).
+    #[error("{step}: {source}")]
     Build {
         /// The step (`table.file: …`, `route[2] 10.0.0.0/8`, `publishing the FIBs`).
         step: String,
@@ -44,12 +50,23 @@ pub enum Error {
         source: Box<dyn std::error::Error + Send + Sync + 'static>,
     },
     /// An error within a port, worker or step.
+    #[error("{context}: {inner}")]
     In {
         /// The port, worker or step.
         context: String,
         /// What went wrong there.
+        #[source]
         inner: Box<Error>,
     },
+}
+
+/// An [`Error::Config`]'s list, each error on a line of its own after a two-space indent.
+struct ConfigLines<'a>(&'a [ConfigError]);
+
+impl fmt::Display for ConfigLines<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.iter().try_for_each(|e| write!(f, "\n  {e}"))
+    }
 }
 
 impl Error {
@@ -100,46 +117,6 @@ impl Error {
             context: context.into(),
             inner: Box::new(self),
         }
-    }
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Os { what, source, hint } => write!(f, "{what}: {source}{hint}"),
-            Error::Io(e) => write!(f, "{e}"),
-            Error::Invalid { what, why } => write!(f, "{what}: {why}"),
-            Error::Config { file, errors } => {
-                write!(f, "{file}: {} error(s)", errors.len())?;
-                for e in errors {
-                    write!(f, "\n  {e}")?;
-                }
-                Ok(())
-            }
-            Error::Build { step, source } => write!(f, "{step}: {source}"),
-            Error::In { context, inner } => write!(f, "{context}: {inner}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Os { source, .. } => Some(source),
-            Error::Io(e) => Some(e),
-            Error::Config { errors, .. } => errors
-                .first()
-                .map(|e| e as &(dyn std::error::Error + 'static)),
-            Error::Build { source, .. } => Some(source.as_ref()),
-            Error::In { inner, .. } => Some(inner.as_ref()),
-            Error::Invalid { .. } => None,
-        }
-    }
-}
-
-impl From<vfsr_io::IoError> for Error {
-    fn from(e: vfsr_io::IoError) -> Error {
-        Error::Io(e)
     }
 }
 

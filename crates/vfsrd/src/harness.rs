@@ -30,7 +30,6 @@
 //! come, a set of cores that cannot be a mask.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -42,9 +41,10 @@ use crate::daemons::{stop_child, wait_for, Timeout};
 use crate::netlab::NetLab;
 
 /// What failed while vfsrd was started in its namespace or asked for its FIB.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The config file could not be written.
+    #[error("{}: {source}", .path.display())]
     Config {
         /// The file.
         path: PathBuf,
@@ -52,6 +52,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The process could not be started.
+    #[error("cannot start {} in {ns}: {source}", .binary.display())]
     Start {
         /// The binary.
         binary: PathBuf,
@@ -61,6 +62,11 @@ pub enum Error {
         source: std::io::Error,
     },
     /// vfsrd did not say `ready` within its time (or exited first).
+    #[error(
+        "vfsrd in {ns} did not say ready within {after:?} ({status:?}){}{}",
+        if .said.is_empty() { "" } else { ": " },
+        .said.join(" | ")
+    )]
     NotReady {
         /// The namespace.
         ns: String,
@@ -72,69 +78,25 @@ pub enum Error {
         said: Vec<String>,
     },
     /// vfsrd is not running (its FIB cannot be asked for).
+    #[error("vfsrd in {ns} is not running")]
     NotRunning {
         /// The namespace.
         ns: String,
     },
     /// The FIB dump did not appear in time.
-    Timeout(Timeout),
+    #[error("{0}")]
+    Timeout(#[from] Timeout),
     /// [`Launch::cpus`] is empty.
+    #[error("vfsrd: an empty set of cores to run on")]
     NoCores,
     /// A core of [`Launch::cpus`] is beyond what an affinity mask holds.
+    #[error("vfsrd: core {core} is beyond the {size} an affinity mask holds")]
     CoreBeyondMask {
         /// The core.
         core: usize,
         /// How many cores a mask holds.
         size: usize,
     },
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Config { path, source } => write!(f, "{}: {source}", path.display()),
-            Error::Start { binary, ns, source } => {
-                write!(f, "cannot start {} in {ns}: {source}", binary.display())
-            }
-            Error::NotReady {
-                ns,
-                after,
-                status,
-                said,
-            } => write!(
-                f,
-                "vfsrd in {ns} did not say ready within {after:?} ({status:?}){}{}",
-                if said.is_empty() { "" } else { ": " },
-                said.join(" | ")
-            ),
-            Error::NotRunning { ns } => write!(f, "vfsrd in {ns} is not running"),
-            Error::Timeout(t) => write!(f, "{t}"),
-            Error::NoCores => f.write_str("vfsrd: an empty set of cores to run on"),
-            Error::CoreBeyondMask { core, size } => write!(
-                f,
-                "vfsrd: core {core} is beyond the {size} an affinity mask holds"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Config { source, .. } | Error::Start { source, .. } => Some(source),
-            Error::Timeout(t) => Some(t),
-            Error::NotReady { .. }
-            | Error::NotRunning { .. }
-            | Error::NoCores
-            | Error::CoreBeyondMask { .. } => None,
-        }
-    }
-}
-
-impl From<Timeout> for Error {
-    fn from(t: Timeout) -> Error {
-        Error::Timeout(t)
-    }
 }
 
 /// How long vfsrd may take to say `ready` (a debug build loading a full table takes tens of

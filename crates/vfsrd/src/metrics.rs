@@ -61,6 +61,7 @@ use vfsr_lpm::LpmUpdate;
 use vfsr_rib::Source;
 
 use crate::api::{port_drops, View};
+use crate::error::Error;
 
 /// The longest request head read.
 const MAX_HEAD: usize = 8 * 1024;
@@ -220,12 +221,11 @@ pub struct MetricsServer {
 }
 
 impl MetricsServer {
-    /// Listens on `addr`.
-    pub fn bind(addr: SocketAddr) -> Result<MetricsServer, String> {
-        let listener = TcpListener::bind(addr).map_err(|e| format!("metrics on {addr}: {e}"))?;
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| format!("metrics on {addr}: {e}"))?;
+    /// Listens on `addr`; an [`Error::Os`] names it (`metrics on 127.0.0.1:9108: …`).
+    pub fn bind(addr: SocketAddr) -> Result<MetricsServer, Error> {
+        let failed = |e: std::io::Error| Error::os(format!("metrics on {addr}"), e);
+        let listener = TcpListener::bind(addr).map_err(failed)?;
+        listener.set_nonblocking(true).map_err(failed)?;
         let addr = listener.local_addr().unwrap_or(addr);
         Ok(MetricsServer {
             listener,

@@ -11,14 +11,17 @@ use std::os::fd::AsRawFd;
 use std::process::{Command, Output, Stdio};
 
 /// What failed while a [`NetLab`] probed, built or used its namespaces.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The process is not root, so it cannot make namespaces.
+    #[error("not root")]
     NotRoot,
     /// `ip netns add` ran but refused (the kernel has no network namespaces, or they are
     /// not allowed here).
+    #[error("ip netns add failed (no network namespace support?)")]
     NoNamespaces,
     /// A command could not be started at all (`ip` or the program given is not there).
+    #[error("cannot run {command}: {source}")]
     Start {
         /// The command line.
         command: String,
@@ -26,6 +29,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// A command ran and exited with a failure status.
+    #[error("{command}{} failed: {output}", InNs(.ns.as_deref()))]
     Failed {
         /// The command line.
         command: String,
@@ -36,6 +40,7 @@ pub enum Error {
     },
     /// A namespace's file under `/var/run/netns` could not be opened, or a thread could not
     /// enter the namespace (`setns`).
+    #[error("{}{path}: {source}", Call(.call))]
     Enter {
         /// The namespace's file.
         path: String,
@@ -45,49 +50,33 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The thread that ran a function in a namespace panicked.
+    #[error("thread in namespace {ns} panicked")]
     Panicked {
         /// The namespace (short name).
         ns: String,
     },
 }
 
-impl fmt::Display for Error {
+/// ` (in ns)` after an [`Error::Failed`]'s command when it ran in a namespace, else nothing.
+struct InNs<'a>(Option<&'a str>);
+
+impl fmt::Display for InNs<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::NotRoot => f.write_str("not root"),
-            Error::NoNamespaces => {
-                f.write_str("ip netns add failed (no network namespace support?)")
-            }
-            Error::Start { command, source } => write!(f, "cannot run {command}: {source}"),
-            Error::Failed {
-                command,
-                ns: Some(ns),
-                output,
-            } => write!(f, "{command} (in {ns}) failed: {output}"),
-            Error::Failed {
-                command,
-                ns: None,
-                output,
-            } => write!(f, "{command} failed: {output}"),
-            Error::Enter {
-                path,
-                call: "open",
-                source,
-            } => write!(f, "{path}: {source}"),
-            Error::Enter { path, call, source } => write!(f, "{call} {path}: {source}"),
-            Error::Panicked { ns } => write!(f, "thread in namespace {ns} panicked"),
+        match self.0 {
+            Some(ns) => write!(f, " (in {ns})"),
+            None => Ok(()),
         }
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::Start { source, .. } | Error::Enter { source, .. } => Some(source),
-            Error::NotRoot
-            | Error::NoNamespaces
-            | Error::Failed { .. }
-            | Error::Panicked { .. } => None,
+/// An [`Error::Enter`]'s call before its path (`setns `); `open` goes without saying.
+struct Call(&'static str);
+
+impl fmt::Display for Call {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            "open" => Ok(()),
+            call => write!(f, "{call} "),
         }
     }
 }

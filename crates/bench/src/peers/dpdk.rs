@@ -54,7 +54,7 @@
 //! bookkeeping). The control-plane copies DPDK keeps beside them (`rte_lpm`'s rule table, the
 //! `rte_rib`/`rte_rib6` behind a FIB) are not counted; neither are the EAL's own overheads.
 
-use super::PeerError;
+use super::{DpdkError, PeerError};
 use std::ffi::{c_char, c_int, c_uint, CStr, CString};
 use std::fmt;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -173,10 +173,10 @@ fn last_error() -> String {
 /// What the EAL start left behind.
 struct Eal {
     /// Why the AVX-512 lookups cannot be used, if they cannot.
-    simd512: Result<(), String>,
+    simd512: Result<(), DpdkError>,
 }
 
-static EAL: OnceLock<Result<Eal, String>> = OnceLock::new();
+static EAL: OnceLock<Result<Eal, DpdkError>> = OnceLock::new();
 
 fn eal_args() -> Vec<String> {
     let mb = std::env::var("VFSR_DPDK_MEM_MB")
@@ -207,11 +207,11 @@ fn eal_args() -> Vec<String> {
     args
 }
 
-fn start_eal() -> Result<Eal, String> {
+fn start_eal() -> Result<Eal, DpdkError> {
     let args = eal_args();
     let c_args: Vec<CString> = args
         .iter()
-        .map(|a| CString::new(a.as_str()).map_err(|_| format!("EAL argument {a:?} holds NUL")))
+        .map(|a| CString::new(a.as_str()).map_err(|_| DpdkError::NulArgument(a.clone())))
         .collect::<Result<_, _>>()?;
     // The EAL may keep pointers into argv, so argv and its strings live as long as the process.
     let argv: &'static mut [*mut c_char] = Box::leak(
@@ -227,21 +227,19 @@ fn start_eal() -> Result<Eal, String> {
     // and this runs once per process (guarded by the OnceLock in `eal`).
     let ret = unsafe { rte_eal_init(argc, argv.as_mut_ptr()) };
     if ret < 0 {
-        return Err(format!(
-            "rte_eal_init({}) failed: {}",
-            args[1..].join(" "),
-            last_error()
-        ));
+        return Err(DpdkError::EalInit {
+            args: args[1..].join(" "),
+            why: last_error(),
+        });
     }
     // SAFETY: plain calls into the initialised EAL.
     let simd512 = unsafe {
         let r = vfsr_set_max_simd_bitwidth(512);
         if r < 0 {
-            Err(format!(
-                "cannot raise DPDK's SIMD limit to 512 bits ({}; limit stays {})",
-                strerror(r),
-                vfsr_get_max_simd_bitwidth()
-            ))
+            Err(DpdkError::SimdLimit {
+                why: strerror(r),
+                limit: vfsr_get_max_simd_bitwidth(),
+            })
         } else {
             Ok(())
         }
@@ -249,28 +247,24 @@ fn start_eal() -> Result<Eal, String> {
     Ok(Eal { simd512 })
 }
 
-fn eal() -> Result<&'static Eal, String> {
+fn eal() -> Result<&'static Eal, DpdkError> {
     EAL.get_or_init(start_eal).as_ref().map_err(Clone::clone)
 }
 
 /// Starts DPDK's EAL if that has not been tried yet in this process (see the module docs for
 /// its arguments; it pins the calling thread) and tells whether DPDK's peers can run, or why
 /// not. The answer never changes within a process.
-pub fn dpdk_available() -> Result<(), String> {
+pub fn dpdk_available() -> Result<(), DpdkError> {
     eal().map(|_| ())
 }
 
 /// Why the AVX-512 lookups cannot be selected here, checked before any table is built.
-fn avx512_precheck(need_bw: bool) -> Result<(), String> {
+fn avx512_precheck(need_bw: bool) -> Result<(), DpdkError> {
     let e = eal()?;
     e.simd512.clone()?;
     // SAFETY: reads CPU flags through the initialised EAL.
     if unsafe { vfsr_cpu_has_avx512(need_bw as c_int) } == 0 {
-        return Err(if need_bw {
-            "the CPU lacks AVX-512 F/DQ/BW".to_string()
-        } else {
-            "the CPU lacks AVX-512 F/DQ".to_string()
-        });
+        return Err(DpdkError::NoAvx512 { bw: need_bw });
     }
     Ok(())
 }
@@ -444,7 +438,7 @@ impl Drop for RteLpm {
 impl RteLpm {
     /// Builds the table (starts the EAL if needed).
     pub fn build(routes: &[Route<u32>]) -> Result<Self, PeerError> {
-        eal().map_err(|e| PeerError::unavailable(LPM_NAME, e))?;
+        eal().map_err(|e| PeerError::unavailable(LPM_NAME, e.to_string()))?;
         Self::build_with(routes, SPARE_TBL8)
     }
 
@@ -644,7 +638,7 @@ where
 {
     /// Builds the FIB with the scalar lookup (starts the EAL if needed).
     pub fn build(routes: &[Route<K>]) -> Result<Self, PeerError> {
-        eal().map_err(|e| PeerError::unavailable(K::NAME, e))?;
+        eal().map_err(|e| PeerError::unavailable(K::NAME, e.to_string()))?;
         Self::build_with(routes, K::NAME, false, SPARE_TBL8)
     }
 
@@ -653,7 +647,7 @@ where
     /// does not allow selecting it; that is checked before any route is added.
     pub fn build_avx512(routes: &[Route<K>]) -> Result<Self, PeerError> {
         avx512_precheck(K::AVX512_NEEDS_BW)
-            .map_err(|e| PeerError::unavailable(K::AVX512_NAME, e))?;
+            .map_err(|e| PeerError::unavailable(K::AVX512_NAME, e.to_string()))?;
         Self::build_with(routes, K::AVX512_NAME, true, SPARE_TBL8)
     }
 

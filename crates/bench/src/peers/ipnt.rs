@@ -2,7 +2,7 @@
 //! `ip_network_table-deps-treebitmap` fork of `treebitmap`.
 
 use super::PeerError;
-use ip_network::{Ipv4Network, Ipv6Network};
+use ip_network::{IpNetworkError, Ipv4Network, Ipv6Network};
 use ip_network_table::IpNetworkTable;
 use ip_network_table_deps_treebitmap::IpLookupTable;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -11,10 +11,32 @@ use vfsr_lpm::{canonicalize, Key, Lpm, NextHop, Prefix, Route, NO_ROUTE};
 
 pub(crate) const NAME: &str = "ip_network_table";
 
+/// A prefix `ip_network` refused as a network: the prefix and its error.
+#[derive(Debug, thiserror::Error)]
+#[error("{prefix} is not a network: {source}")]
+pub struct NotANetwork {
+    prefix: String,
+    source: IpNetworkError,
+}
+
+impl NotANetwork {
+    /// The error of `prefix`, given `ip_network`'s.
+    fn of(prefix: impl std::fmt::Display) -> impl FnOnce(IpNetworkError) -> NotANetwork {
+        move |source| NotANetwork {
+            prefix: prefix.to_string(),
+            source,
+        }
+    }
+}
+
 /// The per-family calls of `ip_network_table` (sealed: implemented for `u32` and `u128`).
 pub trait IpntKey: Key + private::Sealed {
     #[doc(hidden)]
-    fn insert(t: &mut IpNetworkTable<NextHop>, p: Prefix<Self>, nh: NextHop) -> Result<(), String>;
+    fn insert(
+        t: &mut IpNetworkTable<NextHop>,
+        p: Prefix<Self>,
+        nh: NextHop,
+    ) -> Result<(), NotANetwork>;
     #[doc(hidden)]
     fn longest(t: &IpNetworkTable<NextHop>, addr: Self) -> Option<NextHop>;
     #[doc(hidden)]
@@ -30,9 +52,13 @@ mod private {
 }
 
 impl IpntKey for u32 {
-    fn insert(t: &mut IpNetworkTable<NextHop>, p: Prefix<u32>, nh: NextHop) -> Result<(), String> {
-        let net = Ipv4Network::new(Ipv4Addr::from(p.addr()), p.len())
-            .map_err(|e| format!("{p} is not a network: {e}"))?;
+    fn insert(
+        t: &mut IpNetworkTable<NextHop>,
+        p: Prefix<u32>,
+        nh: NextHop,
+    ) -> Result<(), NotANetwork> {
+        let net =
+            Ipv4Network::new(Ipv4Addr::from(p.addr()), p.len()).map_err(NotANetwork::of(p))?;
         t.insert(net, nh);
         Ok(())
     }
@@ -57,9 +83,13 @@ impl IpntKey for u32 {
 }
 
 impl IpntKey for u128 {
-    fn insert(t: &mut IpNetworkTable<NextHop>, p: Prefix<u128>, nh: NextHop) -> Result<(), String> {
-        let net = Ipv6Network::new(Ipv6Addr::from(p.addr()), p.len())
-            .map_err(|e| format!("{p} is not a network: {e}"))?;
+    fn insert(
+        t: &mut IpNetworkTable<NextHop>,
+        p: Prefix<u128>,
+        nh: NextHop,
+    ) -> Result<(), NotANetwork> {
+        let net =
+            Ipv6Network::new(Ipv6Addr::from(p.addr()), p.len()).map_err(NotANetwork::of(p))?;
         t.insert(net, nh);
         Ok(())
     }
@@ -103,7 +133,8 @@ impl<K: IpntKey> IpNetworkTablePeer<K> {
     pub fn build(routes: &[Route<K>]) -> Result<Self, PeerError> {
         let mut table = IpNetworkTable::new();
         for r in canonicalize(routes) {
-            K::insert(&mut table, r.prefix, r.nexthop).map_err(|e| PeerError::build(NAME, e))?;
+            K::insert(&mut table, r.prefix, r.nexthop)
+                .map_err(|e| PeerError::build(NAME, e.to_string()))?;
         }
         Ok(IpNetworkTablePeer {
             table,

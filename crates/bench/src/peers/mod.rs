@@ -49,8 +49,19 @@ pub enum PeerErrorKind {
     Build,
 }
 
+impl PeerErrorKind {
+    /// How a [`PeerError`]'s text names the kind.
+    fn what(self) -> &'static str {
+        match self {
+            PeerErrorKind::Unavailable => "unavailable",
+            PeerErrorKind::Build => "build failed",
+        }
+    }
+}
+
 /// A peer's build failure: which peer, what kind of failure and why.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{peer}: {}: {reason}", .kind.what())]
 pub struct PeerError {
     pub peer: &'static str,
     pub kind: PeerErrorKind,
@@ -75,17 +86,38 @@ impl PeerError {
     }
 }
 
-impl fmt::Display for PeerError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.kind {
-            PeerErrorKind::Unavailable => "unavailable",
-            PeerErrorKind::Build => "build failed",
-        };
-        write!(f, "{}: {what}: {}", self.peer, self.reason)
-    }
+/// Why DPDK's peers cannot run in this process ([`dpdk_available`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DpdkError {
+    /// This build has no DPDK peers.
+    #[error("vfsr-bench was built without the `dpdk` feature")]
+    NotBuilt,
+    /// An EAL argument (from `VFSR_DPDK_EAL_ARGS`) cannot be a C string.
+    #[error("EAL argument {0:?} holds NUL")]
+    NulArgument(String),
+    /// `rte_eal_init` refused its arguments (them, DPDK's description of the error).
+    #[error("rte_eal_init({args}) failed: {why}")]
+    EalInit {
+        /// The arguments after the program name.
+        args: String,
+        /// DPDK's description of the error.
+        why: String,
+    },
+    /// DPDK's SIMD limit could not be raised to 512 bits: the AVX-512 lookups cannot be used.
+    #[error("cannot raise DPDK's SIMD limit to 512 bits ({why}; limit stays {limit})")]
+    SimdLimit {
+        /// DPDK's description of the error.
+        why: String,
+        /// The limit in force, in bits.
+        limit: u16,
+    },
+    /// The CPU lacks the AVX-512 subsets the lookup needs (`bw`: BW as well as F and DQ).
+    #[error("the CPU lacks AVX-512 F/DQ{}", if *.bw { "/BW" } else { "" })]
+    NoAvx512 {
+        /// Whether BW is needed too.
+        bw: bool,
+    },
 }
-
-impl std::error::Error for PeerError {}
 
 /// A boxed peer engine, as the registry hands them out.
 pub type DynLpm<K> = Box<dyn Lpm<K>>;
@@ -215,14 +247,14 @@ pub fn build_all<K: PeerKey>(
 /// Whether DPDK's peers can run in this process. Starts DPDK's EAL the first time it is called
 /// (once per process) and returns why it could not, if it could not. Without the `dpdk` feature
 /// it always says so.
-pub fn dpdk_available() -> Result<(), String> {
+pub fn dpdk_available() -> Result<(), DpdkError> {
     #[cfg(feature = "dpdk")]
     {
         dpdk::dpdk_available()
     }
     #[cfg(not(feature = "dpdk"))]
     {
-        Err("vfsr-bench was built without the `dpdk` feature".to_string())
+        Err(DpdkError::NotBuilt)
     }
 }
 

@@ -93,20 +93,17 @@ impl Kind {
 pub type Build = fn(&Value) -> Result<Built, Problem>;
 
 /// Why a figure could not be drawn.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Problem {
     /// The run has no data for it (not an error of the file).
+    #[error("{0}")]
     Absent(String),
     /// The file lacks or garbles what the figure reads (the message names the field).
+    #[error("{0}")]
     Malformed(String),
     /// A field the figure reads is missing or of another kind.
-    Shape(json::ShapeError),
-}
-
-impl From<json::ShapeError> for Problem {
-    fn from(e: json::ShapeError) -> Problem {
-        Problem::Shape(e)
-    }
+    #[error("{0}")]
+    Shape(#[from] json::ShapeError),
 }
 
 impl From<String> for Problem {
@@ -118,15 +115,6 @@ impl From<String> for Problem {
 impl From<&str> for Problem {
     fn from(s: &str) -> Problem {
         Problem::Malformed(s.to_string())
-    }
-}
-
-impl std::fmt::Display for Problem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Problem::Absent(s) | Problem::Malformed(s) => f.write_str(s),
-            Problem::Shape(e) => e.fmt(f),
-        }
     }
 }
 

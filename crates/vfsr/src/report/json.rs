@@ -4,11 +4,13 @@
 use serde_json::Value;
 
 /// What a document lacks or garbles, by the path of the field (`""`: the document itself).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ShapeError {
     /// The object has no such field.
+    #[error("{}: missing", shown(.path))]
     Missing { path: String },
     /// The value is of another kind than the reader needs.
+    #[error("{}: expected {expected}, found {found}", shown(.path))]
     Kind {
         path: String,
         expected: &'static str,
@@ -16,27 +18,14 @@ pub enum ShapeError {
     },
 }
 
-impl std::fmt::Display for ShapeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let shown = |p: &str| {
-            if p.is_empty() {
-                "the document".to_string()
-            } else {
-                p.to_string()
-            }
-        };
-        match self {
-            ShapeError::Missing { path } => write!(f, "{}: missing", shown(path)),
-            ShapeError::Kind {
-                path,
-                expected,
-                found,
-            } => write!(f, "{}: expected {expected}, found {found}", shown(path)),
-        }
+/// A field's path as a [`ShapeError`] names it: the empty path is the document.
+fn shown(path: &str) -> &str {
+    if path.is_empty() {
+        "the document"
+    } else {
+        path
     }
 }
-
-impl std::error::Error for ShapeError {}
 
 /// A value and the path that reached it.
 pub struct Node<'a> {

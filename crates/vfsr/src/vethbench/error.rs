@@ -2,124 +2,88 @@
 //! printed. The commands built on the lab (`cp flood`, `soak`, `stress`) report these as
 //! text (`From<Error> for String`).
 
-use std::fmt;
 use std::path::PathBuf;
 
 use vfsr_io::IoError;
 use vfsrd::{harness, netlab};
 
 /// An error of `fwd bench --veth` or of the lab it shares.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Error {
     /// `--veth` cannot run here: no network namespaces or no root (why).
-    NoNamespaces(netlab::Error),
+    #[error("--veth builds network namespaces and needs root: {0}")]
+    NoNamespaces(#[source] netlab::Error),
     /// Fewer than the two cores the generator and the router are pinned to.
+    #[error("--veth needs 2 cores (generator on core 0, router on core 1)")]
     TooFewCores,
     /// `--routers` names a router the benchmark does not know.
+    #[error("--routers: unknown router {0:?} (vfsr, vfsr-fast, linux, linux-xdp)")]
     UnknownRouter(String),
     /// `--destinations` is not a power of two up to 2^20.
+    #[error("--destinations {0} must be a power of two up to 1048576")]
     Destinations(usize),
     /// The table could not be read (the reader's error names the file).
-    Table(vfsr_table::Error),
+    #[error("{0}")]
+    Table(#[source] vfsr_table::Error),
     /// The table has fewer IPv4 routes than destinations are asked for.
+    #[error("the table has too few IPv4 routes to draw destinations from")]
     TooFewRoutes,
     /// A namespace, link, address or command of the lab failed.
-    Lab(netlab::Error),
+    #[error("{0}")]
+    Lab(#[from] netlab::Error),
     /// A BPF object, map or program call failed.
-    Bpf(IoError),
+    #[error("{0}")]
+    Bpf(#[from] IoError),
     /// An interface's MAC address could not be read, or is not six hex bytes.
+    #[error("{ifname}: unreadable MAC {text:?}")]
     Mac { ifname: String, text: String },
     /// An interface's MAC address has a byte that is not hex.
+    #[error("{ifname}: bad MAC {text:?}")]
     MacDigit { ifname: String, text: String },
     /// An interface's index could not be read.
+    #[error("{0}: no ifindex")]
     Ifindex(String),
     /// An XDP program could not be attached to an interface.
-    Attach { ifname: String, err: IoError },
+    #[error("{ifname}: {err}")]
+    Attach {
+        ifname: String,
+        #[source]
+        err: IoError,
+    },
     /// The request/response server could not listen on the router's address.
-    Listen(std::io::Error),
+    #[error("listen on {router}:7000: {0}", router = super::ROUTER_A)]
+    Listen(#[source] std::io::Error),
     /// A file could not be opened or written.
-    File { path: PathBuf, err: std::io::Error },
+    #[error("{}: {err}", .path.display())]
+    File {
+        path: PathBuf,
+        #[source]
+        err: std::io::Error,
+    },
     /// The generator's thread could not enter its namespace.
-    Setns(std::io::Error),
+    #[error("setns: {0}")]
+    Setns(#[source] std::io::Error),
     /// A test run of the generator's program failed.
-    Generator(IoError),
+    #[error("generator: {0}")]
+    Generator(#[source] IoError),
     /// The generator's thread panicked.
+    #[error("generator panicked")]
     GeneratorPanicked,
     /// The thread that starts the generator at `SCHED_IDLE` panicked.
+    #[error("starting the generator failed")]
     GeneratorStart,
     /// The generator was given no destinations.
+    #[error("the generator has no destinations")]
     NoDestinations,
     /// No vfsrd binary next to vfsr.
+    #[error("the vfsrd binary is not built next to vfsr (cargo build -p vfsrd)")]
     NoVfsrd,
     /// `--vfsrd` names no file.
+    #[error("--vfsrd {}: no such file", .0.display())]
     NoSuchVfsrd(PathBuf),
     /// vfsrd could not be started, or did not say it was ready.
-    Vfsrd(harness::Error),
-}
-
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::NoNamespaces(why) => {
-                write!(f, "--veth builds network namespaces and needs root: {why}")
-            }
-            Error::TooFewCores => {
-                f.write_str("--veth needs 2 cores (generator on core 0, router on core 1)")
-            }
-            Error::UnknownRouter(r) => write!(
-                f,
-                "--routers: unknown router {r:?} (vfsr, vfsr-fast, linux, linux-xdp)"
-            ),
-            Error::Destinations(n) => {
-                write!(f, "--destinations {n} must be a power of two up to 1048576")
-            }
-            Error::Table(e) => write!(f, "{e}"),
-            Error::Lab(e) => write!(f, "{e}"),
-            Error::TooFewRoutes => {
-                f.write_str("the table has too few IPv4 routes to draw destinations from")
-            }
-            Error::Bpf(e) => write!(f, "{e}"),
-            Error::Mac { ifname, text } => write!(f, "{ifname}: unreadable MAC {text:?}"),
-            Error::MacDigit { ifname, text } => write!(f, "{ifname}: bad MAC {text:?}"),
-            Error::Ifindex(ifname) => write!(f, "{ifname}: no ifindex"),
-            Error::Attach { ifname, err } => write!(f, "{ifname}: {err}"),
-            Error::Listen(e) => write!(f, "listen on {}:7000: {e}", super::ROUTER_A),
-            Error::File { path, err } => write!(f, "{}: {err}", path.display()),
-            Error::Setns(e) => write!(f, "setns: {e}"),
-            Error::Generator(e) => write!(f, "generator: {e}"),
-            Error::GeneratorPanicked => f.write_str("generator panicked"),
-            Error::GeneratorStart => f.write_str("starting the generator failed"),
-            Error::NoDestinations => f.write_str("the generator has no destinations"),
-            Error::NoVfsrd => {
-                f.write_str("the vfsrd binary is not built next to vfsr (cargo build -p vfsrd)")
-            }
-            Error::NoSuchVfsrd(p) => write!(f, "--vfsrd {}: no such file", p.display()),
-            Error::Vfsrd(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            Error::NoNamespaces(e) | Error::Lab(e) => Some(e),
-            Error::Vfsrd(e) => Some(e),
-            Error::Table(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<IoError> for Error {
-    fn from(e: IoError) -> Error {
-        Error::Bpf(e)
-    }
-}
-
-impl From<netlab::Error> for Error {
-    fn from(e: netlab::Error) -> Error {
-        Error::Lab(e)
-    }
+    #[error("{0}")]
+    Vfsrd(#[source] harness::Error),
 }
 
 impl From<Error> for String {

@@ -4,7 +4,7 @@
 use std::collections::HashSet;
 use std::net::IpAddr;
 
-use vfsr_lpm::prefix::parse_addr_len;
+use vfsr_lpm::prefix::{parse_addr_len, PrefixError};
 use vfsr_lpm::Prefix;
 
 use super::schema::{BackendChoice, File, NameOrNumber, XdpModeChoice};
@@ -13,27 +13,93 @@ use super::{
     TableSource, Target, ENGINES,
 };
 
+/// What is wrong with one value of the file: a name, a number, an address or a prefix. A
+/// [`ConfigError`] puts the key in front of its text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ValueError {
+    /// Routing table 0.
+    #[error("table 0 is not a routing table")]
+    TableZero,
+    /// A routing table that is neither a known name nor a number.
+    #[error("unknown table {0:?} (main, local, default or a number)")]
+    UnknownTable(String),
+    /// A protocol number that does not fit a byte.
+    #[error("protocol {0} is more than 255")]
+    ProtocolTooLarge(u32),
+    /// A protocol that is neither a known name nor a number.
+    #[error("unknown protocol {0:?}")]
+    UnknownProtocol(String),
+    /// An empty interface name.
+    #[error("empty interface name")]
+    EmptyIfname,
+    /// An interface name longer than the kernel's 15 bytes.
+    #[error("{0:?} is longer than 15 bytes")]
+    LongIfname(String),
+    /// An interface name the kernel refuses (`.`, `..`, a slash or a blank in it).
+    #[error("{0:?} is not a valid interface name")]
+    BadIfname(String),
+    /// Text that is not `address/length`.
+    #[error("{text:?}: {err}")]
+    Cidr {
+        /// The text.
+        text: String,
+        /// What is wrong with it.
+        #[source]
+        err: PrefixError,
+    },
+    /// A prefix with host bits set beyond its length.
+    #[error("{text:?} has bits set beyond /{len}")]
+    HostBits {
+        /// The text.
+        text: String,
+        /// Its length.
+        len: u8,
+    },
+    /// A multicast or unspecified address given to an interface.
+    #[error("{0} cannot be an interface address")]
+    NotInterfaceAddress(IpAddr),
+    /// Text that is not an IP address.
+    #[error("{0:?} is not an IP address")]
+    NotAnAddress(String),
+    /// A gateway of the other family than its prefix.
+    #[error("{addr} is not an {} address like the prefix", if *.v4 { "IPv4" } else { "IPv6" })]
+    OtherFamily {
+        /// The gateway.
+        addr: IpAddr,
+        /// Whether the prefix is IPv4.
+        v4: bool,
+    },
+    /// A gateway listed twice.
+    #[error("{0} is listed twice")]
+    Twice(IpAddr),
+    /// A gateway on no configured interface's subnet.
+    #[error("{0} is on no configured interface's subnet")]
+    OffLink(IpAddr),
+}
+
 /// Routing table names of `/etc/iproute2/rt_tables` that everyone has.
-fn table_number(t: &NameOrNumber) -> Result<u32, String> {
+fn table_number(t: &NameOrNumber) -> Result<u32, ValueError> {
     match t {
         NameOrNumber::Number(n) if *n > 0 => Ok(*n),
-        NameOrNumber::Number(_) => Err("table 0 is not a routing table".into()),
+        NameOrNumber::Number(_) => Err(ValueError::TableZero),
         NameOrNumber::Name(n) => match n.as_str() {
             "main" => Ok(254),
             "local" => Ok(255),
             "default" => Ok(253),
-            other => other.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
-                format!("unknown table {other:?} (main, local, default or a number)")
-            }),
+            other => other
+                .parse::<u32>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| ValueError::UnknownTable(other.to_string())),
         },
     }
 }
 
 /// Protocol names of `/etc/iproute2/rt_protos` (and the routing daemons' own).
-fn protocol_number(p: &NameOrNumber) -> Result<u8, String> {
+fn protocol_number(p: &NameOrNumber) -> Result<u8, ValueError> {
     let named = match p {
         NameOrNumber::Number(n) => {
-            return u8::try_from(*n).map_err(|_| format!("protocol {n} is more than 255"))
+            return u8::try_from(*n).map_err(|_| ValueError::ProtocolTooLarge(*n))
         }
         NameOrNumber::Name(n) => n.as_str(),
     };
@@ -56,7 +122,7 @@ fn protocol_number(p: &NameOrNumber) -> Result<u8, String> {
         other => {
             return other
                 .parse::<u8>()
-                .map_err(|_| format!("unknown protocol {other:?}"))
+                .map_err(|_| ValueError::UnknownProtocol(other.to_string()))
         }
     })
 }
@@ -156,7 +222,7 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
     for (i, s) in file.interfaces.iter().enumerate() {
         let key = |k: &str| format!("interface[{i}].{k}");
         if let Err(m) = check_ifname(&s.name) {
-            errs.push(ConfigError::new(key("name"), m));
+            errs.push(ConfigError::value(key("name"), &m));
         } else if !names.insert(s.name.clone()) {
             errs.push(ConfigError::new(
                 key("name"),
@@ -165,7 +231,7 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
         }
         let tap = s.tap.clone().unwrap_or_else(|| default_tap(&s.name));
         if let Err(m) = check_ifname(&tap) {
-            errs.push(ConfigError::new(key("tap"), m));
+            errs.push(ConfigError::value(key("tap"), &m));
         } else if tap == s.name {
             errs.push(ConfigError::new(
                 key("tap"),
@@ -229,7 +295,7 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
             match parse_cidr(a, false) {
                 Ok((IpAddr::V4(v), l)) => addrs4.push((v, l)),
                 Ok((IpAddr::V6(v), l)) => addrs6.push((v, l)),
-                Err(m) => errs.push(ConfigError::new(key(&format!("addresses[{j}]")), m)),
+                Err(m) => errs.push(ConfigError::value(key(&format!("addresses[{j}]")), &m)),
             }
         }
         interfaces.push(Interface {
@@ -269,7 +335,7 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
         let prefix = match parse_cidr(&s.prefix, true) {
             Ok(p) => p,
             Err(m) => {
-                errs.push(ConfigError::new(key("prefix"), m));
+                errs.push(ConfigError::value(key("prefix"), &m));
                 continue;
             }
         };
@@ -311,7 +377,7 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
             match route_gateways(&via, prefix.0.is_ipv4(), iface) {
                 Ok(g) => Target::Gateways(g),
                 Err(m) => {
-                    errs.push(ConfigError::new(key("via"), m));
+                    errs.push(ConfigError::value(key("via"), &m));
                     continue;
                 }
             }
@@ -341,10 +407,10 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
                 }
             };
             let via4 = gateways(&t.via4, true, None, &interfaces)
-                .map_err(|m| errs.push(ConfigError::new("table.via4", m)))
+                .map_err(|m| errs.push(ConfigError::value("table.via4", &m)))
                 .unwrap_or_default();
             let via6 = gateways(&t.via6, false, None, &interfaces)
-                .map_err(|m| errs.push(ConfigError::new("table.via6", m)))
+                .map_err(|m| errs.push(ConfigError::value("table.via6", &m)))
                 .unwrap_or_default();
             if via4.is_empty() && via6.is_empty() {
                 errs.push(ConfigError::new(
@@ -437,15 +503,15 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
     let kernel = match &file.kernel {
         Some(k) if k.enabled => {
             let table = table_number(&k.table)
-                .map_err(|m| errs.push(ConfigError::new("kernel.table", m)))
+                .map_err(|m| errs.push(ConfigError::value("kernel.table", &m)))
                 .unwrap_or(254);
             let mut exclude = Vec::new();
             for (i, p) in k.exclude_protocols.iter().enumerate() {
                 match protocol_number(p) {
                     Ok(n) => exclude.push(n),
-                    Err(m) => errs.push(ConfigError::new(
+                    Err(m) => errs.push(ConfigError::value(
                         format!("kernel.exclude_protocols[{i}]"),
-                        m,
+                        &m,
                     )),
                 }
             }
@@ -538,15 +604,15 @@ pub fn default_tap(name: &str) -> String {
     t
 }
 
-fn check_ifname(name: &str) -> Result<(), String> {
+fn check_ifname(name: &str) -> Result<(), ValueError> {
     if name.is_empty() {
-        return Err("empty interface name".into());
+        return Err(ValueError::EmptyIfname);
     }
     if name.len() > 15 {
-        return Err(format!("{name:?} is longer than 15 bytes"));
+        return Err(ValueError::LongIfname(name.to_string()));
     }
     if name == "." || name == ".." || name.chars().any(|c| c == '/' || c.is_whitespace()) {
-        return Err(format!("{name:?} is not a valid interface name"));
+        return Err(ValueError::BadIfname(name.to_string()));
     }
     Ok(())
 }
@@ -554,38 +620,41 @@ fn check_ifname(name: &str) -> Result<(), String> {
 /// Parses `addr/len` (the one reader of prefix text, `vfsr_lpm::prefix::parse_addr_len`).
 /// With `prefix`, host bits beyond the length are an error; without, the address is an
 /// interface address (and may not be the network or multicast address).
-pub fn parse_cidr(s: &str, prefix: bool) -> Result<(IpAddr, u8), String> {
-    let (addr, len) = parse_addr_len(s.trim()).map_err(|e| format!("{s:?}: {e}"))?;
+pub fn parse_cidr(s: &str, prefix: bool) -> Result<(IpAddr, u8), ValueError> {
+    let (addr, len) = parse_addr_len(s.trim()).map_err(|err| ValueError::Cidr {
+        text: s.to_string(),
+        err,
+    })?;
     if prefix {
         let clear = match addr {
             IpAddr::V4(v) => Prefix::new(u32::from(v), len).is_ok(),
             IpAddr::V6(v) => Prefix::new(u128::from(v), len).is_ok(),
         };
         if !clear {
-            return Err(format!("{s:?} has bits set beyond /{len}"));
+            return Err(ValueError::HostBits {
+                text: s.to_string(),
+                len,
+            });
         }
     } else if addr.is_multicast() || addr.is_unspecified() {
-        return Err(format!("{addr} cannot be an interface address"));
+        return Err(ValueError::NotInterfaceAddress(addr));
     }
     Ok((addr, len))
 }
 
 /// Parses a list of gateway addresses of one family (`v4`), each listed once.
-fn gateway_addrs(list: &[String], v4: bool) -> Result<Vec<IpAddr>, String> {
+fn gateway_addrs(list: &[String], v4: bool) -> Result<Vec<IpAddr>, ValueError> {
     let mut out: Vec<IpAddr> = Vec::new();
     for s in list {
         let a: IpAddr = s
             .trim()
             .parse()
-            .map_err(|_| format!("{s:?} is not an IP address"))?;
+            .map_err(|_| ValueError::NotAnAddress(s.clone()))?;
         if a.is_ipv4() != v4 {
-            return Err(format!(
-                "{a} is not an {} address like the prefix",
-                if v4 { "IPv4" } else { "IPv6" }
-            ));
+            return Err(ValueError::OtherFamily { addr: a, v4 });
         }
         if out.contains(&a) {
-            return Err(format!("{a} is listed twice"));
+            return Err(ValueError::Twice(a));
         }
         out.push(a);
     }
@@ -599,7 +668,7 @@ fn gateways(
     v4: bool,
     iface: Option<usize>,
     interfaces: &[Interface],
-) -> Result<Vec<(IpAddr, usize)>, String> {
+) -> Result<Vec<(IpAddr, usize)>, ValueError> {
     gateway_addrs(list, v4)?
         .into_iter()
         .map(|a| match iface {
@@ -608,7 +677,7 @@ fn gateways(
                 .iter()
                 .position(|i| on_link(i, a))
                 .map(|p| (a, p))
-                .ok_or_else(|| format!("{a} is on no configured interface's subnet")),
+                .ok_or(ValueError::OffLink(a)),
         })
         .collect()
 }
@@ -619,7 +688,7 @@ fn route_gateways(
     list: &[String],
     v4: bool,
     iface: Option<usize>,
-) -> Result<Vec<(IpAddr, Option<usize>)>, String> {
+) -> Result<Vec<(IpAddr, Option<usize>)>, ValueError> {
     Ok(gateway_addrs(list, v4)?
         .into_iter()
         .map(|a| (a, iface))

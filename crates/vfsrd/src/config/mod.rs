@@ -65,11 +65,12 @@
 //! slow_path = 1000
 //! ```
 
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
-/// A configuration error: the key and what is wrong.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A configuration error: the key and what is wrong (`key: message`, or the message alone
+/// when it is about the whole file).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}{}{message}", .key, if .key.is_empty() { "" } else { ": " })]
 pub struct ConfigError {
     /// The key, as a path (`router.workers`, `interface[0].name`); empty for the whole file.
     pub key: String,
@@ -84,19 +85,12 @@ impl ConfigError {
             message: message.into(),
         }
     }
-}
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.key.is_empty() {
-            f.write_str(&self.message)
-        } else {
-            write!(f, "{}: {}", self.key, self.message)
-        }
+    /// The error of a value that did not parse or check ([`ValueError`]), at `key`.
+    fn value(key: impl Into<String>, e: &ValueError) -> ConfigError {
+        ConfigError::new(key, e.to_string())
     }
 }
-
-impl std::error::Error for ConfigError {}
 
 mod check;
 mod schema;
