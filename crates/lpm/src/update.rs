@@ -39,8 +39,9 @@ const SMALL_BYTES: usize = 1152;
 ///
 /// Most IPv4 buckets are small (18 bucket bits, the 2024 reference table: half the routes sit
 /// in buckets of 27 or fewer, 99 % in buckets of at most 71). A vector of that size is a few
-/// adjacent cache lines, which a search crosses with the hardware prefetcher's help, where a
-/// B-tree of the same routes is a node and a leaf at unrelated addresses: a miss each. A large bucket is a B-tree, because
+/// adjacent cache lines, which a search crosses with the hardware prefetcher's help, and which
+/// an update can prefetch ([`RouteMap::prefetch`]), where a B-tree of the same routes is a
+/// node and a leaf at unrelated addresses: a miss each. A large bucket is a B-tree, because
 /// inserting into a long vector moves too much; most IPv6 routes are in those (20 bucket
 /// bits: half the routes sit in buckets of 1,700 or more).
 #[derive(Clone, Debug)]
@@ -271,6 +272,20 @@ impl<K: Key> RouteMap<K> {
             self.buckets
                 .get(&Self::bucket_of(prefix.addr()))?
                 .get(prefix)
+        }
+    }
+
+    /// Asks the CPU to fetch what a [`RouteMap::get`] of `prefix` or a look at the routes
+    /// around it will read, so that the caller can start the cache misses of several changes
+    /// at once before it works on them one by one. Only a hint: it changes nothing.
+    pub fn prefetch(&self, prefix: &Prefix<K>) {
+        if prefix.len() < Self::B {
+            return;
+        }
+        if let Some(Bucket::Small(v)) = self.buckets.get(&Self::bucket_of(prefix.addr())) {
+            let at = v.as_ptr();
+            crate::prefetch(at);
+            crate::prefetch(at.wrapping_add(v.len() / 2));
         }
     }
 
