@@ -63,6 +63,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::netlab::{self, NetLab};
+use vfsr_lpm::prefix::{parse_addr_len, PrefixError};
 use vfsr_lpm::Prefix;
 use vfsr_table::mrt::{self, MrtPeer, MrtWriter, RibEntry};
 
@@ -210,12 +211,13 @@ pub enum Error {
         text: String,
     },
     /// A prefix that does not parse as `address/length` with its host bits clear.
-    #[error("{text}: {why}")]
+    #[error("{text}: {err}")]
     BadNet {
         /// The text.
         text: String,
         /// What is wrong with it.
-        why: String,
+        #[source]
+        err: PrefixError,
     },
     /// A prefix of the other family than its next hop.
     #[error("{net} is not of next hop {nexthop}'s family")]
@@ -502,21 +504,17 @@ impl fmt::Display for Net {
 impl FromStr for Net {
     type Err = Error;
 
-    /// Parses `address/length`; host bits must be clear ([`Error::BadNet`] otherwise).
+    /// Parses `address/length` with the prefix parser of vfsr-lpm; host bits must be clear
+    /// ([`Error::BadNet`] otherwise).
     fn from_str(s: &str) -> Result<Net, Error> {
-        let bad = |why: String| Error::BadNet {
+        let bad = |err| Error::BadNet {
             text: s.to_string(),
-            why,
+            err,
         };
-        let (a, l) = s.split_once('/').ok_or_else(|| bad("no /length".into()))?;
-        let addr: IpAddr = a.parse().map_err(|e| bad(format!("{e}")))?;
-        let len: u8 = l.parse().map_err(|e| bad(format!("{e}")))?;
-        if len > Family::of(addr).bits() {
-            return Err(bad("length too long".into()));
-        }
+        let (addr, len) = parse_addr_len(s).map_err(bad)?;
         let net = Net::new(addr, len);
         if net.addr != addr {
-            return Err(bad("host bits set".into()));
+            return Err(bad(PrefixError::HostBitsSet));
         }
         Ok(net)
     }
@@ -1583,9 +1581,9 @@ fn gobgp_in(netns: &str, args: &[&str]) -> Result<String, Error> {
 fn mrt_records(prefixes: &[Net], nexthop: IpAddr) -> Result<Vec<Vec<u8>>, Error> {
     const TIME: u32 = 1_700_000_000;
     let err = Error::Mrt;
-    let bad = |p: &Net, e: vfsr_lpm::PrefixError| Error::BadNet {
+    let bad = |p: &Net, err| Error::BadNet {
         text: p.to_string(),
-        why: e.to_string(),
+        err,
     };
     let mut records = Vec::with_capacity(prefixes.len() + 1);
     let mut w = MrtWriter::new(Vec::new(), TIME);
@@ -2111,7 +2109,10 @@ mod tests {
     fn bad_prefixes_and_frames_are_refused_with_what_is_wrong() {
         assert!(matches!(
             "10.0.0.1/8".parse::<Net>(),
-            Err(Error::BadNet { ref why, .. }) if why == "host bits set"
+            Err(Error::BadNet {
+                err: PrefixError::HostBitsSet,
+                ..
+            })
         ));
         let e = "10.0.0.0".parse::<Net>().unwrap_err();
         assert_eq!(e.to_string(), "10.0.0.0: no /length");
