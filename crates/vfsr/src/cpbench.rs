@@ -325,7 +325,10 @@ enum Error {
         "the recorded FPM stream made {routes} prefixes, fewer than the {announced} announced"
     )]
     ShortRecording { routes: usize, announced: usize },
-    /// A file could not be read or written.
+    /// The report could not be written.
+    #[error("{0}")]
+    Report(#[from] crate::jsonfile::Error),
+    /// A file could not be read.
     #[error("{}: {err}", .path.display())]
     File {
         path: PathBuf,
@@ -3124,10 +3127,7 @@ fn report(
             "kernel_bytes_per_route": kernel_bpr,
             "targets": t,
         });
-        fs::write(path, format!("{v:#}\n")).map_err(|err| Error::File {
-            path: path.clone(),
-            err,
-        })?;
+        crate::jsonfile::write(path, &v)?;
     }
     let failed: Vec<&'static str> = results
         .iter()

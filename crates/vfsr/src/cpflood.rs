@@ -359,7 +359,10 @@ enum Error {
     /// The TCP client's thread panicked.
     #[error("the TCP client panicked")]
     ClientPanicked,
-    /// A report file could not be written.
+    /// The report could not be written.
+    #[error("{0}")]
+    Report(#[from] crate::jsonfile::Error),
+    /// The transcript could not be written.
     #[error("{}: {err}", .path.display())]
     File {
         path: PathBuf,
@@ -1424,12 +1427,7 @@ fn experiment(a: &CpFloodArgs, s: &Setup) -> Result<(), Error> {
     drop(vfsrd);
     gen.finish()?;
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&doc).unwrap_or_default()).map_err(
-            |err| Error::File {
-                path: p.clone(),
-                err,
-            },
-        )?;
+        crate::jsonfile::write(p, &doc)?;
     }
     if let Some(p) = &a.text {
         let t = lock(&TRANSCRIPT).clone();

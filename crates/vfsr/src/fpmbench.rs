@@ -90,12 +90,8 @@ pub enum Error {
     #[error("timed out with {prefixes} prefixes ({expect:?})")]
     Timeout { prefixes: usize, expect: Expect },
     /// The report could not be written.
-    #[error("{}: {err}", .path.display())]
-    File {
-        path: std::path::PathBuf,
-        #[source]
-        err: std::io::Error,
-    },
+    #[error("{0}")]
+    Report(#[from] crate::jsonfile::Error),
 }
 
 const PORTS: u32 = 4;
@@ -449,10 +445,7 @@ fn bench(a: &FpmBenchArgs) -> Result<(), Error> {
     }
     if let Some(path) = &a.json {
         let v = json!({"cpu": cpu, "table": what, "passes": a.passes, "results": results});
-        std::fs::write(path, format!("{v:#}\n")).map_err(|err| Error::File {
-            path: path.clone(),
-            err,
-        })?;
+        crate::jsonfile::write(path, &v)?;
     }
     Ok(())
 }

@@ -1,5 +1,6 @@
-//! The `--json` file of `lpm bench`, `fib bench` and `fwd bench`: the results document,
-//! indented, and a line on standard error that says where it went.
+//! The `--json` file of every command that writes one (the benches, `cp flood`, `stress`,
+//! `soak`): the results document, indented, and a line on standard error that says where it
+//! went.
 
 use std::path::{Path, PathBuf};
 
@@ -7,7 +8,7 @@ use serde_json::Value;
 
 /// Why a `--json` file could not be written.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum Error {
+pub enum Error {
     /// The document could not be made into text.
     #[error("{0}")]
     Json(#[source] serde_json::Error),

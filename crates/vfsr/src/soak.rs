@@ -685,13 +685,9 @@ enum Error {
         took: (u64, u64),
         holds: (u64, u64),
     },
-    /// A file could not be written.
-    #[error("{}: {err}", .path.display())]
-    File {
-        path: PathBuf,
-        #[source]
-        err: std::io::Error,
-    },
+    /// The report could not be written.
+    #[error("{0}")]
+    Report(#[from] crate::jsonfile::Error),
     /// A check failed (the table printed says which).
     #[error("soak: a check failed (see the table above)")]
     ChecksFailed,
@@ -1068,10 +1064,7 @@ fn soak(a: &SoakArgs) -> Result<(), Error> {
             "sources": src,
             "samples": samples.iter().map(|s| s.json.clone()).collect::<Vec<_>>(),
         });
-        std::fs::write(path, format!("{v:#}\n")).map_err(|err| Error::File {
-            path: path.clone(),
-            err,
-        })?;
+        crate::jsonfile::write(path, &v)?;
     }
     drop(l);
     if checks_ok {

@@ -83,6 +83,9 @@ pub(crate) enum Error {
     StartVfsrd(#[source] std::io::Error),
     #[error("waiting for vfsrd: {0}")]
     WaitVfsrd(#[source] std::io::Error),
+    /// The report could not be written.
+    #[error("{0}")]
+    Report(#[from] crate::jsonfile::Error),
     /// A file or directory could not be made or written.
     #[error("{}: {err}", .path.display())]
     File {

@@ -381,12 +381,7 @@ fn run_cases(a: &StressArgs) -> Result<(), Error> {
             "table": table,
             "run_seconds": t_run.elapsed().as_secs_f64(),
         });
-        std::fs::write(p, serde_json::to_string_pretty(&doc).unwrap_or_default()).map_err(
-            |err| Error::File {
-                path: p.clone(),
-                err,
-            },
-        )?;
+        crate::jsonfile::write(p, &doc)?;
     }
     let failed: Vec<&str> = results
         .iter()

@@ -53,6 +53,9 @@ pub(crate) enum Error {
     /// The request/response server could not listen on the router's address.
     #[error("listen on {router}:7000: {0}", router = super::ROUTER_A)]
     Listen(#[source] std::io::Error),
+    /// The report could not be written.
+    #[error("{0}")]
+    Report(#[from] crate::jsonfile::Error),
     /// A file could not be opened or written.
     #[error("{}: {err}", .path.display())]
     File {

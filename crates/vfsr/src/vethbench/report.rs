@@ -146,12 +146,7 @@ pub(super) fn report(
                    "generator_core": GEN_CORE, "router_core": ROUTER_CORE, "frame_bytes": 64},
     });
     if let Some(p) = &a.json {
-        std::fs::write(p, serde_json::to_string_pretty(&doc).unwrap_or_default()).map_err(
-            |err| Error::File {
-                path: p.clone(),
-                err,
-            },
-        )?;
+        crate::jsonfile::write(p, &doc)?;
     }
     Ok(())
 }
