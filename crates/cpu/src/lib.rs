@@ -12,6 +12,8 @@
 //!   prefetch(p)                        a cache-line hint before a dependent read
 //!   rdtsc()                            the time-stamp counter (profiles, TSC frequency)
 //!   default_bench_core()               the last core: away from core 0's system work
+//!   check_build_features()             the CPU has what the build was compiled to use
+//!                                      (x86-64-v2, see .cargo/config.toml)
 //! ```
 //!
 //! A data-path crate may depend on it: it knows nothing of vfsr's other parts.
@@ -141,6 +143,87 @@ pub fn prefetch<T>(p: *const T) {
     let _ = p;
 }
 
+/// The x86-64 features this build was compiled to use without asking (`target-cpu` in
+/// `.cargo/config.toml`: x86-64-v2, so `popcnt` and SSE4.2 among others) that the CPU it runs
+/// on lacks, by name. Empty on a CPU that has them all, and on other architectures.
+///
+/// Asks CPUID itself: the standard library's feature detection answers "present" for a
+/// feature the build was compiled with, whatever the CPU. A binary's `main` calls this first
+/// and refuses to run with a clear message, instead of dying of an illegal instruction in the
+/// middle of a lookup.
+pub fn missing_build_features() -> Vec<&'static str> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::__cpuid;
+        // Leaf 1 ECX, and the extended leaf 0x8000_0001 ECX.
+        #[allow(unused_unsafe)]
+        // SAFETY: CPUID exists on every x86-64 CPU; leaf 1 and, when the maximum extended
+        // leaf allows it, 0x8000_0001 are defined there.
+        let (ecx1, ecx_ext) = unsafe {
+            let ecx1 = __cpuid(1).ecx;
+            let max_ext = __cpuid(0x8000_0000).eax;
+            let ecx_ext = if max_ext >= 0x8000_0001 {
+                __cpuid(0x8000_0001).ecx
+            } else {
+                0
+            };
+            (ecx1, ecx_ext)
+        };
+        let bit = |r: u32, b: u32| r >> b & 1 == 1;
+        let wanted: [(&'static str, bool, bool); 7] = [
+            ("sse3", cfg!(target_feature = "sse3"), bit(ecx1, 0)),
+            ("ssse3", cfg!(target_feature = "ssse3"), bit(ecx1, 9)),
+            (
+                "cmpxchg16b",
+                cfg!(target_feature = "cmpxchg16b"),
+                bit(ecx1, 13),
+            ),
+            ("sse4.1", cfg!(target_feature = "sse4.1"), bit(ecx1, 19)),
+            ("sse4.2", cfg!(target_feature = "sse4.2"), bit(ecx1, 20)),
+            ("popcnt", cfg!(target_feature = "popcnt"), bit(ecx1, 23)),
+            (
+                "lahfsahf",
+                cfg!(target_feature = "lahfsahf"),
+                bit(ecx_ext, 0),
+            ),
+        ];
+        not_on_this_cpu(&wanted)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        Vec::new()
+    }
+}
+
+/// The names of the features (name, compiled in, on this CPU) that are compiled in and not
+/// on this CPU.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn not_on_this_cpu(features: &[(&'static str, bool, bool)]) -> Vec<&'static str> {
+    features
+        .iter()
+        .filter(|(_, built, has)| *built && !*has)
+        .map(|(name, _, _)| *name)
+        .collect()
+}
+
+/// Refuses to go on, with a message naming what is missing, when the CPU lacks a feature the
+/// build was compiled to use (see [`missing_build_features`]).
+pub fn check_build_features() -> Result<(), String> {
+    refuse_missing(&missing_build_features())
+}
+
+fn refuse_missing(missing: &[&str]) -> Result<(), String> {
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "this CPU lacks {} that this build of vfsr was compiled to use (target-cpu \
+             x86-64-v2 in .cargo/config.toml); build it again with RUSTFLAGS=\"-C target-cpu=x86-64\" for any x86-64 CPU",
+            missing.join(", ")
+        ))
+    }
+}
+
 /// The time-stamp counter (0 where there is none): the clock of per-stage profiles and of the
 /// TSC frequency measurement.
 #[inline(always)]
@@ -190,6 +273,30 @@ mod tests {
     #[test]
     fn ordinary_scheduling_is_always_allowed() {
         assert!(ordinary(0).is_ok());
+    }
+
+    #[test]
+    fn this_cpu_runs_what_the_build_uses() {
+        // The test itself runs compiled code, so the CPU has what the build uses; and a
+        // feature the build was not compiled with is never reported missing.
+        assert_eq!(missing_build_features(), Vec::<&str>::new());
+        assert!(check_build_features().is_ok());
+    }
+
+    #[test]
+    fn a_feature_compiled_in_and_absent_is_named() {
+        let features = [
+            ("popcnt", true, false),
+            ("sse4.2", true, true),
+            ("avx2", false, false),
+            ("ssse3", true, false),
+        ];
+        let missing = not_on_this_cpu(&features);
+        assert_eq!(missing, ["popcnt", "ssse3"]);
+        let e = refuse_missing(&missing).unwrap_err();
+        assert!(e.contains("lacks popcnt, ssse3"), "{e}");
+        assert!(e.contains("target-cpu=x86-64"), "{e}");
+        assert!(refuse_missing(&[]).is_ok());
     }
 
     #[test]

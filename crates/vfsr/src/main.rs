@@ -149,6 +149,10 @@ enum LpmCommand {
 static HEAP: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    if let Err(e) = vfsr_cpu::check_build_features() {
+        eprintln!("vfsr: {e}");
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse();
     let r = match cli.command {
         Command::Demo(a) => demo::run(&a),

@@ -220,6 +220,10 @@ fn fail(e: &ClientError) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    if let Err(e) = vfsr_cpu::check_build_features() {
+        eprintln!("vfsrctl: {e}");
+        return ExitCode::FAILURE;
+    }
     let cli = Cli::parse();
     let mut client = match Client::connect(&cli.socket) {
         Ok(c) => c,
