@@ -43,7 +43,9 @@
 //!    themselves and traffic spreads again. The BGP sessions may be back before zebra's FPM
 //!    connection (which it retries every 3 s) has replayed the routes: vfsrd then drops the
 //!    flows sent to it (`no_route`), so up to FPM_RECONNECT + 1 s of traffic may be lost on
-//!    the way back;
+//!    the way back. bgpd doubles a peer's idle hold time (up to 120 s) at every attempt that
+//!    ends in an error, so if up's session is still down half-way through the 90 s wait for
+//!    traffic, the test clears it once, as an operator would, and prints what bgpd reported;
 //! 3. a cut link, `ip link set up0 down` in rb (up sees the carrier go): the same checks
 //!    with the roles swapped, and nothing lost when the link comes back;
 //! 4. planned maintenance of ra: its upstream session shut first (`neighbor 10.1.1.1
