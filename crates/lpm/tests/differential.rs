@@ -121,7 +121,7 @@ fn check_all<K: Key>(routes: &[Route<K>], addrs: &[K]) -> Result<Golden<K>, Test
         check(&p, &golden, addrs)?;
     }
     for name in ["default", "never", "0", "20", "100"] {
-        let cfg = LcConfig::from_name(name).unwrap();
+        let cfg = name.parse::<LcConfig>().unwrap();
         check(&LcTrie::build(routes, &cfg).unwrap(), &golden, addrs)?;
     }
     check(&Radix::build(routes, &()).unwrap(), &golden, addrs)?;

@@ -66,9 +66,9 @@ enum Error {
     /// The table could not be read (the reader's error names the file).
     #[error("{0}")]
     Table(#[source] vfsr_table::Error),
-    /// A fill factor of the LC-trie sweep that the LC-trie does not take (its message).
+    /// A fill factor of the LC-trie sweep that the LC-trie does not take.
     #[error("{0}")]
-    SweepConfig(String),
+    SweepConfig(#[from] vfsr_lpm::lctrie::UnknownFillFactor),
     /// The LC-trie refused the table at a fill factor of the sweep.
     #[error("lctrie {name}: {err}")]
     Sweep {
@@ -239,7 +239,7 @@ fn lctrie_sweep<K: Key>(
     let mut out = Vec::new();
     let mut buf = vec![0; addrs.len()];
     for name in ["0", "20", "40", "default", "60", "80", "100", "never"] {
-        let cfg = LcConfig::from_name(name).map_err(Error::SweepConfig)?;
+        let cfg: LcConfig = name.parse()?;
         let t = Instant::now();
         let e = LcTrie::build(routes, &cfg).map_err(|err| Error::Sweep { name, err })?;
         let build_s = t.elapsed().as_secs_f64();

@@ -104,7 +104,7 @@ fn engines<K: Key>(routes: &[Route<K>]) -> Vec<(String, Box<dyn Lpm<K>>)> {
         v.push((format!("poptrie s={ds} scalar"), Box::new(scalar)));
     }
     for t in ["default", "never", "20"] {
-        let e = LcTrie::build(routes, &LcConfig::from_name(t).unwrap()).unwrap();
+        let e = LcTrie::build(routes, &t.parse::<LcConfig>().unwrap()).unwrap();
         v.push((format!("lctrie {t}"), Box::new(e)));
     }
     v.push(("radix".into(), Box::new(Radix::build(routes, &()).unwrap())));

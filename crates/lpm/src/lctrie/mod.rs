@@ -203,29 +203,6 @@ impl LcConfig {
         }
     }
 
-    /// Parses the names of the threshold sweep: `"default"` (the kernel's 50 % / 30 % root),
-    /// `"never"` (Patricia), or a percentage `"0"` to `"100"` (optionally with a `%`) used for
-    /// the root and the other nodes alike.
-    pub fn from_name(name: &str) -> Result<LcConfig, String> {
-        let s = name.trim();
-        match s {
-            "default" => Ok(LcConfig::default()),
-            "never" => Ok(LcConfig::never()),
-            _ => {
-                let digits = s.strip_suffix('%').unwrap_or(s);
-                match digits.parse::<u8>() {
-                    Ok(p) if p <= 100 && digits.bytes().all(|b| b.is_ascii_digit()) => {
-                        Ok(LcConfig::uniform(p))
-                    }
-                    _ => Err(format!(
-                        "unknown LC-trie fill factor {name:?}: expected \"default\", \"never\" \
-                         or a percentage from 0 to 100"
-                    )),
-                }
-            }
-        }
-    }
-
     /// Checks the ranges: thresholds at most 100, `max_bits` in `1..=MAX_BITS_LIMIT`.
     pub fn validate(&self) -> Result<(), BuildError> {
         for (what, t) in [
@@ -262,8 +239,54 @@ impl Default for LcConfig {
     }
 }
 
+/// A name [`LcConfig`]'s `FromStr` does not know.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownFillFactor {
+    /// The name as given.
+    pub name: String,
+}
+
+impl fmt::Display for UnknownFillFactor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "unknown LC-trie fill factor {:?}: expected \"default\", \"never\" or a \
+             percentage from 0 to 100",
+            self.name
+        )
+    }
+}
+
+impl std::error::Error for UnknownFillFactor {}
+
+/// The names of the threshold sweep, as `Display` writes them: `"default"` (the kernel's 50 % /
+/// 30 % root), `"never"` (Patricia), or a percentage `"0"` to `"100"` (optionally with a `%`)
+/// used for the root and the other nodes alike.
+impl core::str::FromStr for LcConfig {
+    type Err = UnknownFillFactor;
+
+    fn from_str(name: &str) -> Result<LcConfig, UnknownFillFactor> {
+        let s = name.trim();
+        match s {
+            "default" => Ok(LcConfig::default()),
+            "never" => Ok(LcConfig::never()),
+            _ => {
+                let digits = s.strip_suffix('%').unwrap_or(s);
+                match digits.parse::<u8>() {
+                    Ok(p) if p <= 100 && digits.bytes().all(|b| b.is_ascii_digit()) => {
+                        Ok(LcConfig::uniform(p))
+                    }
+                    _ => Err(UnknownFillFactor {
+                        name: name.to_string(),
+                    }),
+                }
+            }
+        }
+    }
+}
+
 impl fmt::Display for LcConfig {
-    /// The name [`LcConfig::from_name`] accepts when there is one, else every field.
+    /// The name `FromStr` accepts when there is one, else every field.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let pct = |t: Option<u8>| t.map_or_else(|| "never".to_string(), |p| format!("{p}%"));
         if self.max_bits == Self::DEFAULT_MAX_BITS {
@@ -772,7 +795,7 @@ mod tests {
     fn configs() -> Vec<LcConfig> {
         let mut v: Vec<LcConfig> = ["default", "never", "0", "20", "50", "100"]
             .iter()
-            .map(|n| LcConfig::from_name(n).unwrap())
+            .map(|n| n.parse::<LcConfig>().unwrap())
             .collect();
         v.push(LcConfig {
             max_bits: 1,
@@ -927,15 +950,18 @@ mod tests {
 
     #[test]
     fn config_names() {
-        assert_eq!(LcConfig::from_name("default"), Ok(LcConfig::default()));
-        assert_eq!(LcConfig::from_name("never"), Ok(LcConfig::never()));
-        assert_eq!(LcConfig::from_name("0"), Ok(LcConfig::uniform(0)));
-        assert_eq!(LcConfig::from_name("100%"), Ok(LcConfig::uniform(100)));
+        let parse = |n: &str| n.parse::<LcConfig>();
+        assert_eq!(parse("default"), Ok(LcConfig::default()));
+        assert_eq!(parse("never"), Ok(LcConfig::never()));
+        assert_eq!(parse("0"), Ok(LcConfig::uniform(0)));
+        assert_eq!(parse("100%"), Ok(LcConfig::uniform(100)));
         for bad in ["101", "-1", "+5", "", "fifty", "always"] {
-            assert!(LcConfig::from_name(bad).is_err(), "{bad:?}");
+            let e = parse(bad).unwrap_err();
+            assert_eq!(e.name, bad);
+            assert!(e.to_string().contains("fill factor"), "{e}");
         }
         for name in ["default", "never", "0", "35", "100"] {
-            let c = LcConfig::from_name(name).unwrap();
+            let c = parse(name).unwrap();
             assert_eq!(c.to_string(), name);
         }
         let bad = LcConfig {
