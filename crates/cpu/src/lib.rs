@@ -217,8 +217,9 @@ fn refuse_missing(missing: &[&str]) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "this CPU lacks {} that this build of vfsr was compiled to use (target-cpu \
-             x86-64-v2 in .cargo/config.toml); build it again with RUSTFLAGS=\"-C target-cpu=x86-64\" for any x86-64 CPU",
+            "this CPU lacks {}, which this build of vfsr was compiled to use (target-cpu \
+             x86-64-v2 in .cargo/config.toml); for any x86-64 CPU, build it again with \
+             RUSTFLAGS=\"-C target-cpu=x86-64\"",
             missing.join(", ")
         ))
     }
