@@ -27,7 +27,10 @@
 //! figure, so that the three can be seen to agree.
 //!
 //! Each worker thread is pinned to its own core (one worker: the last core; two: cores 0 and
-//! 1), warms up for a tenth of the run, then counts packets for `--seconds`. Every design's
+//! 1), warms up for a tenth of the run, then counts packets for `--seconds`. With `--passes
+//! N` every run is repeated N times, the runs taking turns, and reported as the median with
+//! the minimum and maximum: the host's speed drifts between runs, and interleaving spreads
+//! the drift over all of them. Every design's
 //! packets must all be forwarded (checked from the counters), or the run fails.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -73,6 +76,12 @@ pub struct FwdBenchArgs {
     /// Seconds of measurement per run.
     #[arg(long, default_value_t = 1.0)]
     pub seconds: f64,
+    /// Passes over every design, family, flow count and worker count, interleaved (pass 1 of
+    /// each, then pass 2 of each, ...): Mpps is the median of the passes (the mean of the two
+    /// middle ones for an even number), with the minimum and maximum beside it; the other
+    /// figures and the profile come from the median pass (the upper middle one).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub passes: u32,
     /// Packets per batch.
     #[arg(long, default_value_t = 32)]
     pub batch: usize,
@@ -343,6 +352,27 @@ struct Count {
     profile: Option<Profile>,
     io_cycles: u64,
     step_cycles: u64,
+}
+
+/// One measurement (family, flow count, design, workers) and what each pass counted.
+struct Run<'a> {
+    fam: &'a str,
+    flows: usize,
+    design: &'a str,
+    workers: usize,
+    passes: Vec<Vec<Count>>,
+}
+
+/// Mpps per worker of one run: the workers' rates added up, divided by their number.
+fn per_worker_mpps(counts: &[Count]) -> f64 {
+    if counts.is_empty() {
+        return 0.0;
+    }
+    let total: f64 = counts
+        .iter()
+        .map(|c| c.packets as f64 / c.seconds / 1e6)
+        .sum();
+    total / counts.len() as f64
 }
 
 /// Runs `step` (one batch starting at template offset `at`; `true` once measuring) for
@@ -668,6 +698,8 @@ fn run_designs(a: &FwdBenchArgs) -> Result<(), Error> {
     let machine = crate::machine::facts();
     let tsc_ghz = machine["tsc_ghz"].as_f64();
     let opts = SplitOpts { profile: a.profile };
+    // Every family and flow count's frames, built once for all passes.
+    let mut sets: Vec<(&str, usize, Vec<Template>)> = Vec::new();
     for fam in &a.families {
         for &flows in &a.flows {
             let templates: Vec<Template> = if fam == "v4" {
@@ -683,49 +715,99 @@ fn run_designs(a: &FwdBenchArgs) -> Result<(), Error> {
                     .map(|(i, d)| frame_v6(d, i))
                     .collect()
             };
+            sets.push((fam.as_str(), flows, templates));
+        }
+    }
+    // Per run (set, design, workers), in order: the figures of each pass.
+    let mut runs: Vec<Run> = Vec::new();
+    for pass in 0..a.passes {
+        let mut k = 0;
+        for (fam, flows, templates) in &sets {
+            let (fam, flows) = (*fam, *flows);
             for design in &a.designs {
                 for &workers in &a.workers {
                     let counts = match design.as_str() {
-                        "legacy" => run_legacy(&legacy, &templates, workers, a)?,
-                        "split" => run_split(&router, false, flows, &templates, workers, a, opts)?,
-                        _ => run_split(&router, true, flows, &templates, workers, a, opts)?,
+                        "legacy" => run_legacy(&legacy, templates, workers, a)?,
+                        "split" => run_split(&router, false, flows, templates, workers, a, opts)?,
+                        _ => run_split(&router, true, flows, templates, workers, a, opts)?,
                     };
-                    let per: Vec<f64> = counts
-                        .iter()
-                        .map(|c| c.packets as f64 / c.seconds / 1e6)
-                        .collect();
-                    let total: f64 = per.iter().sum();
-                    let mpps = total / workers as f64;
-                    let packets: u64 = counts.iter().map(|c| c.packets).sum();
-                    let forwarded: u64 = counts.iter().map(|c| c.forwarded).sum();
+                    let mpps = per_worker_mpps(&counts);
                     eprintln!(
-                        "  {design:<10} {fam} {flows:>8} flows {workers} worker(s): {mpps:6.2} Mpps/worker"
+                        "  {design:<10} {fam} {flows:>8} flows {workers} worker(s): {mpps:6.2} Mpps/worker{}",
+                        if a.passes > 1 { format!(" (pass {})", pass + 1) } else { String::new() }
                     );
-                    let profile = profile_json(
-                        &counts,
-                        tsc_ghz.filter(|_| mpps > 0.0).map(|g| g * 1e3 / mpps),
-                    );
-                    results.push(json!({
-                        "profile": profile,
-                        "design": design,
-                        "family": fam,
-                        "flows": flows,
-                        "workers": workers,
-                        "mpps_per_worker": mpps,
-                        "ns_per_packet": if mpps > 0.0 { 1e3 / mpps } else { 0.0 },
-                        "cycles_per_packet": tsc_ghz
-                            .filter(|_| mpps > 0.0)
-                            .map(|g| g * 1e3 / mpps),
-                        "total_mpps": total,
-                        "per_worker_mpps": per,
-                        "packets": packets,
-                        "forwarded": forwarded,
-                        "frame_bytes": if fam == "v4" { 60 } else { 62 },
-                        "batch": a.batch,
-                    }));
+                    if pass == 0 {
+                        runs.push(Run {
+                            fam,
+                            flows,
+                            design,
+                            workers,
+                            passes: Vec::new(),
+                        });
+                    }
+                    if let Some(r) = runs.get_mut(k) {
+                        r.passes.push(counts);
+                    }
+                    k += 1;
                 }
             }
         }
+    }
+    for Run {
+        fam,
+        flows,
+        design,
+        workers,
+        mut passes,
+    } in runs
+    {
+        let rates: Vec<f64> = passes.iter().map(|c| per_worker_mpps(c)).collect();
+        let st = vfsr_bench::stats::Stats::of(&rates);
+        // The figures of the median pass (the upper one of an even number), its profile
+        // among them.
+        let mut order: Vec<usize> = (0..passes.len()).collect();
+        order.sort_by(|&x, &y| rates[x].total_cmp(&rates[y]));
+        let mid = order.get(passes.len() / 2).copied().unwrap_or(0);
+        let counts = if mid < passes.len() {
+            passes.swap_remove(mid)
+        } else {
+            Vec::new()
+        };
+        let per: Vec<f64> = counts
+            .iter()
+            .map(|c| c.packets as f64 / c.seconds / 1e6)
+            .collect();
+        let total: f64 = per.iter().sum();
+        let mpps = st.median;
+        let packets: u64 = counts.iter().map(|c| c.packets).sum();
+        let forwarded: u64 = counts.iter().map(|c| c.forwarded).sum();
+        let profile = profile_json(
+            &counts,
+            tsc_ghz
+                .filter(|_| per_worker_mpps(&counts) > 0.0)
+                .map(|g| g * 1e3 / per_worker_mpps(&counts)),
+        );
+        results.push(json!({
+            "profile": profile,
+            "design": design,
+            "family": fam,
+            "flows": flows,
+            "workers": workers,
+            "mpps_per_worker": mpps,
+            "mpps_per_worker_min": st.min,
+            "mpps_per_worker_max": st.max,
+            "mpps_per_worker_passes": rates,
+            "ns_per_packet": if mpps > 0.0 { 1e3 / mpps } else { 0.0 },
+            "cycles_per_packet": tsc_ghz
+                .filter(|_| mpps > 0.0)
+                .map(|g| g * 1e3 / mpps),
+            "total_mpps": total,
+            "per_worker_mpps": per,
+            "packets": packets,
+            "forwarded": forwarded,
+            "frame_bytes": if fam == "v4" { 60 } else { 62 },
+            "batch": a.batch,
+        }));
     }
 
     print_table(&table.source, &machine, a, &results);
@@ -750,7 +832,7 @@ fn run_designs(a: &FwdBenchArgs) -> Result<(), Error> {
             "machine": machine,
             "cpu": machine["cpu"],
             "table": {"source": table.source, "v4_routes": table.v4.len(), "v6_routes": table.v6.len()},
-            "params": {"seconds": a.seconds, "batch": a.batch, "seed": a.seed,
+            "params": {"seconds": a.seconds, "passes": a.passes, "batch": a.batch, "seed": a.seed,
                 "gateways_per_family": GATEWAYS, "egress_ports": 4,
                 "fib": "poptrie", "legacy": "radix under locks"},
             "results": results,
@@ -856,13 +938,15 @@ fn find<'a>(
 
 fn print_table(source: &str, machine: &Value, a: &FwdBenchArgs, results: &[Value]) {
     println!(
-        "\nvfsr fwd bench: {source}; batches of {}, {} s per run; {}\n",
+        "\nvfsr fwd bench: {source}; batches of {}, {} s per run, {} interleaved pass(es), median \
+         pass shown; {}\n",
         a.batch,
         a.seconds,
+        a.passes,
         crate::machine::summary(machine)
     );
     println!(
-        "  design      fam     flows  workers  Mpps/worker  ns/packet  cycles/packet  total Mpps  vs legacy"
+        "  design      fam     flows  workers  Mpps/worker    min    max  ns/packet  cycles/packet  total Mpps  vs legacy"
     );
     for r in results {
         let legacy = find(
@@ -881,12 +965,14 @@ fn print_table(source: &str, machine: &Value, a: &FwdBenchArgs, results: &[Value
             .as_f64()
             .map_or("-".to_string(), |c| format!("{c:.0}"));
         println!(
-            "  {:<11} {:<3} {:>9} {:>8} {:>12.2} {:>10.1} {:>14} {:>11.2} {:>10}",
+            "  {:<11} {:<3} {:>9} {:>8} {:>12.2} {:>6.2} {:>6.2} {:>10.1} {:>14} {:>11.2} {:>10}",
             r["design"].as_str().unwrap_or(""),
             r["family"].as_str().unwrap_or(""),
             r["flows"].as_u64().unwrap_or(0),
             r["workers"].as_u64().unwrap_or(0),
             r["mpps_per_worker"].as_f64().unwrap_or(0.0),
+            r["mpps_per_worker_min"].as_f64().unwrap_or(0.0),
+            r["mpps_per_worker_max"].as_f64().unwrap_or(0.0),
             r["ns_per_packet"].as_f64().unwrap_or(0.0),
             cycles,
             r["total_mpps"].as_f64().unwrap_or(0.0),

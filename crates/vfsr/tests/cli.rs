@@ -354,9 +354,12 @@ fn fwd_bench_runs_and_writes_its_json_shape() {
             "--workers",
             "1",
             "--seconds",
-            "0.1",
+            "0.05",
+            "--passes",
+            "3",
         ],
     );
+    assert_eq!(doc["params"]["passes"], 3);
     let results = doc["results"].as_array().unwrap();
     assert_eq!(results.len(), 3 * 2 * 2);
     for design in ["legacy", "split", "split+flow"] {
@@ -375,6 +378,21 @@ fn fwd_bench_runs_and_writes_its_json_shape() {
                     "ns per packet is 1000 / Mpps"
                 );
                 assert_eq!(r["packets"], r["forwarded"]);
+                // The median of three interleaved passes, between their minimum and maximum.
+                let passes: Vec<f64> = r["mpps_per_worker_passes"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p.as_f64().unwrap())
+                    .collect();
+                assert_eq!(passes.len(), 3);
+                let (lo, hi) = (
+                    r["mpps_per_worker_min"].as_f64().unwrap(),
+                    r["mpps_per_worker_max"].as_f64().unwrap(),
+                );
+                assert!(lo <= mpps && mpps <= hi, "{lo} {mpps} {hi}");
+                assert!(passes.contains(&mpps), "the median is one of the passes");
+                assert_eq!(passes.iter().cloned().fold(f64::INFINITY, f64::min), lo);
             }
         }
     }
@@ -390,6 +408,7 @@ fn fwd_bench_refuses_bad_arguments() {
         &["--flows", "0"],
         &["--batch", "0"],
         &["--seconds", "-1"],
+        &["--passes", "0"],
     ] {
         let out = vfsr().args(["fwd", "bench"]).args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");
