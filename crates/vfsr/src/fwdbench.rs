@@ -354,10 +354,17 @@ struct Count {
     step_cycles: u64,
 }
 
+impl Count {
+    /// This worker's rate in Mpps.
+    fn mpps(&self) -> f64 {
+        self.packets as f64 / self.seconds / 1e6
+    }
+}
+
 /// One measurement (family, flow count, design, workers) and what each pass counted.
 struct Run<'a> {
-    fam: &'a str,
-    flows: usize,
+    /// Which family and flow count's frames (index into the sets of templates).
+    set: usize,
     design: &'a str,
     workers: usize,
     passes: Vec<Vec<Count>>,
@@ -368,11 +375,7 @@ fn per_worker_mpps(counts: &[Count]) -> f64 {
     if counts.is_empty() {
         return 0.0;
     }
-    let total: f64 = counts
-        .iter()
-        .map(|c| c.packets as f64 / c.seconds / 1e6)
-        .sum();
-    total / counts.len() as f64
+    counts.iter().map(Count::mpps).sum::<f64>() / counts.len() as f64
 }
 
 /// Runs `step` (one batch starting at template offset `at`; `true` once measuring) for
@@ -718,65 +721,62 @@ fn run_designs(a: &FwdBenchArgs) -> Result<(), Error> {
             sets.push((fam.as_str(), flows, templates));
         }
     }
-    // Per run (set, design, workers), in order: the figures of each pass.
+    // Every run (set, design, workers), in order, gathering the figures of each pass.
     let mut runs: Vec<Run> = Vec::new();
-    for pass in 0..a.passes {
-        let mut k = 0;
-        for (fam, flows, templates) in &sets {
-            let (fam, flows) = (*fam, *flows);
-            for design in &a.designs {
-                for &workers in &a.workers {
-                    let counts = match design.as_str() {
-                        "legacy" => run_legacy(&legacy, templates, workers, a)?,
-                        "split" => run_split(&router, false, flows, templates, workers, a, opts)?,
-                        _ => run_split(&router, true, flows, templates, workers, a, opts)?,
-                    };
-                    let mpps = per_worker_mpps(&counts);
-                    eprintln!(
-                        "  {design:<10} {fam} {flows:>8} flows {workers} worker(s): {mpps:6.2} Mpps/worker{}",
-                        if a.passes > 1 { format!(" (pass {})", pass + 1) } else { String::new() }
-                    );
-                    if pass == 0 {
-                        runs.push(Run {
-                            fam,
-                            flows,
-                            design,
-                            workers,
-                            passes: Vec::new(),
-                        });
-                    }
-                    if let Some(r) = runs.get_mut(k) {
-                        r.passes.push(counts);
-                    }
-                    k += 1;
-                }
+    for set in 0..sets.len() {
+        for design in &a.designs {
+            for &workers in &a.workers {
+                runs.push(Run {
+                    set,
+                    design,
+                    workers,
+                    passes: Vec::new(),
+                });
             }
         }
     }
+    for pass in 0..a.passes {
+        for r in runs.iter_mut() {
+            let Some((fam, flows, templates)) = sets.get(r.set) else {
+                continue;
+            };
+            let (flows, design, workers) = (*flows, r.design, r.workers);
+            let counts = match design {
+                "legacy" => run_legacy(&legacy, templates, workers, a)?,
+                "split" => run_split(&router, false, flows, templates, workers, a, opts)?,
+                _ => run_split(&router, true, flows, templates, workers, a, opts)?,
+            };
+            let mpps = per_worker_mpps(&counts);
+            eprintln!(
+                "  {design:<10} {fam} {flows:>8} flows {workers} worker(s): {mpps:6.2} Mpps/worker{}",
+                if a.passes > 1 { format!(" (pass {})", pass + 1) } else { String::new() }
+            );
+            r.passes.push(counts);
+        }
+    }
     for Run {
-        fam,
-        flows,
+        set,
         design,
         workers,
         mut passes,
     } in runs
     {
+        let Some((fam, flows, _)) = sets.get(set) else {
+            continue;
+        };
+        let (fam, flows) = (*fam, *flows);
         let rates: Vec<f64> = passes.iter().map(|c| per_worker_mpps(c)).collect();
         let st = vfsr_bench::stats::Stats::of(&rates);
         // The figures of the median pass (the upper one of an even number), its profile
         // among them.
         let mut order: Vec<usize> = (0..passes.len()).collect();
         order.sort_by(|&x, &y| rates[x].total_cmp(&rates[y]));
-        let mid = order.get(passes.len() / 2).copied().unwrap_or(0);
-        let counts = if mid < passes.len() {
-            passes.swap_remove(mid)
-        } else {
-            Vec::new()
+        let Some(&mid) = order.get(passes.len() / 2) else {
+            continue;
         };
-        let per: Vec<f64> = counts
-            .iter()
-            .map(|c| c.packets as f64 / c.seconds / 1e6)
-            .collect();
+        let pass_mpps = rates[mid];
+        let counts = passes.swap_remove(mid);
+        let per: Vec<f64> = counts.iter().map(Count::mpps).collect();
         let total: f64 = per.iter().sum();
         let mpps = st.median;
         let packets: u64 = counts.iter().map(|c| c.packets).sum();
@@ -784,8 +784,8 @@ fn run_designs(a: &FwdBenchArgs) -> Result<(), Error> {
         let profile = profile_json(
             &counts,
             tsc_ghz
-                .filter(|_| per_worker_mpps(&counts) > 0.0)
-                .map(|g| g * 1e3 / per_worker_mpps(&counts)),
+                .filter(|_| pass_mpps > 0.0)
+                .map(|g| g * 1e3 / pass_mpps),
         );
         results.push(json!({
             "profile": profile,
