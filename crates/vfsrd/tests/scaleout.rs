@@ -84,6 +84,10 @@ const VFSRD: &str = env!("CARGO_BIN_EXE_vfsrd");
 
 /// The two vfsr routers, by the index the measurements use.
 const ROUTERS: [&str; 2] = ["ra", "rb"];
+/// Each router's address on its link to up (up's BGP peer), by the same index.
+const UPSTREAM: [&str; 2] = ["10.1.1.2", "10.1.2.2"];
+/// How long traffic may take to go into a router again after it came back.
+const RECOVERY: Duration = Duration::from_secs(90);
 /// The downstream prefixes (dn holds .1 of each on its loopback).
 const PREFIXES: [&str; 4] = [
     "198.18.0.0/24",
@@ -789,25 +793,18 @@ fn traffic_into(
     }
 }
 
-/// [`traffic_into`] after a router came back, with `up`'s session to it (`peer`) cleared once
-/// if it is still not Established half-way through `timeout`. bgpd doubles a peer's idle hold
-/// time (up to 120 s) at every session attempt that ends in an error, so after a restart that
-/// cost several attempts, up may wait in Idle longer than the test does; an operator would
-/// clear the peer, and so does the test, saying so with what bgpd reported.
-fn traffic_back_into(
-    t: &Traffic,
-    r: usize,
-    since: u64,
-    timeout: Duration,
-    up: &Frr,
-    peer: &str,
-    state: impl Fn() -> String,
-) -> Duration {
+/// [`traffic_into`] after router `r` came back, within [`RECOVERY`], with `up`'s session to
+/// it cleared once if it is still not Established half-way through. bgpd doubles a peer's
+/// idle hold time (up to 120 s) at every session attempt that ends in an error, so after a
+/// restart that cost several attempts, up may wait in Idle longer than the test does; an
+/// operator would clear the peer, and so does the test, saying so with what bgpd reported.
+fn traffic_back_into(t: &Traffic, r: usize, since: u64, up: &Frr, state: impl Fn() -> String) {
     let what = format!("traffic into {}", ROUTERS[r]);
-    let half = timeout / 2;
-    if let Ok(d) = wait_until(&what, half, || t.frames_into(r) >= since + 100) {
-        return d;
+    let half = RECOVERY / 2;
+    if wait_until(&what, half, || t.frames_into(r) >= since + 100).is_ok() {
+        return;
     }
+    let peer = UPSTREAM[r];
     if !up.bgp_established(peer) {
         let detail = up
             .vtysh(&format!("show bgp neighbors {peer}"))
@@ -827,7 +824,7 @@ fn traffic_back_into(
             println!("clear bgp {peer} failed: {e}");
         }
     }
-    half + traffic_into(t, r, since, 100, timeout - half, state)
+    traffic_into(t, r, since, 100, RECOVERY - half, state);
 }
 
 /// What up's FRR and kernel and a router's FRR and vfsrd hold, for failure messages.
@@ -899,7 +896,7 @@ fn two_routers_share_the_flows_and_take_over_from_each_other() {
     let lab = topology("so");
     let mut ra = start_vfsrd(&lab, "ra", "10.1.1.2/24", "10.2.1.1/24");
     let rb = start_vfsrd(&lab, "rb", "10.1.2.2/24", "10.2.2.1/24");
-    let routers = [("10.1.1.2", 65001), ("10.1.2.2", 65001)];
+    let routers = UPSTREAM.map(|a| (a, 65001));
     let up = frr(
         &lab,
         "up",
@@ -947,7 +944,7 @@ fn two_routers_share_the_flows_and_take_over_from_each_other() {
         bfd,
     );
     let settle = Duration::from_secs(60);
-    sessions_up(&up, "up", &["10.1.1.2", "10.1.2.2"], bfd, settle);
+    sessions_up(&up, "up", &UPSTREAM, bfd, settle);
     sessions_up(&dn, "dn", &["10.2.1.1", "10.2.2.1"], bfd, settle);
     up_has_both(&up, settle);
     wait_until("dn's route back over both routers", settle, || {
@@ -975,15 +972,7 @@ fn two_routers_share_the_flows_and_take_over_from_each_other() {
     let t1 = t.now_ns();
     let before = t.frames_into(0);
     ra.spawn(&lab).unwrap();
-    traffic_back_into(
-        &t,
-        0,
-        before,
-        Duration::from_secs(90),
-        &up,
-        "10.1.1.2",
-        || state(&lab, &up, &fa, &ra),
-    );
+    traffic_back_into(&t, 0, before, &up, || state(&lab, &up, &fa, &ra));
     vfsr_has_prefixes(&ra, settle);
     up_has_both(&up, settle);
     let s1 = t.now_ns();
@@ -996,15 +985,7 @@ fn two_routers_share_the_flows_and_take_over_from_each_other() {
     let t3 = t.now_ns();
     let before = t.frames_into(1);
     lab.ip("rb", &["link", "set", "up0", "up"]).unwrap();
-    traffic_back_into(
-        &t,
-        1,
-        before,
-        Duration::from_secs(90),
-        &up,
-        "10.1.2.2",
-        || state(&lab, &up, &fb, &rb),
-    );
+    traffic_back_into(&t, 1, before, &up, || state(&lab, &up, &fb, &rb));
     vfsr_has_prefixes(&rb, settle);
     up_has_both(&up, settle);
     let s2 = t.now_ns();
@@ -1030,15 +1011,7 @@ fn two_routers_share_the_flows_and_take_over_from_each_other() {
     let before = t.frames_into(0);
     fa.configure("router bgp 65001\nno neighbor 10.1.1.1 shutdown")
         .unwrap();
-    traffic_back_into(
-        &t,
-        0,
-        before,
-        Duration::from_secs(90),
-        &up,
-        "10.1.1.2",
-        || state(&lab, &up, &fa, &ra),
-    );
+    traffic_back_into(&t, 0, before, &up, || state(&lab, &up, &fa, &ra));
     up_has_both(&up, settle);
     let s3 = t.now_ns();
     std::thread::sleep(STEADY);
