@@ -517,6 +517,14 @@ mod tests {
         assert_eq!(m.lookup(0x0c00_0000).map(|r| r.nexthop), Some(6));
     }
 
+    /// The routes of `want` (in order) inside `outer`: what `within(outer)` must give.
+    fn inside<K: Key>(want: &[Route<K>], outer: Prefix<K>) -> Vec<Route<K>> {
+        want.iter()
+            .filter(|r| outer.covers(&r.prefix))
+            .copied()
+            .collect()
+    }
+
     fn same_order<K: Key>(
         routes: &[Route<K>],
         addrs: &[K],
@@ -533,12 +541,7 @@ mod tests {
         for a in addrs.iter().take(8) {
             let outer = Prefix::new_masked(*a, outer_len);
             let got: Vec<Route<K>> = m.within(outer).collect();
-            let w: Vec<Route<K>> = want
-                .iter()
-                .filter(|r| outer.covers(&r.prefix))
-                .copied()
-                .collect();
-            proptest::prop_assert_eq!(got, w);
+            proptest::prop_assert_eq!(got, inside(&want, outer));
         }
         Ok(())
     }
@@ -572,27 +575,22 @@ mod tests {
     fn a_bucket_turns_into_a_tree_and_back() {
         let mut m = RouteMap::new();
         let mut plain: BTreeMap<Prefix<u32>, NextHop> = BTreeMap::new();
-        // All inside 10.1.0.0/18 (one bucket), in a scattered order: /24s and /32s.
-        let mut ps: Vec<Prefix<u32>> = (0..2 * Bucket::<u32>::SMALL_MAX as u32)
+        // All inside 10.1.0.0/18 (one bucket), in a scattered order: /24s (many set more than
+        // once) and /32s.
+        let ps: Vec<Prefix<u32>> = (0..2 * Bucket::<u32>::SMALL_MAX as u32)
             .map(|i| {
                 let x = i.wrapping_mul(2_654_435_761) & 0x3fff;
                 let len = if i % 3 == 0 { 32 } else { 24 };
                 Prefix::new_masked(0x0a01_0000 | x, len)
             })
             .collect();
-        ps.dedup();
         let check = |m: &RouteMap<u32>, plain: &BTreeMap<Prefix<u32>, NextHop>| {
             let want: Vec<Route<u32>> = plain.iter().map(|(p, n)| Route::new(*p, *n)).collect();
             assert_eq!(m.to_routes(), want);
             assert_eq!(m.len(), plain.len());
             let inner = Prefix::new_masked(0x0a01_2000u32, 20);
             let got: Vec<Route<u32>> = m.within(inner).collect();
-            let w: Vec<Route<u32>> = want
-                .iter()
-                .filter(|r| inner.covers(&r.prefix))
-                .copied()
-                .collect();
-            assert_eq!(got, w);
+            assert_eq!(got, inside(&want, inner));
             for p in plain.keys().take(20) {
                 assert_eq!(m.get(p), plain.get(p).copied());
             }

@@ -326,7 +326,7 @@ impl<K: Key> Builder<'_, K> {
             // cache misses overlap instead of coming one after the other.
             for &(s, group) in chunk {
                 let e = self.direct(s);
-                if e & LEAF == 0 && e & LNODE != 0 {
+                if e & (LEAF | LNODE) == LNODE {
                     crate::prefetch(self.mem.lnodes.as_ptr().wrapping_add((e & INDEX) as usize));
                 }
                 crate::prefetch(cover.nh.as_ptr().wrapping_add(s));
