@@ -39,8 +39,8 @@ const SMALL_BYTES: usize = 1152;
 ///
 /// Most IPv4 buckets are small (18 bucket bits, the 2024 reference table: half the routes sit
 /// in buckets of 27 or fewer, 99 % in buckets of at most 71). A vector of that size is a few
-/// adjacent cache lines, which a search crosses with the hardware prefetcher's help, and which
-/// an update can prefetch ([`RouteMap::prefetch`]), where a B-tree of the same routes is a
+/// adjacent cache lines, all asked for at once before a search (so it waits for about one miss,
+/// not one per step) and which an update can prefetch ([`RouteMap::prefetch`]), where a B-tree of the same routes is a
 /// node and a leaf at unrelated addresses: a miss each. A large bucket is a B-tree, because
 /// inserting into a long vector moves too much; most IPv6 routes are in those (20 bucket
 /// bits: half the routes sit in buckets of 1,700 or more).
@@ -56,14 +56,32 @@ impl<K: Key> Default for Bucket<K> {
     }
 }
 
+/// Asks for every cache line of `v` at once (a small bucket is at most 18 lines), so that a
+/// binary search over it waits for about one miss instead of one per step.
+fn prefetch_all<T>(v: &[T]) {
+    let step = (64 / std::mem::size_of::<T>().max(1)).max(1);
+    for e in v.iter().step_by(step) {
+        crate::prefetch(e);
+    }
+    if let Some(last) = v.last() {
+        crate::prefetch(last);
+    }
+}
+
 impl<K: Key> Bucket<K> {
     /// Entries of the sorted vector at most.
     const SMALL_MAX: usize = SMALL_BYTES / std::mem::size_of::<(Prefix<K>, NextHop)>();
 
+    /// Where `p` is in the sorted vector `v`, or where it would go.
+    fn find(v: &[(Prefix<K>, NextHop)], p: &Prefix<K>) -> Result<usize, usize> {
+        prefetch_all(v);
+        v.binary_search_by(|(q, _)| q.cmp(p))
+    }
+
     fn get(&self, p: &Prefix<K>) -> Option<NextHop> {
         match self {
             Bucket::Small(v) => {
-                let i = v.binary_search_by(|(q, _)| q.cmp(p)).ok()?;
+                let i = Self::find(v, p).ok()?;
                 v.get(i).map(|e| e.1)
             }
             Bucket::Big(m) => m.get(p).copied(),
@@ -72,7 +90,7 @@ impl<K: Key> Bucket<K> {
 
     fn insert(&mut self, p: Prefix<K>, nh: NextHop) -> Option<NextHop> {
         match self {
-            Bucket::Small(v) => match v.binary_search_by(|(q, _)| q.cmp(&p)) {
+            Bucket::Small(v) => match Self::find(v, &p) {
                 Ok(i) => v.get_mut(i).map(|e| std::mem::replace(&mut e.1, nh)),
                 Err(i) if v.len() < Self::SMALL_MAX => {
                     v.insert(i, (p, nh));
@@ -92,7 +110,7 @@ impl<K: Key> Bucket<K> {
     fn remove(&mut self, p: &Prefix<K>) -> Option<NextHop> {
         match self {
             Bucket::Small(v) => {
-                let i = v.binary_search_by(|(q, _)| q.cmp(p)).ok()?;
+                let i = Self::find(v, p).ok()?;
                 Some(v.remove(i).1)
             }
             Bucket::Big(m) => {
@@ -283,9 +301,7 @@ impl<K: Key> RouteMap<K> {
             return;
         }
         if let Some(Bucket::Small(v)) = self.buckets.get(&Self::bucket_of(prefix.addr())) {
-            let at = v.as_ptr();
-            crate::prefetch(at);
-            crate::prefetch(at.wrapping_add(v.len() / 2));
+            prefetch_all(v);
         }
     }
 

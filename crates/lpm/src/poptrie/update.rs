@@ -47,9 +47,9 @@
 //! stored once, after all the batch's changes to the cover. Every block the new tree stops
 //! pointing to is retired once: a published block when it is copied, a block below N when
 //! N is rebuilt. Changes in a childless-node record go into one new record per slot; the
-//! records, covers and route-map buckets of eight such slots are prefetched together before
-//! they are worked on, so that their cache misses overlap (a batch of random changes spends
-//! most of its time waiting for memory, not computing). A session reset, thousands of IPv6
+//! records, covers and route-map buckets of eight such slots are prefetched together, while
+//! the eight before them are worked on, so that their cache misses overlap each other and the
+//! work (a batch of random changes spends most of its time waiting for memory, not computing). A session reset, thousands of IPv6
 //! changes below a few slots, copies each path once instead of once per change.
 //!
 //! ## Retiring and reusing blocks
@@ -321,20 +321,34 @@ impl<K: Key> Builder<'_, K> {
         deep.dedup();
         let slot = |p: &Prefix<K>| p.addr().chunk(0, ds);
         let groups: Vec<(usize, &[Prefix<K>])> = by_slot(&shallow, slot).collect();
-        for chunk in groups.chunks(PREFETCH_SLOTS) {
-            // The records, covers and routes of a few slots are fetched together: their
-            // cache misses overlap instead of coming one after the other.
+        // The records, covers and routes of a few slots are fetched together, one group
+        // ahead of the group being worked on: their cache misses overlap each other and the
+        // work, instead of coming one after the other.
+        let fetch = |b: &Self, chunk: &[(usize, &[Prefix<K>])]| {
             for &(s, group) in chunk {
-                let e = self.direct(s);
+                let e = b.direct(s);
                 if e & (LEAF | LNODE) == LNODE {
-                    crate::prefetch(self.mem.lnodes.as_ptr().wrapping_add((e & INDEX) as usize));
+                    // The header and the first leaves, and the line after (a record of more
+                    // than a few distinct leaves crosses into it).
+                    let at = b.mem.lnodes.as_ptr().wrapping_add((e & INDEX) as usize);
+                    crate::prefetch(at);
+                    crate::prefetch(at.wrapping_add(32));
                 }
                 crate::prefetch(cover.nh.as_ptr().wrapping_add(s));
                 if let Some(p) = group.first() {
                     table.prefetch(p);
                 }
             }
-            for &(s, group) in chunk {
+        };
+        let chunks: Vec<_> = groups.chunks(PREFETCH_SLOTS).collect();
+        if let Some(c) = chunks.first() {
+            fetch(self, c);
+        }
+        for (i, chunk) in chunks.iter().enumerate() {
+            if let Some(c) = chunks.get(i + 1) {
+                fetch(self, c);
+            }
+            for &(s, group) in chunk.iter() {
                 if whole.binary_search(&s).is_err() {
                     self.update_lnode(ds, cover, table, group, s)?;
                 }
