@@ -32,10 +32,10 @@ pub type BuildFn<K> = Box<dyn Fn(&[Route<K>]) -> Result<Box<dyn Lpm<K>>, Contend
 #[derive(Debug, thiserror::Error)]
 pub enum ContenderError {
     /// One of vfsr's engines refused the routes.
-    #[error("{0}")]
+    #[error(transparent)]
     Engine(#[from] vfsr_lpm::BuildError),
     /// A peer could not run here or refused the routes.
-    #[error("{0}")]
+    #[error(transparent)]
     Peer(#[from] PeerError),
 }
 

@@ -13,7 +13,8 @@
 //!   rdtsc()                            the time-stamp counter (profiles, TSC frequency)
 //!   default_bench_core()               the last core: away from core 0's system work
 //!   check_build_features()             the CPU has what the build was compiled to use
-//!                                      (x86-64-v2, see .cargo/config.toml)
+//!                                      (x86-64-v2, see .cargo/config.toml); the mains
+//!                                      call it through exit_unless_built_for_this_cpu
 //! ```
 //!
 //! A data-path crate may depend on it: it knows nothing of vfsr's other parts.
@@ -206,22 +207,45 @@ fn not_on_this_cpu(features: &[(&'static str, bool, bool)]) -> Vec<&'static str>
         .collect()
 }
 
-/// Refuses to go on, with a message naming what is missing, when the CPU lacks a feature the
-/// build was compiled to use (see [`missing_build_features`]).
-pub fn check_build_features() -> Result<(), String> {
-    refuse_missing(&missing_build_features())
-}
+/// Features the build was compiled to use that this CPU lacks (see [`missing_build_features`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MissingFeatures(pub Vec<&'static str>);
 
-fn refuse_missing(missing: &[&str]) -> Result<(), String> {
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
+impl fmt::Display for MissingFeatures {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
             "this CPU lacks {}, which this build of vfsr was compiled to use (target-cpu \
              x86-64-v2 in .cargo/config.toml); for any x86-64 CPU, build it again with \
              RUSTFLAGS=\"-C target-cpu=x86-64\"",
-            missing.join(", ")
-        ))
+            self.0.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for MissingFeatures {}
+
+/// Refuses to go on, naming what is missing, when the CPU lacks a feature the build was
+/// compiled to use.
+pub fn check_build_features() -> Result<(), MissingFeatures> {
+    refuse_missing(missing_build_features())
+}
+
+fn refuse_missing(missing: Vec<&'static str>) -> Result<(), MissingFeatures> {
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(MissingFeatures(missing))
+    }
+}
+
+/// The first call of a program's `main`: returns when the CPU has what the build uses, and
+/// otherwise ends the process (status 1) with [`check_build_features`]'s message under the
+/// program's name on standard error. Nothing has been set up yet that would need undoing.
+pub fn exit_unless_built_for_this_cpu(program: &str) {
+    if let Err(e) = check_build_features() {
+        eprintln!("{program}: {e}");
+        std::process::exit(1);
     }
 }
 
@@ -294,10 +318,12 @@ mod tests {
         ];
         let missing = not_on_this_cpu(&features);
         assert_eq!(missing, ["popcnt", "ssse3"]);
-        let e = refuse_missing(&missing).unwrap_err();
-        assert!(e.contains("lacks popcnt, ssse3"), "{e}");
-        assert!(e.contains("target-cpu=x86-64"), "{e}");
-        assert!(refuse_missing(&[]).is_ok());
+        let e = refuse_missing(missing).unwrap_err();
+        assert_eq!(e, MissingFeatures(vec!["popcnt", "ssse3"]));
+        let said = e.to_string();
+        assert!(said.contains("lacks popcnt, ssse3"), "{said}");
+        assert!(said.contains("target-cpu=x86-64"), "{said}");
+        assert!(refuse_missing(Vec::new()).is_ok());
     }
 
     #[test]

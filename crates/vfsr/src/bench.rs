@@ -59,15 +59,15 @@ type Boxed<K> = Box<dyn Lpm<K>>;
 
 /// What can stop `vfsr lpm bench`.
 #[derive(Debug, thiserror::Error)]
-enum Error {
+pub(crate) enum Error {
     /// The benchmark could not be pinned to its core.
-    #[error("{0}")]
+    #[error(transparent)]
     Pin(#[from] vfsr_cpu::CpuError),
     /// The table could not be read (the reader's error names the file).
-    #[error("{0}")]
-    Table(#[source] vfsr_table::Error),
+    #[error(transparent)]
+    Table(vfsr_table::Error),
     /// A fill factor of the LC-trie sweep that the LC-trie does not take.
-    #[error("{0}")]
+    #[error(transparent)]
     SweepConfig(#[from] vfsr_lpm::lctrie::UnknownFillFactor),
     /// The LC-trie refused the table at a fill factor of the sweep.
     #[error("lctrie {name}: {err}")]
@@ -77,7 +77,7 @@ enum Error {
         err: vfsr_lpm::BuildError,
     },
     /// The JSON file could not be written.
-    #[error("{0}")]
+    #[error(transparent)]
     Report(#[from] crate::jsonfile::Error),
 }
 
@@ -147,11 +147,7 @@ fn select<K: Key>(v: Vec<Contender<K>>, a: &BenchArgs) -> Vec<Contender<K>> {
         .collect()
 }
 
-pub fn run(a: &BenchArgs) -> Result<(), String> {
-    bench(a).map_err(|e| e.to_string())
-}
-
-fn bench(a: &BenchArgs) -> Result<(), Error> {
+pub(crate) fn run(a: &BenchArgs) -> Result<(), Error> {
     let core = a.core.unwrap_or_else(vfsr_cpu::default_bench_core);
     vfsr_cpu::pin(core)?;
     let t = Instant::now();

@@ -156,7 +156,7 @@ const BUSY_NS: u64 = 40_000;
 
 /// What can stop `cp bench`, as values. Only [`run`] turns one into text.
 #[derive(Debug, thiserror::Error)]
-enum Error {
+pub(crate) enum Error {
     /// `--paths` names a path there is not.
     #[error("--paths: unknown path {0:?} (fpm, kernel, kernel-mirror)")]
     UnknownPath(String),
@@ -203,8 +203,8 @@ enum Error {
     },
     /// A namespace, link or address of the lab (the lab's error, within the daemons' error
     /// where one of their helpers made the namespace).
-    #[error("{0}")]
-    Topology(#[source] daemons::Error),
+    #[error(transparent)]
+    Topology(daemons::Error),
     /// A thread could not enter a namespace (its full name).
     #[error("entering namespace {ns}: {err}")]
     EnterNetns {
@@ -213,7 +213,7 @@ enum Error {
         err: std::io::Error,
     },
     /// A route dump or the route listener (rtnetlink).
-    #[error("{0}")]
+    #[error(transparent)]
     Netlink(#[from] rtnl::Error),
     /// A probe's thread could not be started, or said nothing in time (its name).
     #[error("{name}: {err}")]
@@ -298,8 +298,8 @@ enum Error {
         err: std::net::AddrParseError,
     },
     /// The kernel's interface index of a lab interface.
-    #[error("{0}")]
-    Ifindex(#[source] daemons::Error),
+    #[error(transparent)]
+    Ifindex(daemons::Error),
     /// What the run waited for did not happen in time.
     #[error("timed out after {:.1} s waiting for {what}", .after.as_secs_f64())]
     Timeout { what: &'static str, after: Duration },
@@ -315,8 +315,8 @@ enum Error {
         probes: String,
     },
     /// vfsrd wrote no FIB dump.
-    #[error("{0}")]
-    FibDump(#[source] harness::Error),
+    #[error(transparent)]
+    FibDump(harness::Error),
     /// The recorded FPM stream could not be replayed (`fpm bench`'s message).
     #[error("replaying the recorded FPM stream: {0}")]
     Replay(#[source] crate::fpmbench::Error),
@@ -326,7 +326,7 @@ enum Error {
     )]
     ShortRecording { routes: usize, announced: usize },
     /// The report could not be written.
-    #[error("{0}")]
+    #[error(transparent)]
     Report(#[from] crate::jsonfile::Error),
     /// A file could not be read.
     #[error("{}: {err}", .path.display())]
@@ -2913,11 +2913,7 @@ fn intake(rec: &Recorded, passes: usize, expected_min: usize) -> Result<Intake, 
 }
 
 /// `vfsr cp bench`: runs the benchmark; an error as the text `vfsr` prints.
-pub fn run(a: &CpBenchArgs) -> Result<(), String> {
-    cp_bench(a).map_err(|e| e.to_string())
-}
-
-fn cp_bench(a: &CpBenchArgs) -> Result<(), Error> {
+pub(crate) fn run(a: &CpBenchArgs) -> Result<(), Error> {
     let kinds = a
         .paths
         .iter()

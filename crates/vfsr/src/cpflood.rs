@@ -260,7 +260,7 @@ pub struct CpFloodArgs {
 
 /// What can stop `cp flood`, as values. Only [`run`] turns one into text.
 #[derive(Debug, thiserror::Error)]
-enum Error {
+pub(crate) enum Error {
     /// An argument out of its range: the flag and what it must be.
     #[error("{flag} must {must}")]
     Arg {
@@ -290,8 +290,8 @@ enum Error {
     #[error("pinning this process to core {GEN_CORE}: {0}")]
     Pin(#[source] vfsr_cpu::CpuError),
     /// The table could not be read (the reader's error names the file).
-    #[error("{0}")]
-    Table(#[source] vfsr_table::Error),
+    #[error(transparent)]
+    Table(vfsr_table::Error),
     /// The table has fewer IPv4 routes than destinations are asked for.
     #[error("the table has too few IPv4 routes to draw destinations from")]
     TooFewRoutes,
@@ -299,11 +299,11 @@ enum Error {
     #[error("only {free} of the {want} /24s to announce are free of the table's routes")]
     TooFewFreePrefixes { free: usize, want: usize },
     /// The benchmark lab the run builds on (`vethbench`: the namespaces, the generator).
-    #[error("{0}")]
+    #[error(transparent)]
     Lab(#[from] vethbench::Error),
     /// A namespace, link, address, route or queueing step of the topology.
-    #[error("{0}")]
-    Topology(#[source] netlab::Error),
+    #[error(transparent)]
+    Topology(netlab::Error),
     /// A daemon did not start or did not become ready.
     #[error("starting {daemon}: {err}")]
     Start {
@@ -341,8 +341,8 @@ enum Error {
     #[error("timed out after {:.0} s waiting for {what}", .after.as_secs_f64())]
     Timeout { what: &'static str, after: Duration },
     /// vfsrd wrote no FIB dump.
-    #[error("{0}")]
-    FibDump(#[source] vfsrd::harness::Error),
+    #[error(transparent)]
+    FibDump(vfsrd::harness::Error),
     /// Every prefix set aside for announcements has been announced.
     #[error("no prefixes left to announce")]
     NoPrefixesLeft,
@@ -360,7 +360,7 @@ enum Error {
     #[error("the TCP client panicked")]
     ClientPanicked,
     /// The report could not be written.
-    #[error("{0}")]
+    #[error(transparent)]
     Report(#[from] crate::jsonfile::Error),
     /// The transcript could not be written.
     #[error("{}: {err}", .path.display())]
@@ -1124,11 +1124,7 @@ fn schedule(secs: f64, every_ms: u64) -> Vec<f64> {
 }
 
 /// `vfsr cp flood`: runs the experiment; an error as the text `vfsr` prints.
-pub fn run(a: &CpFloodArgs) -> Result<(), String> {
-    cp_flood(a).map_err(|e| e.to_string())
-}
-
-fn cp_flood(a: &CpFloodArgs) -> Result<(), Error> {
+pub(crate) fn run(a: &CpFloodArgs) -> Result<(), Error> {
     let arg = |flag, must| Err(Error::Arg { flag, must });
     if !(2.0..=3600.0).contains(&a.seconds) {
         return arg("--seconds", "be between 2 and 3600");

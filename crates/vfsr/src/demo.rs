@@ -33,9 +33,9 @@ pub struct DemoArgs {
 
 /// What can stop the demo.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// The live router's demo failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Live(#[from] crate::livedemo::Error),
     /// Two engines answered a lookup differently.
     #[error("{engine} disagrees with {reference} on {wrong} lookups")]
@@ -48,22 +48,22 @@ pub enum Error {
         wrong: usize,
     },
     /// The radix tree of the sample lookups refused the table.
-    #[error("{0}")]
+    #[error(transparent)]
     Build(#[from] vfsr_lpm::BuildError),
     /// The forwarding pipeline's router could not be built.
-    #[error("{0}")]
-    Router(#[source] crate::fwdbench::Error),
+    #[error(transparent)]
+    Router(crate::fwdbench::Error),
     /// A live FIB could not be made, fed or published.
-    #[error("{0}")]
+    #[error(transparent)]
     Fib(#[from] vfsr_fib::FibError),
     /// The RIB and FIBs refused the table.
-    #[error("{0}")]
+    #[error(transparent)]
     Load(#[from] vfsr_rib::LoadError),
     /// The RIB refused a route change.
-    #[error("{0}")]
+    #[error(transparent)]
     Apply(#[from] vfsr_rib::ApplyError),
     /// The RIB refused the routes announced back.
-    #[error("{0}")]
+    #[error(transparent)]
     Rib(#[from] vfsr_rib::RibError),
     /// The reader thread panicked.
     #[error("reader thread failed")]
@@ -135,12 +135,8 @@ fn report<K: Key>(
     Ok(())
 }
 
-pub fn run(a: &DemoArgs) -> Result<(), String> {
-    demo(a).map_err(|e| e.to_string())
-}
-
 /// The live demo where it can run, else the in-memory one.
-fn demo(a: &DemoArgs) -> Result<(), Error> {
+pub(crate) fn run(a: &DemoArgs) -> Result<(), Error> {
     if !a.offline {
         match crate::livedemo::unavailable() {
             None => return Ok(crate::livedemo::run(a.seed, a.prefixes)?),

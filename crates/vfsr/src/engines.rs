@@ -22,7 +22,7 @@ pub enum Error {
     #[error("{0} is an IPv4-only engine")]
     V4Only(&'static str),
     /// The engine refused the routes.
-    #[error("{0}")]
+    #[error(transparent)]
     Build(#[from] vfsr_lpm::BuildError),
 }
 

@@ -36,25 +36,25 @@ use crate::tables;
 
 /// What can stop `vfsr fib bench`.
 #[derive(Debug, thiserror::Error)]
-enum Error {
+pub(crate) enum Error {
     /// The route table could not be read (the reader's error names the file).
-    #[error("{0}")]
-    Table(#[source] vfsr_table::Error),
+    #[error(transparent)]
+    Table(vfsr_table::Error),
     /// The writer could not be pinned.
-    #[error("{0}")]
-    Pin(#[source] vfsr_cpu::CpuError),
+    #[error(transparent)]
+    Pin(vfsr_cpu::CpuError),
     /// A live FIB refused a change, a publication or its first build.
-    #[error("{0}")]
+    #[error(transparent)]
     Fib(#[from] vfsr_fib::FibError),
     /// A fresh Poptrie, the reference of the check, could not be built.
-    #[error("{0}")]
+    #[error(transparent)]
     Build(#[from] vfsr_lpm::BuildError),
     /// The RIB refused a route.
-    #[error("{0}")]
-    Rib(#[source] vfsr_rib::RibError),
+    #[error(transparent)]
+    Rib(vfsr_rib::RibError),
     /// The RIB-to-FIB table could not load the table.
-    #[error("{0}")]
-    Load(#[source] vfsr_rib::LoadError),
+    #[error(transparent)]
+    Load(vfsr_rib::LoadError),
     /// The published FIB answered addresses unlike a fresh build (where, how many).
     #[error("{what}: {bad} addresses answer unlike a fresh build")]
     Stale { what: String, bad: usize },
@@ -62,7 +62,7 @@ enum Error {
     #[error("reader thread failed")]
     ReaderPanicked,
     /// The JSON document could not be made or written.
-    #[error("{0}")]
+    #[error(transparent)]
     Report(#[from] crate::jsonfile::Error),
 }
 
@@ -505,11 +505,7 @@ fn run_trace<K: Key>(
     check_fresh(&fib, &probe, &format!("{} trace", K::FAMILY))
 }
 
-pub fn run(a: &FibBenchArgs) -> Result<(), String> {
-    bench(a).map_err(|e| e.to_string())
-}
-
-fn bench(a: &FibBenchArgs) -> Result<(), Error> {
+pub(crate) fn run(a: &FibBenchArgs) -> Result<(), Error> {
     let core = a.core.unwrap_or_else(vfsr_cpu::default_bench_core);
     vfsr_cpu::pin(0).map_err(Error::Pin)?;
     let table = match &a.table {

@@ -57,22 +57,22 @@ type R = Router<Poptrie<u32>, Poptrie<u128>>;
 
 /// Why an FPM intake run stopped.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub(crate) enum Error {
     /// An option that is none of its choices.
     #[error("--modes: unknown mode {0:?} (routes, nhg)")]
     Mode(String),
     /// The table could not be read (the reader's error names the file).
-    #[error("{0}")]
-    Table(#[source] vfsr_table::Error),
+    #[error(transparent)]
+    Table(vfsr_table::Error),
     /// The FPM stream of the table could not be written.
     #[error("writing the FPM stream: {0}")]
     Stream(#[source] std::io::Error),
     /// The router could not be made.
-    #[error("{0}")]
-    Router(#[source] vfsr_router::RouterError),
+    #[error(transparent)]
+    Router(vfsr_router::RouterError),
     /// vfsrd's FPM listener could not be bound.
-    #[error("{0}")]
-    Listen(#[source] vfsrd::error::Error),
+    #[error(transparent)]
+    Listen(vfsrd::error::Error),
     /// The writer could not connect to the listener, or write the stream.
     #[error("{what}: {err}")]
     Writer {
@@ -84,13 +84,13 @@ pub enum Error {
     #[error("the writer did not finish")]
     WriterLost,
     /// A FIB could not be published.
-    #[error("{0}")]
-    Fib(#[source] vfsr_fib::FibError),
+    #[error(transparent)]
+    Fib(vfsr_fib::FibError),
     /// The RIB did not reach what the pass expects within its time.
     #[error("timed out with {prefixes} prefixes ({expect:?})")]
     Timeout { prefixes: usize, expect: Expect },
     /// The report could not be written.
-    #[error("{0}")]
+    #[error(transparent)]
     Report(#[from] crate::jsonfile::Error),
 }
 
@@ -297,11 +297,7 @@ pub fn replay(
 }
 
 /// Runs the benchmark.
-pub fn run(a: &FpmBenchArgs) -> Result<(), String> {
-    bench(a).map_err(|e| e.to_string())
-}
-
-fn bench(a: &FpmBenchArgs) -> Result<(), Error> {
+pub(crate) fn run(a: &FpmBenchArgs) -> Result<(), Error> {
     let (table, what) = match &a.table {
         Some(p) => (
             vfsr_table::read_table_file(p, &Default::default())

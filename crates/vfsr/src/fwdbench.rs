@@ -139,22 +139,22 @@ pub(crate) enum Error {
     #[error("--flows {0} must be in 1..=16000000")]
     Flows(usize),
     /// The table could not be read (the reader's error names the file).
-    #[error("{0}")]
-    Table(#[source] vfsr_table::Error),
+    #[error(transparent)]
+    Table(vfsr_table::Error),
     /// The table lacks IPv4 or IPv6 routes.
     #[error("the table needs routes of both families")]
     OneFamily,
     /// The split design's router could not be built.
-    #[error("{0}")]
+    #[error(transparent)]
     Router(#[from] RouterError),
     /// The split design's FIBs refused to publish.
-    #[error("{0}")]
-    Publish(#[source] FibError),
+    #[error(transparent)]
+    Publish(FibError),
     /// The legacy design's table could not be built.
     #[error("legacy table: {0:?}")]
     Legacy(#[source] BuildError),
     /// A worker could not be pinned to its core.
-    #[error("{0}")]
+    #[error(transparent)]
     Pin(#[from] vfsr_cpu::CpuError),
     /// A worker thread panicked.
     #[error("worker thread panicked")]
@@ -170,11 +170,11 @@ pub(crate) enum Error {
         drops: String,
     },
     /// The results could not be written as JSON.
-    #[error("{0}")]
+    #[error(transparent)]
     Report(#[from] crate::jsonfile::Error),
     /// `--veth`.
-    #[error("{0}")]
-    Veth(#[source] crate::vethbench::Error),
+    #[error(transparent)]
+    Veth(crate::vethbench::Error),
 }
 
 const INGRESS_MAC: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
@@ -629,11 +629,7 @@ fn run_legacy(
     })
 }
 
-pub fn run(a: &FwdBenchArgs) -> Result<(), String> {
-    run_designs(a).map_err(|e| e.to_string())
-}
-
-fn run_designs(a: &FwdBenchArgs) -> Result<(), Error> {
+pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
     if a.veth {
         return crate::vethbench::run(&crate::vethbench::Options {
             table: a.table.clone(),

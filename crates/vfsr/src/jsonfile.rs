@@ -10,8 +10,8 @@ use serde_json::Value;
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The document could not be made into text.
-    #[error("{0}")]
-    Json(#[source] serde_json::Error),
+    #[error(transparent)]
+    Json(serde_json::Error),
     /// The file could not be written.
     #[error("{}: {err}", .path.display())]
     File {

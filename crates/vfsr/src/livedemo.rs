@@ -30,13 +30,13 @@ pub enum Error {
     #[error("vfsrd not built")]
     NoVfsrd,
     /// A namespace, link, address or command of the lab.
-    #[error("{0}")]
+    #[error(transparent)]
     Lab(#[from] netlab::Error),
     /// FRR or gobgpd could not be started or driven.
-    #[error("{0}")]
+    #[error(transparent)]
     Daemon(#[from] daemons::Error),
     /// The BGP sessions or the table did not come in time.
-    #[error("{0}")]
+    #[error(transparent)]
     Timeout(#[from] daemons::Timeout),
     /// vfsrd did not start or did not say it was ready.
     #[error("starting vfsrd: {0}")]

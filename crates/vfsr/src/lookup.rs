@@ -25,10 +25,10 @@ use vfsr_table::Table;
 
 /// Why a lookup run stopped.
 #[derive(Debug, thiserror::Error)]
-enum Error {
+pub(crate) enum Error {
     /// The table could not be read (the reader's error names the file).
-    #[error("{0}")]
-    Table(#[source] vfsr_table::Error),
+    #[error(transparent)]
+    Table(vfsr_table::Error),
     /// No engine of that name.
     #[error("unknown backend '{0}'")]
     Backend(String),
@@ -55,11 +55,11 @@ enum Error {
         err: ApplyError,
     },
     /// A live FIB could not be made or published.
-    #[error("{0}")]
-    Fib(#[source] vfsr_fib::FibError),
+    #[error(transparent)]
+    Fib(vfsr_fib::FibError),
     /// The RIB or a FIB refused the table.
-    #[error("{0}")]
-    Load(#[source] LoadError),
+    #[error(transparent)]
+    Load(LoadError),
     /// Standard input could not be read.
     #[error("reading standard input: {0}")]
     Input(#[source] std::io::Error),
@@ -92,11 +92,7 @@ pub struct LookupArgs {
     pub addrs: Vec<String>,
 }
 
-pub fn run(a: &LookupArgs) -> Result<(), String> {
-    lookup(a).map_err(|e| e.to_string())
-}
-
-fn lookup(a: &LookupArgs) -> Result<(), Error> {
+pub(crate) fn run(a: &LookupArgs) -> Result<(), Error> {
     let l = tables::load(&a.table, a.skip_bad).map_err(Error::Table)?;
     let t = Table {
         v4: l.v4,

@@ -149,27 +149,24 @@ enum LpmCommand {
 static HEAP: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    if let Err(e) = vfsr_cpu::check_build_features() {
-        eprintln!("vfsr: {e}");
-        return ExitCode::FAILURE;
-    }
+    vfsr_cpu::exit_unless_built_for_this_cpu("vfsr");
     let cli = Cli::parse();
-    let r = match cli.command {
-        Command::Demo(a) => demo::run(&a),
+    let r: Result<(), Box<dyn std::error::Error>> = match cli.command {
+        Command::Demo(a) => demo::run(&a).map_err(Box::from),
         Command::Table(TableCommand::Gen(a)) => {
-            tables::generate(a.seed, a.v4, a.v6, a.out).map_err(|e| e.to_string())
+            tables::generate(a.seed, a.v4, a.v6, a.out).map_err(Box::from)
         }
-        Command::Lookup(a) => lookup::run(&a),
-        Command::Lpm(LpmCommand::Bench(a)) => bench::run(&a),
-        Command::Fib(FibCommand::Bench(a)) => fibbench::run(&a),
-        Command::Fwd(FwdCommand::Bench(a)) => fwdbench::run(&a),
-        Command::Replay(a) => replay::run(&a),
-        Command::Fpm(FpmCommand::Bench(a)) => fpmbench::run(&a),
-        Command::Cp(CpCommand::Bench(a)) => cpbench::run(&a),
-        Command::Cp(CpCommand::Flood(a)) => cpflood::run(&a),
-        Command::Report(a) => report::run(&a),
-        Command::Soak(a) => soak::run(&a),
-        Command::Stress(a) => stress::run(&a),
+        Command::Lookup(a) => lookup::run(&a).map_err(Box::from),
+        Command::Lpm(LpmCommand::Bench(a)) => bench::run(&a).map_err(Box::from),
+        Command::Fib(FibCommand::Bench(a)) => fibbench::run(&a).map_err(Box::from),
+        Command::Fwd(FwdCommand::Bench(a)) => fwdbench::run(&a).map_err(Box::from),
+        Command::Replay(a) => replay::run(&a).map_err(Box::from),
+        Command::Fpm(FpmCommand::Bench(a)) => fpmbench::run(&a).map_err(Box::from),
+        Command::Cp(CpCommand::Bench(a)) => cpbench::run(&a).map_err(Box::from),
+        Command::Cp(CpCommand::Flood(a)) => cpflood::run(&a).map_err(Box::from),
+        Command::Report(a) => report::run(&a).map_err(Box::from),
+        Command::Soak(a) => soak::run(&a).map_err(Box::from),
+        Command::Stress(a) => stress::run(&a).map_err(Box::from),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

@@ -52,25 +52,25 @@ use crate::tables;
 
 /// Why a replay stopped.
 #[derive(Debug, thiserror::Error)]
-enum Error {
+pub(crate) enum Error {
     /// An option out of its range (the message says which and why).
     #[error("{0}")]
     Arg(String),
     /// The route table could not be read (the reader's error names the file).
-    #[error("{0}")]
-    Table(#[source] vfsr_table::Error),
+    #[error(transparent)]
+    Table(vfsr_table::Error),
     /// The router could not be made, or refused the table.
-    #[error("{0}")]
-    Router(#[source] vfsr_router::RouterError),
+    #[error(transparent)]
+    Router(vfsr_router::RouterError),
     /// The RIB refused a static default route.
-    #[error("{0}")]
-    Rib(#[source] vfsr_rib::RibError),
+    #[error(transparent)]
+    Rib(vfsr_rib::RibError),
     /// A FIB could not be published.
-    #[error("{0}")]
-    Fib(#[source] vfsr_fib::FibError),
+    #[error(transparent)]
+    Fib(vfsr_fib::FibError),
     /// The capture could not be read, or the output written (the error names the file).
-    #[error("{0}")]
-    Pcap(#[source] vfsr_io::IoError),
+    #[error(transparent)]
+    Pcap(vfsr_io::IoError),
 }
 
 #[derive(Args)]
@@ -236,11 +236,7 @@ impl Summary {
     }
 }
 
-pub fn run(a: &ReplayArgs) -> Result<(), String> {
-    replay(a).map_err(|e| e.to_string())
-}
-
-fn replay(a: &ReplayArgs) -> Result<(), Error> {
+pub(crate) fn run(a: &ReplayArgs) -> Result<(), Error> {
     if a.batch == 0 || a.batch > 4096 {
         return Err(Error::Arg(format!(
             "--batch {} must be in 1..=4096",

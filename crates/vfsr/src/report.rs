@@ -90,7 +90,7 @@ struct Source {
 
 /// Why the report could not find, run or write something.
 #[derive(Debug, thiserror::Error)]
-enum Error {
+pub(crate) enum Error {
     /// A directory or file could not be read, made or written.
     #[error("{}: {err}", .path.display())]
     File {
@@ -598,11 +598,7 @@ fn page(from: &str, inputs: &BTreeMap<Kind, Input>, other: &[String]) -> (String
     (o, tally)
 }
 
-pub fn run(a: &ReportArgs) -> Result<(), String> {
-    report(a).map_err(|e| e.to_string())
-}
-
-fn report(a: &ReportArgs) -> Result<(), Error> {
+pub(crate) fn run(a: &ReportArgs) -> Result<(), Error> {
     let from = a.from.display().to_string();
     let (found, other) = match discover(&a.from) {
         Ok(x) => x,

@@ -618,7 +618,7 @@ struct Sample {
 
 /// What can stop a soak, each with the message it prints.
 #[derive(Debug, thiserror::Error)]
-enum Error {
+pub(crate) enum Error {
     /// No network namespaces or no root (why).
     #[error("soak builds network namespaces: {0}")]
     NoNamespaces(#[source] netlab::Error),
@@ -632,19 +632,19 @@ enum Error {
     #[error("--minutes and --sample-s must be positive")]
     NotPositive,
     /// The table could not be read (the reader's error names the file).
-    #[error("{0}")]
-    Table(#[source] vfsr_table::Error),
+    #[error(transparent)]
+    Table(vfsr_table::Error),
     /// The table has fewer IPv4 prefixes than destinations are asked for.
     #[error("the table has too few IPv4 prefixes to draw destinations from")]
     TooFewPrefixes,
     /// The benchmark lab the soak builds on (`vethbench`).
-    #[error("{0}")]
+    #[error(transparent)]
     Lab(#[from] vethbench::Error),
     /// A namespace, link or command failed.
-    #[error("{0}")]
+    #[error(transparent)]
     NetLab(#[from] netlab::Error),
     /// vfsrd's harness could not start vfsrd, or it did not say it was ready.
-    #[error("{0}")]
+    #[error(transparent)]
     Harness(#[from] vfsrd::harness::Error),
     /// The sink's namespace has no interface but the loopback.
     #[error("the sink has no interface")]
@@ -662,8 +662,8 @@ enum Error {
     #[error("sending the table: {0}")]
     SendTable(#[source] std::io::Error),
     /// A route change could not be framed for FPM.
-    #[error("{0}")]
-    Frame(#[source] vfsr_netlink::fpm::FpmError),
+    #[error(transparent)]
+    Frame(vfsr_netlink::fpm::FpmError),
     /// The churn could not be written to the FPM socket.
     #[error("writing to vfsrd's FPM socket: {0}")]
     FpmWrite(#[source] std::io::Error),
@@ -686,7 +686,7 @@ enum Error {
         holds: (u64, u64),
     },
     /// The report could not be written.
-    #[error("{0}")]
+    #[error(transparent)]
     Report(#[from] crate::jsonfile::Error),
     /// A check failed (the table printed says which).
     #[error("soak: a check failed (see the table above)")]
@@ -694,11 +694,7 @@ enum Error {
 }
 
 /// `vfsr soak`.
-pub fn run(a: &SoakArgs) -> Result<(), String> {
-    soak(a).map_err(|e| e.to_string())
-}
-
-fn soak(a: &SoakArgs) -> Result<(), Error> {
+pub(crate) fn run(a: &SoakArgs) -> Result<(), Error> {
     netlab::available().map_err(Error::NoNamespaces)?;
     if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
         return Err(Error::TooFewCores);

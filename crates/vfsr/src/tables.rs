@@ -63,11 +63,11 @@ pub enum GenError {
         err: std::io::Error,
     },
     /// The table could not be written.
-    #[error("{0}")]
+    #[error(transparent)]
     Write(#[from] vfsr_table::WriteError),
     /// The last of it could not be written.
-    #[error("{0}")]
-    Flush(#[source] std::io::Error),
+    #[error(transparent)]
+    Flush(std::io::Error),
 }
 
 /// `vfsr table gen`: writes the synthetic table as text.

@@ -220,10 +220,7 @@ fn fail(e: &ClientError) -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    if let Err(e) = vfsr_cpu::check_build_features() {
-        eprintln!("vfsrctl: {e}");
-        return ExitCode::FAILURE;
-    }
+    vfsr_cpu::exit_unless_built_for_this_cpu("vfsrctl");
     let cli = Cli::parse();
     let mut client = match Client::connect(&cli.socket) {
         Ok(c) => c,

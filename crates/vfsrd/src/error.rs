@@ -21,7 +21,7 @@ pub enum Error {
         hint: &'static str,
     },
     /// Packet I/O refused: AF_XDP, AF_PACKET or the XDP programs.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] vfsr_io::IoError),
     /// Something named or found cannot be used (a missing interface, an unreadable MAC, a
     /// refused netlink request).

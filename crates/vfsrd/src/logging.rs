@@ -23,7 +23,7 @@ pub enum Error {
         err: ParseError,
     },
     /// A subscriber is already installed.
-    #[error("{0}")]
+    #[error(transparent)]
     Init(#[from] TryInitError),
 }
 

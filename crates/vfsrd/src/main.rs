@@ -153,10 +153,7 @@ fn run_engines(plan: &Plan, ports: Vec<PortIo>, opts: &RunOptions) -> Result<Sum
 static HEAP: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    if let Err(e) = vfsr_cpu::check_build_features() {
-        eprintln!("vfsrd: {e}");
-        return ExitCode::FAILURE;
-    }
+    vfsr_cpu::exit_unless_built_for_this_cpu("vfsrd");
     let cli = Cli::parse();
     if let Some(path) = &cli.check_config {
         return match load(path) {

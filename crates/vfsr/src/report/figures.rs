@@ -102,7 +102,7 @@ pub enum Problem {
     #[error("{0}")]
     Malformed(String),
     /// A field the figure reads is missing or of another kind.
-    #[error("{0}")]
+    #[error(transparent)]
     Shape(#[from] json::ShapeError),
 }
 

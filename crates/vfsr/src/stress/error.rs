@@ -34,16 +34,16 @@ pub(crate) enum Error {
     #[error("interrupted")]
     Interrupted,
     /// The benchmark lab the run builds on (`vethbench`).
-    #[error("{0}")]
+    #[error(transparent)]
     Lab(#[from] crate::vethbench::Error),
     /// A namespace, link or command failed.
-    #[error("{0}")]
+    #[error(transparent)]
     NetLab(#[from] netlab::Error),
     /// vfsrd's harness could not start vfsrd, or it did not say it was ready.
-    #[error("{0}")]
+    #[error(transparent)]
     Harness(#[from] harness::Error),
     /// vfsrd's control API did not answer.
-    #[error("{0}")]
+    #[error(transparent)]
     Api(#[from] vfsr_api::ClientError),
     /// vfsrd is not running, so its control API cannot be asked.
     #[error("vfsrd is not running")]
@@ -55,14 +55,14 @@ pub(crate) enum Error {
     #[error("TCP server on port {RR_PORT}: {0}")]
     RrServer(#[source] std::io::Error),
     /// A thread could not be started.
-    #[error("{0}")]
-    Thread(#[source] std::io::Error),
+    #[error(transparent)]
+    Thread(std::io::Error),
     /// The TCP prober's thread panicked.
     #[error("the TCP prober panicked")]
     ProberPanicked,
     /// The flood's AF_PACKET port could not be opened or sent on.
-    #[error("{0}")]
-    Flood(#[source] IoError),
+    #[error(transparent)]
+    Flood(IoError),
     /// The idle router delivered less than half the legitimate flow (what it delivered, pps).
     #[error(
         "the idle router delivered only {0:.0} of {LEGIT_PPS} legitimate frames per second: \
@@ -84,7 +84,7 @@ pub(crate) enum Error {
     #[error("waiting for vfsrd: {0}")]
     WaitVfsrd(#[source] std::io::Error),
     /// The report could not be written.
-    #[error("{0}")]
+    #[error(transparent)]
     Report(#[from] crate::jsonfile::Error),
     /// A file or directory could not be made or written.
     #[error("{}: {err}", .path.display())]
@@ -115,7 +115,8 @@ mod tests {
         );
         let e = Error::Harness(harness::Error::NoCores);
         assert_eq!(e.to_string(), "vfsrd: an empty set of cores to run on");
-        assert!(std::error::Error::source(&e).is_some());
+        // The wrapper is the harness's error itself: its cause is not listed twice.
+        assert!(std::error::Error::source(&e).is_none());
         assert_eq!(
             Error::IdleRate(1234.4).to_string(),
             format!(

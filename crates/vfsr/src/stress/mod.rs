@@ -273,11 +273,7 @@ fn selected(only: &[String]) -> Result<Vec<&'static str>, Error> {
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
 /// Runs the stress cases.
-pub fn run(a: &StressArgs) -> Result<(), String> {
-    run_cases(a).map_err(|e| e.to_string())
-}
-
-fn run_cases(a: &StressArgs) -> Result<(), Error> {
+pub(crate) fn run(a: &StressArgs) -> Result<(), Error> {
     if !(1.0..=120.0).contains(&a.seconds) {
         return Err(Error::Seconds);
     }

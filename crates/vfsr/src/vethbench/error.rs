@@ -23,16 +23,16 @@ pub(crate) enum Error {
     #[error("--destinations {0} must be a power of two up to 1048576")]
     Destinations(usize),
     /// The table could not be read (the reader's error names the file).
-    #[error("{0}")]
-    Table(#[source] vfsr_table::Error),
+    #[error(transparent)]
+    Table(vfsr_table::Error),
     /// The table has fewer IPv4 routes than destinations are asked for.
     #[error("the table has too few IPv4 routes to draw destinations from")]
     TooFewRoutes,
     /// A namespace, link, address or command of the lab failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Lab(#[from] netlab::Error),
     /// A BPF object, map or program call failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Bpf(#[from] IoError),
     /// An interface's MAC address could not be read, or is not six hex bytes.
     #[error("{ifname}: unreadable MAC {text:?}")]
@@ -54,7 +54,7 @@ pub(crate) enum Error {
     #[error("listen on {router}:7000: {0}", router = super::ROUTER_A)]
     Listen(#[source] std::io::Error),
     /// The report could not be written.
-    #[error("{0}")]
+    #[error(transparent)]
     Report(#[from] crate::jsonfile::Error),
     /// A file could not be opened or written.
     #[error("{}: {err}", .path.display())]
@@ -85,8 +85,8 @@ pub(crate) enum Error {
     #[error("--vfsrd {}: no such file", .0.display())]
     NoSuchVfsrd(PathBuf),
     /// vfsrd could not be started, or did not say it was ready.
-    #[error("{0}")]
-    Vfsrd(#[source] harness::Error),
+    #[error(transparent)]
+    Vfsrd(harness::Error),
 }
 
 impl From<Error> for String {
