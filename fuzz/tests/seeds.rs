@@ -1,5 +1,5 @@
-//! The seed corpus of `config_parse`, `pcap_read`, `control_frames` and `netlink_stream`
-//! (`corpus/<target>/`), made here with the crates' own writers: a few small valid inputs
+//! The seed corpus of `text_parse`, `mrt_parse`, `config_parse`, `pcap_read`,
+//! `control_frames` and `netlink_stream` (`corpus/<target>/`), made here with the crates' own writers: a few small valid inputs
 //! and damaged copies of them.
 //!
 //! ```sh
@@ -7,12 +7,23 @@
 //! cargo test --test seeds                # checks them (and that the committed ones match)
 //! ```
 
+/// The table crate's test helpers (gzip, an MRT dump of a text table), shared rather than
+/// written again.
+#[path = "../../crates/table/tests/common/mod.rs"]
+mod table_common;
+
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
 use vfsr_io::pcap::{PcapReader, PcapWriter, Resolution};
+use vfsr_lpm::Prefix;
 use vfsr_netlink::msg::{Link, Message, NextHop, NextHopMsg, NextHopObject, Op, Route, RouteType};
 use vfsr_netlink::{decode_into_marked, encode, DecodeStats};
+use vfsr_table::mrt::{
+    attributes_v4, attributes_v6, push_attribute, read_mrt, MrtPeer, MrtWriter, RibEntry,
+    TABLE_DUMP_V2,
+};
+use vfsr_table::{read_text, ReadOptions};
 use vfsr_wire::arp::ArpRepr;
 use vfsr_wire::icmpv6::Icmpv6Packet;
 use vfsr_wire::{checksum, MacAddr};
@@ -23,6 +34,104 @@ fn corpus_dir(target: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("corpus")
         .join(target)
+}
+
+// ---- text_parse, mrt_parse ----
+
+const MIXED: &str = "\
+# both families, gateways and nh64
+10.0.0.0/8            192.0.2.1
+10.1.0.0/16                         # nh64
+0.0.0.0/0             192.0.2.254
+2001:db8::/32         2001:db8::1
+2001:db8:8000::/33
+::/0                  fe80::1
+203.0.113.7/32        198.51.100.9
+";
+
+const BAD_LINES: &str = "\
+10.0.0.300/8
+10.0.0.0/33
+10.0.0.1/8
+10.0.0.0/8 2001:db8::1
+10.0.0.0/8 192.0.2.1 junk
+2001:db8::1/32
+192.0.2.0/24 not-an-address
+";
+
+/// Two peers (one IPv6), two entries per prefix, the full RFC 4760 MP_REACH_NLRI form with a
+/// link-local next hop, and records of other types and subtypes in between.
+fn varied_dump() -> Vec<u8> {
+    let mut w = MrtWriter::new(Vec::new(), 1_700_000_000);
+    let peers = [
+        MrtPeer {
+            bgp_id: Ipv4Addr::new(192, 0, 2, 1),
+            address: IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
+            asn: 64496,
+        },
+        MrtPeer {
+            bgp_id: Ipv4Addr::new(192, 0, 2, 2),
+            address: "2001:db8::2".parse().unwrap(),
+            asn: 4_200_000_000,
+        },
+    ];
+    w.peer_index_table(Ipv4Addr::new(192, 0, 2, 255), "seed", &peers)
+        .unwrap();
+    w.record(16, 4, b"a BGP4MP record").unwrap();
+    let p4 = Prefix::<u32>::new(0xc633_6400, 22).unwrap();
+    let e = |peer, attributes| RibEntry {
+        peer_index: peer,
+        originated: 1_700_000_000,
+        attributes,
+    };
+    w.rib_v4(
+        0,
+        &p4,
+        &[
+            e(0, attributes_v4(64496, Ipv4Addr::new(192, 0, 2, 1))),
+            e(1, attributes_v4(64497, Ipv4Addr::new(192, 0, 2, 2))),
+        ],
+    )
+    .unwrap();
+    w.record(TABLE_DUMP_V2, 3, b"multicast").unwrap();
+    let mut full = Vec::new();
+    let mut value = vec![0, 2, 1, 32];
+    value.extend_from_slice(&"2001:db8::99".parse::<Ipv6Addr>().unwrap().octets());
+    value.extend_from_slice(&"fe80::99".parse::<Ipv6Addr>().unwrap().octets());
+    value.push(0);
+    push_attribute(&mut full, 0x80, 14, &value).unwrap();
+    let p6 = Prefix::<u128>::new(0x2001_0db8_0001u128 << 80, 48).unwrap();
+    w.rib_v6(
+        1,
+        &p6,
+        &[
+            e(1, full),
+            e(0, attributes_v6(64496, "2001:db8::1".parse().unwrap())),
+        ],
+    )
+    .unwrap();
+    w.into_inner().unwrap()
+}
+
+fn text_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    vec![
+        ("mixed.txt", MIXED.as_bytes().to_vec()),
+        ("mixed.txt.gz", table_common::gzip(MIXED.as_bytes())),
+        ("crlf.txt", MIXED.replace('\n', "\r\n").into_bytes()),
+        ("bad_lines.txt", BAD_LINES.as_bytes().to_vec()),
+    ]
+}
+
+fn mrt_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let valid = table_common::mrt_of_gateway_routes(MIXED);
+    let mut truncated = valid.clone();
+    truncated.truncate(valid.len() - 7);
+    vec![
+        ("dump.mrt", valid.clone()),
+        ("dump.mrt.gz", table_common::gzip(&valid)),
+        ("varied.mrt", varied_dump()),
+        ("truncated.mrt", truncated),
+    ]
 }
 
 // ---- config_parse ----
@@ -558,6 +667,8 @@ fn netlink_seeds() -> Vec<(&'static str, Vec<u8>)> {
 fn all() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let mut v = Vec::new();
     for (target, seeds) in [
+        ("text_parse", text_seeds()),
+        ("mrt_parse", mrt_seeds()),
         ("config_parse", config_seeds()),
         ("pcap_read", pcap_seeds()),
         ("control_frames", control_seeds()),
@@ -582,6 +693,30 @@ fn write_seed_corpus() {
 
 #[test]
 fn seeds_are_what_they_say() {
+    // Route tables: the text seeds read with the lines they should, the MRT ones with the
+    // records they should skip, and the cut dump is refused.
+    let strict = ReadOptions::default();
+    let lenient = ReadOptions {
+        skip_bad: true,
+        ..ReadOptions::default()
+    };
+    let (text, mrt) = (text_seeds(), mrt_seeds());
+    let get = |seeds: &[(&str, Vec<u8>)], name: &str| {
+        seeds.iter().find(|s| s.0 == name).unwrap().1.clone()
+    };
+    let (t, _) = read_text(&get(&text, "crlf.txt")[..], "crlf", &strict).unwrap();
+    assert_eq!((t.v4.len(), t.v6.len()), (4, 3));
+    let (_, r) = read_text(&get(&text, "bad_lines.txt")[..], "bad", &lenient).unwrap();
+    assert_eq!(r.skipped_total(), 7);
+    let (t, r) = read_mrt(&get(&mrt, "varied.mrt")[..], "varied", &strict).unwrap();
+    assert_eq!((t.v4.len(), t.v6.len()), (1, 1));
+    assert_eq!(r.skipped_total(), 2);
+    assert_eq!(
+        t.nexthops.gateway(t.v6[0].nexthop).unwrap().to_string(),
+        "2001:db8::99"
+    );
+    assert!(read_mrt(&get(&mrt, "truncated.mrt")[..], "t", &strict).is_err());
+
     // Configurations: the valid ones check, the damaged ones do not.
     for (name, bytes) in config_seeds() {
         let text = String::from_utf8_lossy(&bytes);
