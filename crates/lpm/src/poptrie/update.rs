@@ -13,7 +13,10 @@
 //!   len >  s    one slot. A leaf slot is rebuilt whole; a childless-node record is
 //!               repainted into a fresh record. Below a node, the walk follows the prefix
 //!               down to the node N where it ends (off < len <= off + 6), or to the deepest
-//!               node on its path; N's subtree is rebuilt, and the path above it copied:
+//!               node on its path, and the path above N is copied. If the prefix ends in N
+//!               and no child of N lies in its range, only N's leaves change: the range is
+//!               repainted into a fresh leaf block (most IPv6 changes, a /48 in its /42
+//!               node). Otherwise N's subtree is rebuilt:
 //!
 //!   direct[slot] ──▶ A ──▶ [B0 B1 B2] ──▶ [N0 N1]          before
 //!                               │                 (B1's child block holds N = N1)
@@ -77,8 +80,8 @@
 use std::sync::Arc;
 
 use super::{
-    emit_leaves, lnode_leafvec, Builder, Kind, Poptrie, INDEX, LEAF, LNODE, LNODE_HEADER,
-    MAX_NEXTHOP, STRIDE,
+    emit_leaves, lnode_leafvec, upto, Builder, Kind, Node, Poptrie, INDEX, LEAF, LNODE,
+    LNODE_HEADER, MAX_NEXTHOP, STRIDE,
 };
 use crate::key::Key;
 use crate::prefix::{NextHop, Prefix, Route};
@@ -378,7 +381,6 @@ impl<K: Key> Builder<'_, K> {
         changed: &[Prefix<K>],
         s: usize,
     ) -> Result<(), BuildError> {
-        let end = ds + STRIDE;
         let old = self.direct(s);
         if old & LEAF != 0 || old & LNODE == 0 {
             return self.rebuild_slot(ds, cover, table, s);
@@ -394,22 +396,9 @@ impl<K: Key> Builder<'_, K> {
             *v = self.mem.lnodes.get(li);
         }
         for &p in changed {
-            let mut above = cover.nh[s];
-            for l in (ds + 1..p.len()).rev() {
-                if let Some(nh) = table.get(&Prefix::new_masked(p.addr(), l)) {
-                    above = leaf(nh)?;
-                    break;
-                }
-            }
-            let c = p.addr().chunk(ds, STRIDE);
-            slots[c..c + (1usize << (end - p.len()))].fill(above);
-            for r in table.within(p) {
-                if r.prefix.len() > end {
-                    // Cannot happen while the slot is a childless node; rebuild it whole.
-                    return self.rebuild_slot(ds, cover, table, s);
-                }
-                let c = r.prefix.addr().chunk(ds, STRIDE);
-                slots[c..c + (1usize << (end - r.prefix.len()))].fill(leaf(r.nexthop)?);
+            if !repaint_range(&mut slots, table, p, ds, cover.nh[s])? {
+                // Cannot happen while the slot is a childless node; rebuild it whole.
+                return self.rebuild_slot(ds, cover, table, s);
             }
         }
         let mut rec = [0u16; LNODE_HEADER + 64];
@@ -464,8 +453,8 @@ impl<K: Key> Builder<'_, K> {
         self.w.marking = true;
         let mut cur = old;
         let mut r = Ok(());
-        // Subtrees rebuilt from the table so far, innermost last: a change inside one (and
-        // longer than its top) is already there.
+        // Subtrees rebuilt and ranges repainted from the table so far, innermost last: a
+        // change inside one (and longer than its top) is already there.
         let mut done: Vec<Prefix<K>> = Vec::new();
         for &p in changed {
             while done.last().is_some_and(|q| !q.covers(&p)) {
@@ -506,8 +495,9 @@ impl<K: Key> Builder<'_, K> {
     }
 
     /// One change below the node `root` of a direct slot whose new blocks are being built
-    /// (`self.w.fresh` marks them); returns the slot's new entry and the prefix of the node
-    /// whose subtree was rebuilt from the table. Every block the fresh tree
+    /// (`self.w.fresh` marks them); returns the slot's new entry and the prefix whose routes
+    /// were all read from the table: the change's own when only its range was repainted,
+    /// else that of the node whose subtree was rebuilt. Every block the fresh tree
     /// stops pointing to is retired once: a block of the published tree when it is copied,
     /// any block below N when N is rebuilt.
     fn change_below(
@@ -550,6 +540,9 @@ impl<K: Key> Builder<'_, K> {
             idx = n.base1 as usize + rank;
             off += STRIDE;
         }
+        if off < p.len() && p.len() <= off + STRIDE && self.repaint_in_node(table, p, idx, off)? {
+            return Ok((root as u32, p));
+        }
         let q = Prefix::new_masked(p.addr(), off);
         let run = run_below(table, q, off)?;
         if run.is_empty() && off == ds {
@@ -561,6 +554,61 @@ impl<K: Key> Builder<'_, K> {
         self.retire_below(idx);
         self.fill(&run, idx, off, default)?;
         Ok((root as u32, q))
+    }
+
+    /// A change `p` ending in node `idx` (at bit `off`, in a fresh block) whose range holds no
+    /// child: only the node's leaves change. They are decoded, `p`'s range repainted from the
+    /// table ([`repaint_range`]) and written to a new leaf block; the children, and the routes
+    /// of the node outside `p`, are not read. Returns false, having changed nothing, when a
+    /// child lies in `p`'s range (its default may change: the caller rebuilds the node).
+    fn repaint_in_node(
+        &mut self,
+        table: &RouteMap<K>,
+        p: Prefix<K>,
+        idx: usize,
+        off: u8,
+    ) -> Result<bool, BuildError> {
+        let n = self.node(idx);
+        let c = p.addr().chunk(off, STRIDE);
+        let width = 1usize << (off + STRIDE - p.len());
+        let range = upto(c + width - 1) & !(upto(c) >> 1);
+        if n.vector & range != 0 {
+            return Ok(false);
+        }
+        let mut slots = [0u16; 64];
+        let mut li = n.base0 as usize;
+        let mut first = true;
+        for (i, v) in slots.iter_mut().enumerate() {
+            if n.vector & (1u64 << i) != 0 {
+                continue;
+            }
+            if n.leafvec & (1u64 << i) != 0 && !first {
+                li += 1;
+            }
+            first = false;
+            *v = self.mem.leaves.get(li);
+        }
+        let default = self.w.ndef.get(idx).copied().unwrap_or(0);
+        if !repaint_range(&mut slots, table, p, off, default)? {
+            return Ok(false);
+        }
+        let mut buf = [0u16; 64];
+        let (leafvec, nl) = emit_leaves(&slots, n.vector, &mut buf);
+        let base0 = self.alloc_u16(Kind::Leaves, &buf[..nl])?;
+        self.retire(
+            Kind::Leaves,
+            n.base0 as usize,
+            n.leafvec.count_ones() as usize,
+        );
+        self.set_node(
+            idx,
+            Node {
+                base0: base0 as u32,
+                leafvec,
+                ..n
+            },
+        );
+        Ok(true)
     }
 
     /// Whether the node block starting at `at` was allocated for the changes of the direct
@@ -593,6 +641,42 @@ impl<K: Key> Builder<'_, K> {
             self.slot_entry(&run, ds, cover.nh[s])
         }
     }
+}
+
+/// Repaints, in the 64 slots of the node at bit `off`, the range of `p` (a prefix ending in
+/// that node's stride): the route just above `p` inside the node (or `default`, the node's
+/// own default) first, unless `p` itself is a route, then `p` and the routes inside it, in
+/// canonical order, so the range is final whatever was there. Returns false, having painted
+/// part of it, when a route inside `p` is longer than the stride (its slot needs a child).
+fn repaint_range<K: Key>(
+    slots: &mut [u16; 64],
+    table: &RouteMap<K>,
+    p: Prefix<K>,
+    off: u8,
+    default: u16,
+) -> Result<bool, BuildError> {
+    let end = off + STRIDE;
+    let mut inside = table.within(p).peekable();
+    // A route at `p` covers its whole range: what is above it shows nowhere.
+    if inside.peek().is_none_or(|r| r.prefix != p) {
+        let mut above = default;
+        for l in (off + 1..p.len()).rev() {
+            if let Some(nh) = table.get(&Prefix::new_masked(p.addr(), l)) {
+                above = leaf(nh)?;
+                break;
+            }
+        }
+        let c = p.addr().chunk(off, STRIDE);
+        slots[c..c + (1usize << (end - p.len()))].fill(above);
+    }
+    for r in inside {
+        if r.prefix.len() > end {
+            return Ok(false);
+        }
+        let c = r.prefix.addr().chunk(off, STRIDE);
+        slots[c..c + (1usize << (end - r.prefix.len()))].fill(leaf(r.nexthop)?);
+    }
+    Ok(true)
 }
 
 /// Each direct slot of `changed` (sorted by slot) with its changes.
@@ -881,6 +965,38 @@ mod tests {
         m.set(r.prefix, 4);
         w.update(&m, &[r.prefix]).unwrap();
         assert_eq!((w.retired_blocks(), w.lookup(0x0a01_0241)), (0, 4));
+    }
+
+    /// A change that ends in a node with no child in its range touches the node's leaves
+    /// only: the copied node and its old leaf block are all it retires, and the child beside
+    /// it is kept as it was.
+    #[test]
+    fn a_change_beside_a_child_repaints_only_the_leaves() {
+        let table = [
+            v4([10, 1, 0, 0], 16, 1),
+            v4([10, 1, 2, 0], 24, 2),
+            v4([10, 1, 3, 128], 25, 3),
+        ];
+        let mut m = RouteMap::from_routes(&table);
+        let mut w = Poptrie::build(&table, &PoptrieConfig::default()).unwrap();
+        w.prepare(&m);
+        let view = w.share();
+        let r = v4([10, 1, 2, 0], 24, 7);
+        m.set(r.prefix, r.nexthop);
+        w.update(&m, &[r.prefix]).unwrap();
+        assert_eq!(w.retired_blocks(), 2, "the node's copy and its old leaves");
+        let at = |a: [u8; 4]| view.lookup(u32::from_be_bytes(a));
+        let got = [
+            at([10, 1, 2, 9]),
+            at([10, 1, 3, 129]),
+            at([10, 1, 3, 1]),
+            at([10, 1, 9, 9]),
+        ];
+        assert_eq!(got, [7, 3, 1, 1]);
+        // Withdrawn, its range takes what is above it: the /16, the node's default.
+        m.set(r.prefix, 0);
+        w.update(&m, &[r.prefix]).unwrap();
+        assert_eq!((at([10, 1, 2, 9]), at([10, 1, 3, 129])), (1, 3));
     }
 
     #[test]
