@@ -153,13 +153,36 @@ impl Answer {
     }
 }
 
-/// Parses one request line (without or with its newline).
-pub fn parse_request(line: &[u8]) -> Result<Request, String> {
-    if line.len() > MAX_REQUEST {
-        return Err(format!("request longer than {MAX_REQUEST} bytes"));
+/// Why a request line was refused (the text goes back to the client in the answer).
+#[derive(Debug)]
+pub enum RequestError {
+    /// The line is longer than [`MAX_REQUEST`].
+    TooLong,
+    /// The line is not UTF-8.
+    NotUtf8,
+    /// The line is not a request (unknown command, missing or extra field, not JSON).
+    Bad(serde_json::Error),
+}
+
+impl fmt::Display for RequestError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestError::TooLong => write!(f, "request longer than {MAX_REQUEST} bytes"),
+            RequestError::NotUtf8 => f.write_str("request is not UTF-8"),
+            RequestError::Bad(e) => write!(f, "bad request: {e}"),
+        }
     }
-    let text = std::str::from_utf8(line).map_err(|_| "request is not UTF-8".to_string())?;
-    serde_json::from_str(text.trim_end()).map_err(|e| format!("bad request: {e}"))
+}
+
+impl std::error::Error for RequestError {}
+
+/// Parses one request line (without or with its newline).
+pub fn parse_request(line: &[u8]) -> Result<Request, RequestError> {
+    if line.len() > MAX_REQUEST {
+        return Err(RequestError::TooLong);
+    }
+    let text = std::str::from_utf8(line).map_err(|_| RequestError::NotUtf8)?;
+    serde_json::from_str(text.trim_end()).map_err(RequestError::Bad)
 }
 
 /// Why a call failed.
@@ -305,7 +328,15 @@ mod tests {
             );
         }
         let big = vec![b' '; MAX_REQUEST + 1];
-        assert!(parse_request(&big).unwrap_err().contains("longer"));
+        let e = parse_request(&big).unwrap_err();
+        assert!(matches!(e, RequestError::TooLong));
+        assert!(e.to_string().contains("longer"), "{e}");
+        let e = parse_request(b"\xff\xfe").unwrap_err();
+        assert_eq!(e.to_string(), "request is not UTF-8");
+        assert!(parse_request(b"not json")
+            .unwrap_err()
+            .to_string()
+            .starts_with("bad request: "));
     }
 
     #[test]

@@ -147,8 +147,34 @@ enum ClearCmd {
     Counters,
 }
 
+/// A command line that cannot become a request (exit status 2).
+#[derive(Debug, PartialEq, Eq)]
+enum UsageError {
+    /// `via` at the end, without its address.
+    ViaWithoutAddress,
+    /// `blackhole` beside `via`.
+    BlackholeNotAlone,
+    /// A word that is neither `via ADDR` nor `blackhole`.
+    UnknownTarget(String),
+    /// `top` runs many requests, not one.
+    NotOneRequest,
+}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UsageError::ViaWithoutAddress => f.write_str("`via` needs an address"),
+            UsageError::BlackholeNotAlone => f.write_str("`blackhole` stands alone (no `via`)"),
+            UsageError::UnknownTarget(w) => {
+                write!(f, "expected `via ADDR` or `blackhole`, found {w:?}")
+            }
+            UsageError::NotOneRequest => f.write_str("top is not one request"),
+        }
+    }
+}
+
 /// `via A via B ...` or `blackhole`.
-fn parse_target(words: &[String]) -> Result<(Vec<String>, bool), String> {
+fn parse_target(words: &[String]) -> Result<(Vec<String>, bool), UsageError> {
     if words.len() == 1 && words.first().map(String::as_str) == Some("blackhole") {
         return Ok((Vec::new(), true));
     }
@@ -158,20 +184,16 @@ fn parse_target(words: &[String]) -> Result<(Vec<String>, bool), String> {
         match w.as_str() {
             "via" => match it.next() {
                 Some(a) => via.push(a.clone()),
-                None => return Err("`via` needs an address".into()),
+                None => return Err(UsageError::ViaWithoutAddress),
             },
-            "blackhole" => return Err("`blackhole` stands alone (no `via`)".into()),
-            other => {
-                return Err(format!(
-                    "expected `via ADDR` or `blackhole`, found {other:?}"
-                ))
-            }
+            "blackhole" => return Err(UsageError::BlackholeNotAlone),
+            other => return Err(UsageError::UnknownTarget(other.to_string())),
         }
     }
     Ok((via, false))
 }
 
-fn request(cmd: &Cmd) -> Result<Request, String> {
+fn request(cmd: &Cmd) -> Result<Request, UsageError> {
     Ok(match cmd {
         Cmd::Show(s) => match s {
             Show::Interfaces => Request::ShowInterfaces,
@@ -207,7 +229,7 @@ fn request(cmd: &Cmd) -> Result<Request, String> {
         Cmd::Neighbor(NeighborCmd::Flush { port }) => Request::NeighborFlush { port: port.clone() },
         Cmd::Clear(ClearCmd::Counters) => Request::ClearCounters,
         Cmd::Reload => Request::Reload,
-        Cmd::Top { .. } => return Err("top is not one request".into()),
+        Cmd::Top { .. } => return Err(UsageError::NotOneRequest),
     })
 }
 
@@ -280,9 +302,18 @@ mod tests {
             (vec!["10.0.0.1".to_string(), "10.0.0.2".to_string()], false)
         );
         assert_eq!(parse_target(&words("blackhole")).unwrap(), (vec![], true));
-        assert!(parse_target(&words("via")).is_err());
-        assert!(parse_target(&words("via 10.0.0.1 blackhole")).is_err());
-        assert!(parse_target(&words("dev eth0")).is_err());
+        let refused = |s: &str| parse_target(&words(s)).unwrap_err();
+        assert_eq!(refused("via"), UsageError::ViaWithoutAddress);
+        assert_eq!(
+            refused("via 10.0.0.1 blackhole"),
+            UsageError::BlackholeNotAlone
+        );
+        let e = refused("dev eth0");
+        assert_eq!(e, UsageError::UnknownTarget("dev".into()));
+        assert_eq!(
+            e.to_string(),
+            "expected `via ADDR` or `blackhole`, found \"dev\""
+        );
     }
 
     #[test]

@@ -226,7 +226,7 @@ impl ApiServer {
             let line: Vec<u8> = c.inbuf.drain(..=nl).collect();
             let answer = match parse_request(&line) {
                 Ok(req) => self.handle(req, view),
-                Err(e) => Answer::error(e),
+                Err(e) => Answer::error(e.to_string()),
             };
             c.out.extend_from_slice(answer.to_line().as_bytes());
         }
