@@ -16,7 +16,8 @@
 //!               node on its path, and the path above N is copied. If the prefix ends in N
 //!               and no child of N lies in its range, only N's leaves change: the range is
 //!               repainted into a fresh leaf block (most IPv6 changes, a /48 in its /42
-//!               node). Otherwise N's subtree is rebuilt:
+//!               node). If the walk stopped at N for want of the child the prefix goes to,
+//!               that child alone is built and added to N. Otherwise N's subtree is rebuilt:
 //!
 //!   direct[slot] ──▶ A ──▶ [B0 B1 B2] ──▶ [N0 N1]          before
 //!                               │                 (B1's child block holds N = N1)
@@ -497,9 +498,9 @@ impl<K: Key> Builder<'_, K> {
     /// One change below the node `root` of a direct slot whose new blocks are being built
     /// (`self.w.fresh` marks them); returns the slot's new entry and the prefix whose routes
     /// were all read from the table: the change's own when only its range was repainted,
-    /// else that of the node whose subtree was rebuilt. Every block the fresh tree
-    /// stops pointing to is retired once: a block of the published tree when it is copied,
-    /// any block below N when N is rebuilt.
+    /// the new child's when one was added, else that of the node whose subtree was rebuilt.
+    /// Every block the fresh tree stops pointing to is retired once: a block of the published
+    /// tree when it is copied, any block below N when N is rebuilt.
     fn change_below(
         &mut self,
         ds: u8,
@@ -543,6 +544,11 @@ impl<K: Key> Builder<'_, K> {
         if off < p.len() && p.len() <= off + STRIDE && self.repaint_in_node(table, p, idx, off)? {
             return Ok((root as u32, p));
         }
+        if p.len() > off + STRIDE {
+            // The walk stopped at a node without a child for `p`.
+            let q = self.add_child(table, p, idx, off)?;
+            return Ok((root as u32, q));
+        }
         let q = Prefix::new_masked(p.addr(), off);
         let run = run_below(table, q, off)?;
         if run.is_empty() && off == ds {
@@ -575,19 +581,7 @@ impl<K: Key> Builder<'_, K> {
         if n.vector & range != 0 {
             return Ok(false);
         }
-        let mut slots = [0u16; 64];
-        let mut li = n.base0 as usize;
-        let mut first = true;
-        for (i, v) in slots.iter_mut().enumerate() {
-            if n.vector & (1u64 << i) != 0 {
-                continue;
-            }
-            if n.leafvec & (1u64 << i) != 0 && !first {
-                li += 1;
-            }
-            first = false;
-            *v = self.mem.leaves.get(li);
-        }
+        let mut slots = self.leaf_slots(&n);
         let default = self.w.ndef.get(idx).copied().unwrap_or(0);
         if !repaint_range(&mut slots, table, p, off, default)? {
             return Ok(false);
@@ -609,6 +603,82 @@ impl<K: Key> Builder<'_, K> {
             },
         );
         Ok(true)
+    }
+
+    /// A change `p` below node `idx` (at bit `off`, in a fresh block), which has no child
+    /// where `p` goes: gives the node that child, built from the routes of the child's prefix
+    /// `q` (the new ones: none were there), over the node's leaf for that slot as its default.
+    /// The node gets a new child block, with its other children copied (their subtrees are
+    /// shared), and new leaves without that slot; nothing else of the node is read. Returns
+    /// `q`, whose routes were all read from the table. If `q` holds no route (a withdrawal
+    /// of a route that was not there), nothing changes.
+    fn add_child(
+        &mut self,
+        table: &RouteMap<K>,
+        p: Prefix<K>,
+        idx: usize,
+        off: u8,
+    ) -> Result<Prefix<K>, BuildError> {
+        let end = off + STRIDE;
+        let q = Prefix::new_masked(p.addr(), end);
+        let run = run_below(table, q, end)?;
+        if run.is_empty() {
+            return Ok(q);
+        }
+        let n = self.node(idx);
+        let slots = self.leaf_slots(&n);
+        let v = p.addr().chunk(off, STRIDE);
+        let vector = n.vector | 1u64 << v;
+        let mut buf = [0u16; 64];
+        let (leafvec, nl) = emit_leaves(&slots, vector, &mut buf);
+        let base0 = if nl > 0 {
+            self.alloc_u16(Kind::Leaves, &buf[..nl])?
+        } else {
+            1
+        };
+        let nc = n.vector.count_ones() as usize;
+        let blk = self.alloc_nodes(nc + 1)?;
+        let rank = (vector & upto(v)).count_ones() as usize - 1;
+        let old = n.base1 as usize;
+        for t in 0..nc {
+            self.copy_node(old + t, blk + t + usize::from(t >= rank));
+        }
+        self.fill(&run, blk + rank, end, slots[v])?;
+        self.retire(
+            Kind::Leaves,
+            n.base0 as usize,
+            n.leafvec.count_ones() as usize,
+        );
+        self.retire(Kind::Nodes, old, nc);
+        self.set_node(
+            idx,
+            Node {
+                vector,
+                base0: base0 as u32,
+                base1: blk as u32,
+                leafvec,
+            },
+        );
+        Ok(q)
+    }
+
+    /// The 64 slots of node `n` as its leaves give them (a child's slot holds the leaf
+    /// before it, which emitting the leaves again skips).
+    fn leaf_slots(&self, n: &Node) -> [u16; 64] {
+        let mut slots = [0u16; 64];
+        let mut li = n.base0 as usize;
+        let mut first = true;
+        for (i, v) in slots.iter_mut().enumerate() {
+            if n.vector & (1u64 << i) != 0 {
+                continue;
+            }
+            if n.leafvec & (1u64 << i) != 0 && !first {
+                li += 1;
+            }
+            first = false;
+            *v = self.mem.leaves.get(li);
+        }
+        slots
     }
 
     /// Whether the node block starting at `at` was allocated for the changes of the direct
@@ -967,20 +1037,28 @@ mod tests {
         assert_eq!((w.retired_blocks(), w.lookup(0x0a01_0241)), (0, 4));
     }
 
-    /// A change that ends in a node with no child in its range touches the node's leaves
-    /// only: the copied node and its old leaf block are all it retires, and the child beside
-    /// it is kept as it was.
-    #[test]
-    fn a_change_beside_a_child_repaints_only_the_leaves() {
+    /// 10.1.0.0/16 → 1 over the direct slot of 10.1.0.0/18, whose node holds 10.1.2.0/24 → 2
+    /// as leaves and a child for 10.1.3.128/25 → 3: the route map, the trie and a reader's
+    /// handle on it (so that what an update retires is kept and can be counted).
+    fn a_node_with_a_child() -> (RouteMap<u32>, Poptrie<u32>, Poptrie<u32>) {
         let table = [
             v4([10, 1, 0, 0], 16, 1),
             v4([10, 1, 2, 0], 24, 2),
             v4([10, 1, 3, 128], 25, 3),
         ];
-        let mut m = RouteMap::from_routes(&table);
+        let m = RouteMap::from_routes(&table);
         let mut w = Poptrie::build(&table, &PoptrieConfig::default()).unwrap();
         w.prepare(&m);
         let view = w.share();
+        (m, w, view)
+    }
+
+    /// A change that ends in a node with no child in its range touches the node's leaves
+    /// only: the copied node and its old leaf block are all it retires, and the child beside
+    /// it is kept as it was.
+    #[test]
+    fn a_change_beside_a_child_repaints_only_the_leaves() {
+        let (mut m, mut w, view) = a_node_with_a_child();
         let r = v4([10, 1, 2, 0], 24, 7);
         m.set(r.prefix, r.nexthop);
         w.update(&m, &[r.prefix]).unwrap();
@@ -997,6 +1075,35 @@ mod tests {
         m.set(r.prefix, 0);
         w.update(&m, &[r.prefix]).unwrap();
         assert_eq!((at([10, 1, 2, 9]), at([10, 1, 3, 129])), (1, 3));
+    }
+
+    /// A route that needs a child where its node has none gets that child alone: the
+    /// node's copy, its old leaves and its old child block are all that is retired (the
+    /// sibling subtree is shared, not rebuilt), and the new child starts from the node's leaf
+    /// there.
+    #[test]
+    fn a_new_child_is_added_beside_its_siblings() {
+        let (mut m, mut w, view) = a_node_with_a_child();
+        let r = v4([10, 1, 2, 64], 26, 8);
+        m.set(r.prefix, r.nexthop);
+        w.update(&m, &[r.prefix]).unwrap();
+        assert_eq!(
+            w.retired_blocks(),
+            3,
+            "the node's copy, its leaves, its child block"
+        );
+        let at = |a: [u8; 4]| view.lookup(u32::from_be_bytes(a));
+        let got = [
+            at([10, 1, 2, 70]),
+            at([10, 1, 2, 9]),
+            at([10, 1, 3, 129]),
+            at([10, 1, 3, 1]),
+        ];
+        assert_eq!(got, [8, 2, 3, 1]);
+        // A withdrawal of a route that was never there changes nothing.
+        let ghost = v4([10, 1, 5, 0], 28, 0);
+        w.update(&m, &[ghost.prefix]).unwrap();
+        assert_eq!(at([10, 1, 5, 1]), 1);
     }
 
     #[test]
