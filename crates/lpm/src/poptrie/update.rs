@@ -53,8 +53,9 @@
 //! N is rebuilt. Changes in a childless-node record go into one new record per slot; the
 //! records, covers and route-map buckets of eight such slots are prefetched together, while
 //! the eight before them are worked on, so that their cache misses overlap each other and the
-//! work (a batch of random changes spends most of its time waiting for memory, not computing). A session reset, thousands of IPv6
-//! changes below a few slots, copies each path once instead of once per change.
+//! work (a batch of random changes spends most of its time waiting for memory, not
+//! computing). A session reset, thousands of IPv6 changes below a few slots, copies each path
+//! once instead of once per change.
 //!
 //! ## Retiring and reusing blocks
 //!
