@@ -1,6 +1,6 @@
 //! The seed corpus of `text_parse`, `mrt_parse`, `config_parse`, `pcap_read`,
-//! `control_frames` and `netlink_stream` (`corpus/<target>/`), made here with the crates' own writers: a few small valid inputs
-//! and damaged copies of them.
+//! `control_frames` and `netlink_stream` (`corpus/<target>/`), made here with the crates' own
+//! writers: a few small valid inputs and damaged copies of them.
 //!
 //! ```sh
 //! cargo test --test seeds -- --ignored   # writes the seeds
