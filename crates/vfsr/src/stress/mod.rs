@@ -51,7 +51,9 @@
 //!
 //! Targets (verdict): legitimate rate ≥ 0.90 of idle for floods that do not saturate the
 //! port (a flood saturates it when frames are lost before vfsrd sees them: the port's ring,
-//! the veth), TCP p99 ≤ 1.5× idle, no crash, no unbounded growth (tables within their
+//! the veth) and leave the generator its rate (on two cores it shares core 0 with the flood's
+//! sender: when it offers less and vfsrd delivers ≥ 0.90 of what it offered, the shortfall is
+//! the generator's, and the verdict says so), TCP p99 ≤ 1.5× idle, no crash, no unbounded growth (tables within their
 //! bounds, resident memory up by less than [`RSS_GROWTH_KIB`]), the books balanced, and each
 //! case's own checks.
 
@@ -150,6 +152,8 @@ struct CaseResult {
     name: String,
     kind: &'static str,
     legit_ratio: Option<f64>,
+    /// What vfsrd delivered of what the generator offered in the window.
+    legit_share: Option<f64>,
     legit_pps: Option<f64>,
     rr: RrOutcome,
     rr_p50_ratio: Option<f64>,
@@ -198,7 +202,7 @@ impl CaseResult {
         if self.crashed {
             f.push("vfsrd crashed".into());
         }
-        if self.excused.is_none() && !self.saturated {
+        if self.excused.is_none() && !self.saturated && !self.generator_short() {
             if let Some(r) = self.legit_ratio {
                 if r < 0.90 {
                     f.push(format!("legit {r:.2} < 0.90"));
@@ -227,12 +231,20 @@ impl CaseResult {
         f
     }
 
+    /// The legitimate flow fell short of its idle rate because the generator offered less
+    /// (it shares a core with the flood's sender and the control plane), not because vfsrd
+    /// lost it: vfsrd delivered at least 0.90 of what was offered.
+    fn generator_short(&self) -> bool {
+        self.legit_ratio.is_some_and(|r| r < 0.90) && self.legit_share.is_some_and(|s| s >= 0.90)
+    }
+
     fn to_json(&self) -> Value {
         let fails = self.failures();
         json!({
             "case": self.name,
             "kind": self.kind,
             "legit_rate_ratio": self.legit_ratio,
+            "legit_delivered_share": self.legit_share,
             "legit_pps": self.legit_pps,
             "cp_latency_us": {"p50": self.rr.pct(0.5), "p99": self.rr.pct(0.99),
                               "transactions": self.rr.samples.len(), "lost": self.rr.unanswered,
@@ -475,6 +487,8 @@ impl Window {
     fn fill(&self, r: &mut CaseResult, base: &Baseline) {
         r.legit_pps = Some(self.legit_pps);
         r.legit_ratio = Some(self.legit_pps / base.legit_pps.max(1.0));
+        r.legit_share =
+            (self.legit_offered_pps > 0.0).then(|| self.legit_pps / self.legit_offered_pps);
         r.rr = self.rr.clone();
         r.rr_p50_ratio = self.rr.pct(0.5).map(|v| v / base.rr_p50.max(1.0));
         r.rr_p99_ratio = self.rr.pct(0.99).map(|v| v / base.rr_p99.max(1.0));
@@ -1415,9 +1429,10 @@ fn mib(kib: u64) -> String {
 
 fn print_case(r: &CaseResult) {
     println!(
-        "  legit {} ({} kpps), cp p50/p99 {} / {} µs ({} / {}x), RSS {} → {} (peak {}) MiB, books {}",
+        "  legit {} ({} kpps, {} of what was offered), cp p50/p99 {} / {} µs ({} / {}x), RSS {} → {} (peak {}) MiB, books {}",
         fmt_ratio(r.legit_ratio),
         r.legit_pps.map_or("-".into(), |p| format!("{:.1}", p / 1e3)),
+        fmt_ratio(r.legit_share),
         r.rr.pct(0.5).map_or("-".into(), |v| format!("{v:.0}")),
         r.rr.pct(0.99).map_or("-".into(), |v| format!("{v:.0}")),
         fmt_ratio(r.rr_p50_ratio),
@@ -1458,6 +1473,11 @@ fn render(results: &[CaseResult], base: &Baseline, cpu: &str, a: &StressArgs) ->
             let mut v = "pass".to_string();
             if r.saturated && r.excused.is_none() {
                 v.push_str(" (port saturated: legit target not applied)");
+            } else if r.generator_short() && r.excused.is_none() {
+                v.push_str(&format!(
+                    " (the generator offered less; vfsrd delivered {} of it)",
+                    fmt_ratio(r.legit_share)
+                ));
             }
             v
         } else {
@@ -1506,6 +1526,11 @@ mod tests {
         assert!(r.failures().is_empty());
         r.legit_ratio = Some(0.5);
         assert_eq!(r.failures().len(), 1);
+        // Short because the generator offered less, all of it delivered: not vfsrd's loss.
+        r.legit_share = Some(0.99);
+        assert!(r.failures().is_empty());
+        r.legit_share = Some(0.6);
+        assert_eq!(r.failures(), ["legit 0.50 < 0.90"]);
         r.saturated = true;
         assert!(r.failures().is_empty());
         r.imbalance = Some(3);
