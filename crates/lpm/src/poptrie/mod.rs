@@ -1212,11 +1212,19 @@ impl<K: Key> Builder<'_, K> {
         }
     }
 
+    /// Retires the leaf block of node `n`.
+    fn retire_leaves(&mut self, n: &Node) {
+        self.retire(
+            Kind::Leaves,
+            n.base0 as usize,
+            n.leafvec.count_ones() as usize,
+        );
+    }
+
     /// Retires the leaves and the children (recursively) of node `idx`, not the node itself.
     fn retire_below(&mut self, idx: usize) {
         let n = self.node(idx);
-        let nl = n.leafvec.count_ones() as usize;
-        self.retire(Kind::Leaves, n.base0 as usize, nl);
+        self.retire_leaves(&n);
         let nc = n.vector.count_ones() as usize;
         for j in 0..nc {
             self.retire_below(n.base1 as usize + j);
@@ -1261,6 +1269,23 @@ impl<K: Key> Builder<'_, K> {
         Ok((top, blocks))
     }
 
+    /// Writes the leaves of a node's `slots` (its children at `vector`) to a fresh block;
+    /// returns where (1 when there are none: a node of children only keeps `base0 - 1` in
+    /// range) and the leaf vector.
+    fn alloc_leaves(&mut self, slots: &[u16; 64], vector: u64) -> Result<(u32, u64), BuildError> {
+        let mut buf = [0u16; 64];
+        let (leafvec, nl) = emit_leaves(slots, vector, &mut buf);
+        let base0 = if nl > 0 {
+            self.alloc_u16(Kind::Leaves, &buf[..nl])?
+        } else {
+            1
+        };
+        if base0 + 64 > u32::MAX as usize {
+            return Err(BuildError::TooLarge("more than 2^32 leaves"));
+        }
+        Ok((base0 as u32, leafvec))
+    }
+
     /// Builds node `idx` at bit offset `off` from the routes whose addresses lie in its range.
     /// Routes no longer than `off` are already accounted for in `default`.
     fn fill(
@@ -1271,17 +1296,7 @@ impl<K: Key> Builder<'_, K> {
         default: u16,
     ) -> Result<(), BuildError> {
         let (slots, vector) = paint(routes, off, default);
-        let mut buf = [0u16; 64];
-        let (leafvec, nl) = emit_leaves(&slots, vector, &mut buf);
-        // A node of children only has no leaves; base 1 keeps `base0 - 1` in range anyway.
-        let base0 = if nl > 0 {
-            self.alloc_u16(Kind::Leaves, &buf[..nl])?
-        } else {
-            1
-        };
-        if base0 + 64 > u32::MAX as usize {
-            return Err(BuildError::TooLarge("more than 2^32 leaves"));
-        }
+        let (base0, leafvec) = self.alloc_leaves(&slots, vector)?;
         let nchild = vector.count_ones() as usize;
         let base1 = if nchild > 0 {
             self.alloc_nodes(nchild)?
@@ -1292,7 +1307,7 @@ impl<K: Key> Builder<'_, K> {
             idx,
             Node {
                 vector,
-                base0: base0 as u32,
+                base0,
                 base1: base1 as u32,
                 leafvec,
             },
@@ -1336,6 +1351,25 @@ fn emit_leaves(slots: &[u16; 64], vector: u64, out: &mut [u16]) -> (u64, usize) 
         }
     }
     (leafvec, n)
+}
+
+/// The 64 slots whose leaves start at `at` in `arena`, one leaf per bit of `leafvec` (the
+/// inverse of [`emit_leaves`]); a slot of `vector` (a child's) reads as 0.
+fn decode_leaves(arena: &Arena<u16>, at: usize, leafvec: u64, vector: u64) -> [u16; 64] {
+    let mut slots = [0u16; 64];
+    let mut li = at;
+    let mut first = true;
+    for (i, v) in slots.iter_mut().enumerate() {
+        if vector & (1u64 << i) != 0 {
+            continue;
+        }
+        if leafvec & (1u64 << i) != 0 && !first {
+            li += 1;
+        }
+        first = false;
+        *v = arena.get(li);
+    }
+    slots
 }
 
 /// The 64 slots of the node at bit `off` over `routes` (all inside the node's range): each

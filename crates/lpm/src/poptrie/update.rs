@@ -82,8 +82,8 @@
 use std::sync::Arc;
 
 use super::{
-    emit_leaves, lnode_leafvec, upto, Builder, Kind, Node, Poptrie, INDEX, LEAF, LNODE,
-    LNODE_HEADER, MAX_NEXTHOP, STRIDE,
+    decode_leaves, emit_leaves, lnode_leafvec, upto, Builder, Kind, Node, Poptrie, INDEX, LEAF,
+    LNODE, LNODE_HEADER, MAX_NEXTHOP, STRIDE,
 };
 use crate::key::Key;
 use crate::prefix::{NextHop, Prefix, Route};
@@ -389,14 +389,7 @@ impl<K: Key> Builder<'_, K> {
         }
         let o = (old & INDEX) as usize;
         let lv = lnode_leafvec(&self.mem.lnodes, o);
-        let mut slots = [0u16; 64];
-        let mut li = o + LNODE_HEADER;
-        for (i, v) in slots.iter_mut().enumerate() {
-            if lv & (1u64 << i) != 0 && i > 0 {
-                li += 1;
-            }
-            *v = self.mem.lnodes.get(li);
-        }
+        let mut slots = decode_leaves(&self.mem.lnodes, o + LNODE_HEADER, lv, 0);
         for &p in changed {
             if !repaint_range(&mut slots, table, p, ds, cover.nh[s])? {
                 // Cannot happen while the slot is a childless node; rebuild it whole.
@@ -582,23 +575,17 @@ impl<K: Key> Builder<'_, K> {
         if n.vector & range != 0 {
             return Ok(false);
         }
-        let mut slots = self.leaf_slots(&n);
+        let mut slots = decode_leaves(&self.mem.leaves, n.base0 as usize, n.leafvec, n.vector);
         let default = self.w.ndef.get(idx).copied().unwrap_or(0);
         if !repaint_range(&mut slots, table, p, off, default)? {
             return Ok(false);
         }
-        let mut buf = [0u16; 64];
-        let (leafvec, nl) = emit_leaves(&slots, n.vector, &mut buf);
-        let base0 = self.alloc_u16(Kind::Leaves, &buf[..nl])?;
-        self.retire(
-            Kind::Leaves,
-            n.base0 as usize,
-            n.leafvec.count_ones() as usize,
-        );
+        let (base0, leafvec) = self.alloc_leaves(&slots, n.vector)?;
+        self.retire_leaves(&n);
         self.set_node(
             idx,
             Node {
-                base0: base0 as u32,
+                base0,
                 leafvec,
                 ..n
             },
@@ -627,16 +614,10 @@ impl<K: Key> Builder<'_, K> {
             return Ok(q);
         }
         let n = self.node(idx);
-        let slots = self.leaf_slots(&n);
+        let slots = decode_leaves(&self.mem.leaves, n.base0 as usize, n.leafvec, n.vector);
         let v = p.addr().chunk(off, STRIDE);
         let vector = n.vector | 1u64 << v;
-        let mut buf = [0u16; 64];
-        let (leafvec, nl) = emit_leaves(&slots, vector, &mut buf);
-        let base0 = if nl > 0 {
-            self.alloc_u16(Kind::Leaves, &buf[..nl])?
-        } else {
-            1
-        };
+        let (base0, leafvec) = self.alloc_leaves(&slots, vector)?;
         let nc = n.vector.count_ones() as usize;
         let blk = self.alloc_nodes(nc + 1)?;
         let rank = (vector & upto(v)).count_ones() as usize - 1;
@@ -645,41 +626,18 @@ impl<K: Key> Builder<'_, K> {
             self.copy_node(old + t, blk + t + usize::from(t >= rank));
         }
         self.fill(&run, blk + rank, end, slots[v])?;
-        self.retire(
-            Kind::Leaves,
-            n.base0 as usize,
-            n.leafvec.count_ones() as usize,
-        );
+        self.retire_leaves(&n);
         self.retire(Kind::Nodes, old, nc);
         self.set_node(
             idx,
             Node {
                 vector,
-                base0: base0 as u32,
+                base0,
                 base1: blk as u32,
                 leafvec,
             },
         );
         Ok(q)
-    }
-
-    /// The 64 slots of node `n` as its leaves give them (a child's slot holds the leaf
-    /// before it, which emitting the leaves again skips).
-    fn leaf_slots(&self, n: &Node) -> [u16; 64] {
-        let mut slots = [0u16; 64];
-        let mut li = n.base0 as usize;
-        let mut first = true;
-        for (i, v) in slots.iter_mut().enumerate() {
-            if n.vector & (1u64 << i) != 0 {
-                continue;
-            }
-            if n.leafvec & (1u64 << i) != 0 && !first {
-                li += 1;
-            }
-            first = false;
-            *v = self.mem.leaves.get(li);
-        }
-        slots
     }
 
     /// Whether the node block starting at `at` was allocated for the changes of the direct
