@@ -53,9 +53,9 @@
 //! port (a flood saturates it when frames are lost before vfsrd sees them: the port's ring,
 //! the veth) and leave the generator its rate (on two cores it shares core 0 with the flood's
 //! sender: when it offers less and vfsrd delivers ≥ 0.90 of what it offered, the shortfall is
-//! the generator's, and the verdict says so), TCP p99 ≤ 1.5× idle, no crash, no unbounded growth (tables within their
-//! bounds, resident memory up by less than [`RSS_GROWTH_KIB`]), the books balanced, and each
-//! case's own checks.
+//! the generator's, and the verdict says so), TCP p99 ≤ 1.5× idle, no crash, no unbounded
+//! growth (tables within their bounds, resident memory up by less than [`RSS_GROWTH_KIB`]),
+//! the books balanced, and each case's own checks.
 
 mod error;
 mod frames;
@@ -77,6 +77,9 @@ use error::Error;
 use frames::Rng;
 use lab::{Lab, RssWatch};
 
+/// The share of its idle rate the legitimate flow must keep (and of what was offered that
+/// vfsrd must deliver).
+const LEGIT_MIN: f64 = 0.90;
 /// Resident memory may grow this much over a case (KiB) before it counts as growth.
 pub(crate) const RSS_GROWTH_KIB: u64 = 32 * 1024;
 /// The neighbor tables' capacity (`vfsr_neigh`'s default).
@@ -204,8 +207,8 @@ impl CaseResult {
         }
         if self.excused.is_none() && !self.saturated && !self.generator_short() {
             if let Some(r) = self.legit_ratio {
-                if r < 0.90 {
-                    f.push(format!("legit {r:.2} < 0.90"));
+                if r < LEGIT_MIN {
+                    f.push(format!("legit {r:.2} < {LEGIT_MIN:.2}"));
                 }
             }
         }
@@ -233,9 +236,10 @@ impl CaseResult {
 
     /// The legitimate flow fell short of its idle rate because the generator offered less
     /// (it shares a core with the flood's sender and the control plane), not because vfsrd
-    /// lost it: vfsrd delivered at least 0.90 of what was offered.
+    /// lost it: vfsrd delivered at least [`LEGIT_MIN`] of what was offered.
     fn generator_short(&self) -> bool {
-        self.legit_ratio.is_some_and(|r| r < 0.90) && self.legit_share.is_some_and(|s| s >= 0.90)
+        self.legit_ratio.is_some_and(|r| r < LEGIT_MIN)
+            && self.legit_share.is_some_and(|s| s >= LEGIT_MIN)
     }
 
     fn to_json(&self) -> Value {
@@ -380,7 +384,7 @@ pub(crate) fn run(a: &StressArgs) -> Result<(), Error> {
                        "control_core": 0, "worker_core": 1,
                        "control_priority": lab::CONTROL_PRIORITY,
                        "worker_priority": lab::WORKER_PRIORITY,
-                       "targets": {"legit_ratio_min": 0.9, "cp_p99_ratio_max": 1.5,
+                       "targets": {"legit_ratio_min": LEGIT_MIN, "cp_p99_ratio_max": 1.5,
                                    "rss_growth_kib_max": RSS_GROWTH_KIB,
                                    "icmp_errors_per_s": ICMP_RATE, "icmp_burst": ICMP_BURST,
                                    "neighbor_table_max": NEIGH_MAX}},
@@ -1092,13 +1096,13 @@ fn fault_window(
     Ok(w)
 }
 
-/// Checks `name`: the legitimate flow delivers at least 0.9 of its idle rate over the next
-/// 2 s (`when` ends the check's detail: when that is).
+/// Checks `name`: the legitimate flow delivers at least [`LEGIT_MIN`] of its idle rate over
+/// the next 2 s (`when` ends the check's detail: when that is).
 fn check_rate_back(lab: &Lab, r: &mut CaseResult, base: &Baseline, name: &str, when: &str) {
     let ratio = lab.legit_rate_over(Duration::from_secs(2)) / base.legit_pps.max(1.0);
     r.check(
         name,
-        ratio >= 0.9,
+        ratio >= LEGIT_MIN,
         format!("{ratio:.2} of the idle rate{when}"),
     );
 }
