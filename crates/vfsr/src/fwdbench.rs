@@ -30,8 +30,8 @@
 //! 1), warms up for a tenth of the run, then counts packets for `--seconds`. With `--passes
 //! N` every run is repeated N times, the runs taking turns, and reported as the median with
 //! the minimum and maximum: the host's speed drifts between runs, and interleaving spreads
-//! the drift over all of them. Every design's
-//! packets must all be forwarded (checked from the counters), or the run fails.
+//! the drift over all of them. Every design's packets must all be forwarded (checked from the
+//! counters), or the run fails.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
