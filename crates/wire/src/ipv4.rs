@@ -360,6 +360,18 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
         set_u16(b, field::CHECKSUM, checksum::update_word(hc, old, new));
     }
 
+    /// The forwarding path's decrement: TTL minus one and the checksum patched with the
+    /// constant [`checksum::ttl_decremented`] takes from equation 3. The caller has checked
+    /// that the TTL is above 1 (at 0 the TTL wraps to 255 and the checksum is wrong).
+    #[inline]
+    pub fn decrement_ttl(&mut self) {
+        let b = self.buffer.as_mut();
+        let ttl = u8_at(b, field::TTL).wrapping_sub(1);
+        let hc = u16_at(b, field::CHECKSUM);
+        set_u8(b, field::TTL, ttl);
+        set_u16(b, field::CHECKSUM, checksum::ttl_decremented(hc));
+    }
+
     /// The payload, writable.
     pub fn payload_mut(&mut self) -> &mut [u8] {
         let (start, end) = (self.header_len(), usize::from(self.total_len()));
@@ -601,6 +613,30 @@ mod tests {
         assert_eq!(p.checksum(), 0x9c2f);
         assert!(p.verify_checksum());
         assert_eq!(b[8..12], [63, 1, 0x9c, 0x2f]);
+    }
+
+    #[test]
+    fn decrement_ttl_equals_recompute() {
+        for protocol in [0u8, 1, 6, 17, 0xff] {
+            for ident in 0..=u16::MAX {
+                let mut b = PING[14..].to_vec();
+                let mut p = Ipv4Packet::new_checked(&mut b[..]).unwrap();
+                p.set_protocol(protocol);
+                p.set_ident(ident);
+                let ttl = (ident % 255) as u8 + 1;
+                p.set_ttl(ttl);
+                p.fill_checksum();
+                p.decrement_ttl();
+                let incremental = p.checksum();
+                assert_eq!(p.ttl(), ttl - 1);
+                p.fill_checksum();
+                assert_eq!(
+                    incremental,
+                    p.checksum(),
+                    "protocol {protocol} ident {ident:#x}"
+                );
+            }
+        }
     }
 
     #[test]

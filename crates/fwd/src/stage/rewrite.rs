@@ -3,7 +3,7 @@
 //! ```text
 //!   Ethernet: dst ← neighbor's MAC, src ← egress port's MAC
 //!   IPv4:     TTL − 1, header checksum updated incrementally (RFC 1624 eqn. 3; the TTL
-//!             shares a 16-bit word with the protocol)
+//!             is the high byte of its 16-bit word, so the update adds a constant)
 //!   IPv6:     hop limit − 1 (no header checksum)
 //! ```
 //!
@@ -31,9 +31,7 @@ pub fn set_macs(frame: &mut [u8], dst: MacAddr, src: MacAddr) {
 #[inline]
 pub fn decrement_ttl4(frame: &mut [u8]) {
     if let Some(ip) = frame.get_mut(ETH_HEADER..) {
-        let mut p = Ipv4Packet::new_unchecked(ip);
-        let ttl = p.ttl().wrapping_sub(1);
-        p.set_ttl_and_update_checksum(ttl);
+        Ipv4Packet::new_unchecked(ip).decrement_ttl();
     }
 }
 
