@@ -98,6 +98,35 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         self.output(batch, w, &value, ports, fib4, fib6, nh, now_ns)
     }
 
+    /// The decision for a route to a single gateway next hop, straight from that next hop's
+    /// neighbor memo, when the memo was made for the entry now at `index` (same generation and
+    /// version, so still a gateway on the same port) in the port's current neighbor epoch.
+    /// Anything else (a group, a connected route, a memo made before a change) returns `None`
+    /// and takes the full path, which checks and refreshes the memo.
+    #[inline]
+    fn remembered(&self, index: u32, fib_version: u64, nh: &NhSnapshot) -> Option<FlowValue> {
+        let a = self.adj.get(index as usize)?;
+        let e = nh.get(index)?;
+        let current = a.tag == index.wrapping_add(1)
+            && a.nh_gen == e.gen
+            && a.nh_version == e.version
+            && a.epoch == epoch_of(&self.epochs, a.ifindex);
+        current.then_some(FlowValue {
+            fib_version,
+            neigh_gen: a.gen,
+            route_nh: index,
+            route_gen: e.gen,
+            route_version: e.version,
+            member: index,
+            member_gen: e.gen,
+            member_version: e.version,
+            oif: a.ifindex,
+            neigh_id: a.id,
+            neigh_epoch: a.epoch,
+            mac: a.mac,
+        })
+    }
+
     /// Route, ECMP and neighbor for a packet the flow table did not answer: the value to
     /// cache, or the packet's final verdict.
     #[allow(clippy::too_many_arguments)]
@@ -113,6 +142,11 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         fib6: &E6,
         now_ns: u64,
     ) -> Result<FlowValue, Verdict> {
+        if stale.is_none() {
+            if let Some(v) = self.remembered(w.nh, fib_version, nh) {
+                return Ok(v);
+            }
+        }
         let (route_gen, route_version) = nh.get(w.nh).map_or((0, 0), |e| (e.gen, e.version));
         let outcome = route(w.nh, nh);
         let single_out = match outcome {
