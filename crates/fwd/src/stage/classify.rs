@@ -53,7 +53,7 @@ pub fn punt_class(protocol: u8, ports: (u16, u16), icmp6_type: Option<u8>) -> Pu
 }
 
 /// Runs the stage on an IPv4 packet.
-#[inline]
+#[inline(always)]
 pub fn classify4(meta: &Ip4Meta, link_broadcast: bool, ports: &Ports, l4: (u16, u16)) -> Class {
     let dst = meta.dst;
     if dst == u32::MAX || ports.is_local4(dst) {
@@ -81,7 +81,7 @@ fn is_link_local6(a: u128) -> bool {
 
 /// Runs the stage on an IPv6 packet; `icmp6_type` is the ICMPv6 type when the upper layer
 /// is ICMPv6.
-#[inline]
+#[inline(always)]
 pub fn classify6(
     meta: &Ip6Meta,
     link_multicast: bool,

@@ -147,7 +147,7 @@ fn walk_options(opts: &[u8]) -> Result<bool, DropReason> {
 
 /// The transport ports of a first fragment (or unfragmented packet) of TCP, UDP, SCTP or
 /// UDP-Lite; `(0, 0)` otherwise.
-#[inline]
+#[inline(always)]
 pub fn ports4(ip: &[u8], meta: &Ip4Meta) -> (u16, u16) {
     if meta.later_fragment || !matches!(meta.protocol, 6 | 17 | 132 | 136) {
         return (0, 0);

@@ -115,7 +115,7 @@ pub fn ip6_input(ip: &[u8]) -> Ip6Outcome {
 
 /// The transport ports of TCP, UDP, SCTP or UDP-Lite (not in a later fragment); `(0, 0)`
 /// otherwise.
-#[inline]
+#[inline(always)]
 pub fn ports6(ip: &[u8], meta: &Ip6Meta) -> (u16, u16) {
     if meta.later_fragment || !matches!(meta.upper, 6 | 17 | 132 | 136) {
         return (0, 0);
