@@ -240,7 +240,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             }),
             NeighOutcome::Miss => {
                 // The control plane holds it; it goes out with TTL already decremented.
-                if let Some(p) = batch.packets.get_mut(w.idx) {
+                if let Some(p) = batch.packets.get_mut(w.idx as usize) {
                     if let Some(port) = ports.get(ifindex) {
                         let frame = p.frame_mut();
                         if w.v6 {

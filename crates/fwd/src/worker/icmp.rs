@@ -60,7 +60,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         nh: &NhSnapshot,
         now_ns: u64,
     ) {
-        let Some(p) = batch.packets.get(w.idx) else {
+        let Some(p) = batch.packets.get(w.idx as usize) else {
             return;
         };
         let Some(port) = ports.get(p.iif) else {
@@ -68,7 +68,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         };
         let orig = p
             .frame()
-            .get(ETH_HEADER..ETH_HEADER + w.ip_len)
+            .get(ETH_HEADER..ETH_HEADER + w.ip_len as usize)
             .unwrap_or(&[])
             .to_vec();
         match kind {

@@ -70,10 +70,10 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     return Some(self.drop(DropReason::TtlExpired));
                 }
                 self.work.push(Work {
-                    idx,
+                    idx: idx as u32,
                     v6: false,
                     link_bcast: link_broadcast,
-                    ip_len: usize::from(meta.total_len),
+                    ip_len: u32::from(meta.total_len),
                     df: meta.df,
                     src: u128::from(meta.src),
                     dst: u128::from(meta.dst),
@@ -117,10 +117,10 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     return Some(self.drop(DropReason::TtlExpired));
                 }
                 self.work.push(Work {
-                    idx,
+                    idx: idx as u32,
                     v6: true,
                     link_bcast: link_broadcast,
-                    ip_len,
+                    ip_len: ip_len as u32,
                     df: true,
                     src: meta.src,
                     dst: meta.dst,

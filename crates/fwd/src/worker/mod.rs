@@ -159,11 +159,12 @@ const MAX_ADJ: u32 = 1 << 20;
 /// Where a transit packet stands between the passes.
 #[derive(Clone, Copy, Debug)]
 struct Work {
-    idx: usize,
+    /// The packet's place in the batch.
+    idx: u32,
     v6: bool,
     link_bcast: bool,
     /// IP length (total length, or 40 + payload length).
-    ip_len: usize,
+    ip_len: u32,
     df: bool,
     /// Addresses (IPv4 in the low 32 bits), protocol and ports: the flow key is made from
     /// them only when something needs it (flow table, ECMP, a punt's class).
@@ -175,6 +176,9 @@ struct Work {
     /// The FIB's answer, once looked up.
     nh: u32,
 }
+
+// One cache line per packet between the passes.
+const _: () = assert!(std::mem::size_of::<Work>() <= 64);
 
 impl Work {
     /// The packet's 5-tuple key.
@@ -499,7 +503,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 now,
                 now_ns,
             );
-            if let Some(slot) = batch.verdicts.get_mut(w.idx) {
+            if let Some(slot) = batch.verdicts.get_mut(w.idx as usize) {
                 *slot = v;
             }
         }

@@ -37,7 +37,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             return self.drop(DropReason::NoEgressPort);
         };
         let verdict = if w.v6 {
-            mtu6(w.ip_len, port.mtu)
+            mtu6(w.ip_len as usize, port.mtu)
         } else {
             mtu4(
                 u16::try_from(w.ip_len).unwrap_or(u16::MAX),
@@ -48,7 +48,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         };
         match verdict {
             MtuOutcome::Fits => {
-                let Some(p) = batch.packets.get_mut(w.idx) else {
+                let Some(p) = batch.packets.get_mut(w.idx as usize) else {
                     return self.drop(DropReason::NoEgressPort);
                 };
                 let frame = p.frame_mut();
@@ -60,7 +60,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 set_macs(frame, v.mac, port.mac);
                 p.oif = v.oif;
                 if self.config.report_offload && v.route_nh == v.member {
-                    batch.offload.push(w.idx as u32);
+                    batch.offload.push(w.idx);
                 }
                 self.counters.forwarded();
                 Verdict::Forward { oif: v.oif }
@@ -91,13 +91,13 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         port: &Port,
         mtu: u16,
     ) -> Verdict {
-        let Some(p) = batch.packets.get_mut(w.idx) else {
+        let Some(p) = batch.packets.get_mut(w.idx as usize) else {
             return self.drop(DropReason::FragmentFailed);
         };
         decrement_ttl4(p.frame_mut());
         let ip = p
             .frame()
-            .get(ETH_HEADER..ETH_HEADER + w.ip_len)
+            .get(ETH_HEADER..ETH_HEADER + w.ip_len as usize)
             .unwrap_or(&[]);
         let mut frags = match Fragmenter::new(ip, usize::from(mtu)) {
             Ok(f) => f,
