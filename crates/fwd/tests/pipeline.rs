@@ -640,6 +640,57 @@ fn ipv6_ecmp_and_flow_idle_timeout() {
 }
 
 #[test]
+fn evictions_are_counted_and_the_idle_sweep_steps_once_per_millisecond() {
+    let fx = fixture();
+    // One bucket of eight ways: a ninth flow evicts the least recently used one.
+    let mut w = fx.worker(vfsr_fwd::WorkerConfig {
+        flow: Some(vfsr_flow::FlowConfig {
+            capacity: 8,
+            idle_timeout: 100,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let flows: Vec<Vec<u8>> = (0..9u16)
+        .map(|i| udp4_ports(HOST4, [10, 1, 2, 3], 64, 0, false, 1000 + i, 2000))
+        .collect();
+    run(&mut w, &flows, 1_000_000_000);
+    assert_eq!(w.counters().get(Event::FlowEvicted), 1);
+
+    // A table of 8,192 buckets, a step of 16 units: a hundred expired flows take many steps.
+    let mut w = fx.worker(vfsr_fwd::WorkerConfig {
+        flow: Some(vfsr_flow::FlowConfig {
+            capacity: 65536,
+            idle_timeout: 100,
+            ..Default::default()
+        }),
+        gc_budget: 16,
+        ..Default::default()
+    });
+    let flows: Vec<Vec<u8>> = (0..100u16)
+        .map(|i| udp4_ports(HOST4, [10, 1, 2, 3], 64, 0, false, 1000 + i, 2000))
+        .collect();
+    run(&mut w, &flows, 1_000_000_000);
+    let expired = |w: &TestWorker| w.flow_counters().map_or(0, |c| c.expirations);
+    // 200 ms later every entry is idle; fifty batches in one millisecond make one step.
+    let t = 1_200_000_000;
+    for i in 0..50 {
+        run(&mut w, &[], t + i * 1000);
+    }
+    let one_step = expired(&w);
+    assert!(
+        one_step > 0 && one_step < 50,
+        "one step of 16 units visits at most 8 buckets: {one_step} expired"
+    );
+    // One batch per millisecond after that: the sweep finishes.
+    for ms in 1..=300u64 {
+        run(&mut w, &[], t + ms * 1_000_000);
+    }
+    assert_eq!(expired(&w), 100);
+    assert_eq!(w.counters().get(Event::FlowEvicted), 0);
+}
+
+#[test]
 fn split_worker_sees_neighbor_and_next_hop_changes_at_once() {
     let mut fx = fixture();
     let mut w = split(&fx);

@@ -79,7 +79,9 @@ pub struct WorkerConfig {
     pub icmp_rate: u32,
     /// ICMP errors it may send at once.
     pub icmp_burst: u32,
-    /// Flow-table buckets visited for idle entries after each batch.
+    /// Work of one step of the flow table's idle sweep (a bucket visited is two units, a
+    /// bitmap word of empty buckets one), run after the first batch of each millisecond
+    /// tick; a table of more than `512 * gc_budget` buckets gets a step of `buckets / 512`.
     pub gc_budget: usize,
     /// List the packets whose forwarding decision depends on the destination alone in
     /// [`Batch::offload`].
@@ -256,6 +258,8 @@ pub struct Worker<E4, E6> {
     shared: Arc<SharedCounters>,
     ident: u16,
     batches: u64,
+    /// The tick of the last idle-sweep step.
+    gc_tick: Option<u32>,
     spare: Vec<Packet>,
     work: Vec<Work>,
     flows: Vec<FlowSlot>,
@@ -296,6 +300,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             shared: Arc::new(SharedCounters::default()),
             ident: 0,
             batches: 0,
+            gc_tick: None,
             spare: Vec::new(),
             work: Vec::with_capacity(cap),
             flows: Vec::with_capacity(cap),
@@ -400,6 +405,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let fib4 = self.fib4.load();
         let fib6 = self.fib6.load();
         let nh = self.nh.load();
+        // The batch's inserts may evict; counted at its end.
+        let evictions_before = self.flow.as_ref().map_or(0, |f| f.counters().evictions);
         self.counters.event(Event::Rx, n as u64);
         let Some(ports) = self.ports.take() else {
             // Only a batch that panicked half-way could leave it out; none can.
@@ -513,9 +520,15 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         self.ports = Some(ports);
 
         if let Some(f) = self.flow.as_mut() {
-            let before = f.counters().evictions;
-            f.gc(now, self.config.gc_budget);
-            let evicted = f.counters().evictions - before;
+            // One step of the idle sweep per millisecond tick, not per batch: at line rate a
+            // step per batch swept a small table hundreds of times a second for entries that
+            // idle out after seconds (lookups and inserts expire entries on their own). A
+            // large table gets a larger step, so a full pass takes about a second.
+            if self.gc_tick != Some(now) {
+                self.gc_tick = Some(now);
+                f.gc(now, self.config.gc_budget.max(f.buckets() / 512));
+            }
+            let evicted = f.counters().evictions.saturating_sub(evictions_before);
             self.counters.event(Event::FlowEvicted, evicted);
         }
         self.batches = self.batches.wrapping_add(1);
