@@ -75,27 +75,32 @@ pub struct Ports {
 struct LocalFilter([u64; 4]);
 
 impl LocalFilter {
+    /// The filter of `addrs`.
+    fn of(addrs: impl IntoIterator<Item = u128>) -> LocalFilter {
+        let mut f = LocalFilter::default();
+        for a in addrs {
+            let (word, bit) = Self::place(a);
+            if let Some(w) = f.0.get_mut(word) {
+                *w |= bit;
+            }
+        }
+        f
+    }
+
+    /// The word and bit of `a`: its bytes XORed into one.
     #[inline]
-    fn hash(a: u128) -> u8 {
+    fn place(a: u128) -> (usize, u64) {
         let x = (a as u64) ^ ((a >> 64) as u64);
         let x = x ^ (x >> 32);
         let x = x ^ (x >> 16);
-        (x ^ (x >> 8)) as u8
-    }
-
-    fn insert(&mut self, a: u128) {
-        let h = Self::hash(a);
-        if let Some(w) = self.0.get_mut(usize::from(h >> 6)) {
-            *w |= 1 << (h & 63);
-        }
+        let h = (x ^ (x >> 8)) as u8;
+        (usize::from(h >> 6), 1 << (h & 63))
     }
 
     #[inline]
     fn may_contain(&self, a: u128) -> bool {
-        let h = Self::hash(a);
-        self.0
-            .get(usize::from(h >> 6))
-            .is_some_and(|w| w & (1 << (h & 63)) != 0)
+        let (word, bit) = Self::place(a);
+        self.0.get(word).is_some_and(|w| w & bit != 0)
     }
 }
 
@@ -158,20 +163,12 @@ impl Ports {
         local4.dedup();
         local6.sort_unstable();
         local6.dedup();
-        let mut filter4 = LocalFilter::default();
-        for a in &local4 {
-            filter4.insert(u128::from(*a));
-        }
-        let mut filter6 = LocalFilter::default();
-        for a in &local6 {
-            filter6.insert(*a);
-        }
         Ok(Ports {
             by_index,
+            filter4: LocalFilter::of(local4.iter().map(|&a| u128::from(a))),
+            filter6: LocalFilter::of(local6.iter().copied()),
             local4,
             local6,
-            filter4,
-            filter6,
         })
     }
 

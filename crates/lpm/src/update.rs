@@ -42,8 +42,8 @@ const SMALL_BYTES: usize = 1152;
 /// adjacent cache lines, all asked for at once before a search (so it waits for about one
 /// miss, not one per step) and which an update can prefetch ([`RouteMap::prefetch`]), where a
 /// B-tree of the same routes is a node and a leaf at unrelated addresses: a miss each. A large
-/// bucket is a B-tree, because inserting into a long vector moves too much; most IPv6 routes are in those (20 bucket
-/// bits: half the routes sit in buckets of 1,700 or more).
+/// bucket is a B-tree, because inserting into a long vector moves too much; most IPv6 routes
+/// are in those (20 bucket bits: half the routes sit in buckets of 1,700 or more).
 #[derive(Clone, Debug)]
 enum Bucket<K: Key> {
     Small(Vec<(Prefix<K>, NextHop)>),

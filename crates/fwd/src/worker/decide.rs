@@ -107,10 +107,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     fn remembered(&self, index: u32, fib_version: u64, nh: &NhSnapshot) -> Option<FlowValue> {
         let a = self.adj.get(index as usize)?;
         let e = nh.get(index)?;
-        let current = a.tag == index.wrapping_add(1)
-            && a.nh_gen == e.gen
-            && a.nh_version == e.version
-            && a.epoch == epoch_of(&self.epochs, a.ifindex);
+        let current =
+            a.made_for(index, e.gen, e.version) && a.epoch == epoch_of(&self.epochs, a.ifindex);
         current.then_some(FlowValue {
             fib_version,
             neigh_gen: a.gen,

@@ -151,6 +151,15 @@ struct Adj {
     epoch: u32,
 }
 
+impl Adj {
+    /// Whether the memo was made for next hop `index` as it is now (its generation and
+    /// version): then it still names the same gateway on the same port.
+    #[inline]
+    fn made_for(&self, index: u32, nh_gen: u32, nh_version: u32) -> bool {
+        self.tag == index.wrapping_add(1) && self.nh_gen == nh_gen && self.nh_version == nh_version
+    }
+}
+
 /// Batches between two copies of the counters to the shared block (about 30 µs at line
 /// rate; a copy is some 70 stores).
 pub const COUNTER_FLUSH: u64 = 16;

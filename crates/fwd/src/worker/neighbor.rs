@@ -39,11 +39,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     ) -> NeighOutcome {
         let now = epoch_of(&self.epochs, ifindex);
         if let Some(a) = self.adj.get(member as usize).copied() {
-            if a.tag == member.wrapping_add(1)
-                && a.nh_gen == nh_gen
-                && a.nh_version == nh_version
-                && a.ifindex == ifindex
-            {
+            if a.made_for(member, nh_gen, nh_version) && a.ifindex == ifindex {
                 let fresh = a.epoch == now
                     || neigh_current(
                         &mut self.arp,
