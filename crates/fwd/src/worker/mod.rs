@@ -460,6 +460,12 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     state: FlowState::None,
                 });
             }
+            // A large table: the entry in whichever way holds it, once the heads are in.
+            if table.entries_outgrow_cache() {
+                for f in flows.iter() {
+                    table.prefetch_entry(f.fhash);
+                }
+            }
             for (w, f) in work.iter().zip(flows.iter_mut()) {
                 let version = if w.v6 { fib6.version } else { fib4.version };
                 f.state = self.flow_lookup(&f.fkey, f.fhash, now, version, &nh);
