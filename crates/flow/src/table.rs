@@ -247,6 +247,17 @@ struct BucketHead {
     last_used: [Tick; WAYS],
 }
 
+impl BucketHead {
+    /// The ways whose signature is `sig`, one bit each.
+    #[inline(always)]
+    fn matching(&self, sig: u32) -> u32 {
+        self.sig
+            .iter()
+            .enumerate()
+            .fold(0u32, |m, (w, &s)| m | (u32::from(s == sig) << w))
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Entry<V> {
     key: FlowKey,
@@ -425,11 +436,7 @@ impl<V: Copy> FlowTable<V> {
     #[inline(always)]
     fn find(&self, b: usize, sig: u32, key: &FlowKey) -> Option<usize> {
         let head = self.heads.get(b)?;
-        let mut matches = head
-            .sig
-            .iter()
-            .enumerate()
-            .fold(0u32, |m, (w, &s)| m | (u32::from(s == sig) << w));
+        let mut matches = head.matching(sig);
         while matches != 0 {
             let w = matches.trailing_zeros() as usize;
             matches &= matches - 1;
@@ -602,11 +609,7 @@ impl<V: Copy> FlowTable<V> {
         let Some(head) = self.heads.get(b) else {
             return;
         };
-        let matches = head
-            .sig
-            .iter()
-            .enumerate()
-            .fold(0u32, |m, (w, &s)| m | (u32::from(s == sig) << w));
+        let matches = head.matching(sig);
         if matches != 0 {
             let w = matches.trailing_zeros() as usize;
             let e = self.slots.as_ptr().wrapping_add(b * WAYS + w);
