@@ -3,7 +3,9 @@
 //! ```text
 //!   Batch.packets ─┬─ pass 1, per packet: eth_input → ip4/ip6_input → classify → ttl
 //!                  │     punts, drops and expiries end here; transit packets become work
-//!                  ├─ pass 2: flow table lookup per packet (split+flow), then one bulk FIB
+//!                  ├─ pass 2: flow table hash and prefetch of the batch (in a table past
+//!                  │     1 MiB also of each matching entry), lookup per packet (split+flow),
+//!                  │     then one bulk FIB
 //!                  │     lookup per family for the misses and stale entries
 //!                  └─ pass 3, per packet: route → ecmp → neighbor → mtu → rewrite → verdict
 //!                        (a flow hit skips route, ecmp and neighbor: its entry holds them)
