@@ -821,6 +821,28 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
     type Config = PoptrieConfig;
 
     fn build(routes: &[Route<K>], config: &PoptrieConfig) -> Result<Self, BuildError> {
+        Self::build_at_least(routes, config, [0; 3])
+    }
+}
+
+/// Room an arena of `used` slots keeps for updates: the blocks they write before the blocks
+/// they replace can be reused (a publication later) pile up, and an IPv6 change copies a few
+/// child blocks of up to 64 nodes. Untouched room costs address space, not memory.
+fn headroom(used: usize) -> usize {
+    (used / 2).max(1 << 17)
+}
+
+/// The error of an arena without room for a block: the trie is built again, bigger.
+const ARENA_FULL: &str = "arena full";
+
+impl<K: Key> Poptrie<K> {
+    /// [`LpmBuild::build`] of canonical `routes` into arenas of at least `min_caps` slots
+    /// (nodes, childless-node records, leaves).
+    pub(super) fn build_at_least(
+        routes: &[Route<K>],
+        config: &PoptrieConfig,
+        min_caps: [usize; 3],
+    ) -> Result<Self, BuildError> {
         let (ds, tb) = (config.direct_bits, config.top_bits);
         if ds > 24 || ds >= K::BITS {
             return Err(BuildError::BadConfig(format!(
@@ -844,6 +866,9 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
         // leaves too little headroom for updates too.
         let n = routes.len();
         let mut caps = [n / 4 + 1024, 2 * n + 4096, n + 4096];
+        for (c, m) in caps.iter_mut().zip(min_caps) {
+            *c = (*c).max(m);
+        }
         for _ in 0..8 {
             match Self::build_into(&routes, ds, tb, caps) {
                 Ok(p) => {
@@ -860,19 +885,7 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
         }
         Err(BuildError::TooLarge(ARENA_FULL))
     }
-}
 
-/// Room an arena of `used` slots keeps for updates: the blocks they write before the blocks
-/// they replace can be reused (a publication later) pile up, and an IPv6 change copies a few
-/// child blocks of up to 64 nodes. Untouched room costs address space, not memory.
-fn headroom(used: usize) -> usize {
-    (used / 2).max(1 << 17)
-}
-
-/// The error of an arena without room for a block: the trie is built again, bigger.
-const ARENA_FULL: &str = "arena full";
-
-impl<K: Key> Poptrie<K> {
     /// Builds over canonical `routes` into arenas of `caps` slots (nodes, childless-node
     /// records, leaves).
     fn build_into(

@@ -88,7 +88,7 @@ use super::{
 use crate::key::Key;
 use crate::prefix::{NextHop, Prefix, Route};
 use crate::update::{LpmUpdate, RouteMap};
-use crate::{BuildError, LpmBuild};
+use crate::BuildError;
 
 use super::PoptrieConfig;
 
@@ -172,9 +172,32 @@ impl<K: Key> Poptrie<K> {
     /// old storage keep it until they drop their handles), keeping the SIMD choice and the
     /// retirement group count.
     fn rebuild(&mut self, table: &RouteMap<K>) -> Result<(), BuildError> {
+        self.rebuild_at_least(table, [0; 3])
+    }
+
+    /// The rebuild after an update that found no room in an arena (or no index space): into
+    /// arenas twice the size of the ones it filled. A batch that fills them is likely to be
+    /// followed by others like it (a session's worth of changes arrives in many batches,
+    /// each writing its fresh blocks before it can reuse the ones it replaced), and storage
+    /// sized as before would fill again and be rebuilt again, each rebuild a full build.
+    fn rebuild_larger(&mut self, table: &RouteMap<K>) -> Result<(), BuildError> {
+        let grown = [
+            self.mem.nodes.len(),
+            self.mem.lnodes.len(),
+            self.mem.leaves.len(),
+        ]
+        .map(|c| c.saturating_mul(2));
+        self.rebuild_at_least(table, grown)
+    }
+
+    fn rebuild_at_least(
+        &mut self,
+        table: &RouteMap<K>,
+        min_caps: [usize; 3],
+    ) -> Result<(), BuildError> {
         let simd = self.simd;
         let group = self.w.as_ref().map_or(0, |w| w.group);
-        *self = Poptrie::build(&table.to_routes(), &self.config())?;
+        *self = Poptrie::build_at_least(&table.to_routes(), &self.config(), min_caps)?;
         self.simd = simd;
         if let Some(w) = self.w.as_mut() {
             w.group = group;
@@ -749,8 +772,10 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
         self.routes = table.len();
         match r {
             Some(Ok(())) => Ok(()),
-            // Out of room or index space half-way: a fresh build either fits or says so.
-            Some(Err(_)) | None => self.rebuild(table),
+            // Out of room or index space half-way: a fresh, larger build either fits or
+            // says so.
+            Some(Err(_)) => self.rebuild_larger(table),
+            None => self.rebuild(table),
         }
     }
 
@@ -796,7 +821,8 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
         });
         match r {
             Some(Ok(())) => {}
-            Some(Err(_)) | None => return self.rebuild(table),
+            Some(Err(_)) => return self.rebuild_larger(table),
+            None => return self.rebuild(table),
         }
         self.routes = table.len();
         if rest.is_empty() {
@@ -834,8 +860,54 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
 mod tests {
     use super::*;
     use crate::testkit::{check_updates, updates_and_probes, v4, v6, POOL4, POOL6};
-    use crate::Lpm;
+    use crate::{Lpm, LpmBuild};
     use proptest::prelude::*;
+
+    #[test]
+    fn an_update_that_fills_the_storage_rebuilds_it_twice_as_large() {
+        let cfg = PoptrieConfig::for_family::<u128>();
+        let p48 = |i: u128| Prefix::new_masked((0x2001_0db8u128 << 96) | (i << 80), 48);
+        let mut table = RouteMap::new();
+        for i in 0..4096 {
+            table.set(p48(i), 1 + (i % 7) as NextHop);
+        }
+        let mut p = Poptrie::build(&table.to_routes(), &cfg).unwrap();
+        // While another handle shares the storage, nothing retired is reused: every round
+        // takes fresh room until there is none.
+        let reader = p.share();
+        let lens = |p: &Poptrie<u128>| [p.mem.nodes.len(), p.mem.lnodes.len(), p.mem.leaves.len()];
+        let before = lens(&p);
+        let storage = Arc::as_ptr(&p.mem);
+        let mut round = 0u32;
+        while Arc::as_ptr(&p.mem) == storage {
+            round += 1;
+            assert!(round < 1000, "the storage never filled");
+            // An eighth of the routes per round: a change, not a reload (no bulk rebuild).
+            let changed: Vec<_> = (0..512)
+                .map(|k| p48((k * 8 + u128::from(round)) % 4096))
+                .collect();
+            for q in &changed {
+                table.set(*q, 1 + (round % 9) as NextHop);
+            }
+            p.update(&table, &changed).unwrap();
+        }
+        let after = lens(&p);
+        for k in 0..3 {
+            assert!(
+                after[k] >= 2 * before[k],
+                "arena {k}: {} slots, was {}",
+                after[k],
+                before[k]
+            );
+        }
+        let fresh = Poptrie::build(&table.to_routes(), &cfg).unwrap();
+        for i in 0..4096u128 {
+            let a = (0x2001_0db8u128 << 96) | (i << 80) | 1;
+            assert_eq!(p.lookup(a), fresh.lookup(a));
+        }
+        // The old storage keeps answering for the reader that holds it.
+        assert_eq!(Arc::as_ptr(&reader.mem), storage);
+    }
 
     fn configs() -> Vec<PoptrieConfig> {
         let mut v: Vec<PoptrieConfig> = [0u8, 1, 6, 16, 18].map(PoptrieConfig::flat).to_vec();
