@@ -170,9 +170,22 @@ impl<K: Key> Poptrie<K> {
 
     /// Replaces the trie by a fresh build of `table` in storage of its own (readers of the
     /// old storage keep it until they drop their handles), keeping the SIMD choice and the
-    /// retirement group count.
+    /// retirement group count, and storage at least as large as the one it leaves: a reload
+    /// between the batches that once filled it would otherwise shrink it back, to be filled
+    /// and rebuilt again.
     fn rebuild(&mut self, table: &RouteMap<K>) -> Result<(), BuildError> {
-        self.rebuild_at_least(table, [0; 3])
+        self.rebuild_at_least(table, self.arena_lens())
+    }
+
+    /// The capacities the node, childless-node record and leaf arenas were built with
+    /// (their slots but the padding).
+    fn arena_lens(&self) -> [usize; 3] {
+        [
+            self.mem.nodes.len(),
+            self.mem.lnodes.len(),
+            self.mem.leaves.len(),
+        ]
+        .map(|n| n.saturating_sub(super::PAD))
     }
 
     /// The rebuild after an update that found no room in an arena (or no index space): into
@@ -181,12 +194,7 @@ impl<K: Key> Poptrie<K> {
     /// each writing its fresh blocks before it can reuse the ones it replaced), and storage
     /// sized as before would fill again and be rebuilt again, each rebuild a full build.
     fn rebuild_larger(&mut self, table: &RouteMap<K>) -> Result<(), BuildError> {
-        let grown = [
-            self.mem.nodes.len(),
-            self.mem.lnodes.len(),
-            self.mem.leaves.len(),
-        ]
-        .map(|c| c.saturating_mul(2));
+        let grown = self.arena_lens().map(|c| c.saturating_mul(2));
         self.rebuild_at_least(table, grown)
     }
 
@@ -875,8 +883,7 @@ mod tests {
         // While another handle shares the storage, nothing retired is reused: every round
         // takes fresh room until there is none.
         let reader = p.share();
-        let lens = |p: &Poptrie<u128>| [p.mem.nodes.len(), p.mem.lnodes.len(), p.mem.leaves.len()];
-        let before = lens(&p);
+        let before = p.arena_lens();
         let storage = Arc::as_ptr(&p.mem);
         let mut round = 0u32;
         while Arc::as_ptr(&p.mem) == storage {
@@ -891,7 +898,7 @@ mod tests {
             }
             p.update(&table, &changed).unwrap();
         }
-        let after = lens(&p);
+        let after = p.arena_lens();
         for k in 0..3 {
             assert!(
                 after[k] >= 2 * before[k],
@@ -907,6 +914,16 @@ mod tests {
         }
         // The old storage keeps answering for the reader that holds it.
         assert_eq!(Arc::as_ptr(&reader.mem), storage);
+        // A reload (a batch of more than a quarter of the table) builds anew, no smaller.
+        let grown = Arc::as_ptr(&p.mem);
+        let all: Vec<_> = (0..4096).map(p48).collect();
+        for q in &all {
+            table.set(*q, 3);
+        }
+        p.update(&table, &all).unwrap();
+        assert_ne!(Arc::as_ptr(&p.mem), grown, "a reload builds new storage");
+        assert_eq!(p.arena_lens(), after);
+        assert_eq!(p.lookup((0x2001_0db8u128 << 96) | (5 << 80)), 3);
     }
 
     fn configs() -> Vec<PoptrieConfig> {
