@@ -68,8 +68,11 @@
 //! retires at the end of each update.
 //!
 //! The arenas never grow (`arena.rs`): an update that finds no room, like one that runs out
-//! of index space, builds the trie again in new, larger storage, which the live FIB publishes
-//! by pointer swap; readers of the old storage keep it until they let go.
+//! of index space, builds the trie again in new storage twice as large, which the live FIB
+//! publishes by pointer swap; readers of the old storage keep it until they let go. Twice,
+//! because the batches that follow one that filled the storage tend to be like it; and a
+//! later rebuild (a reload) keeps the size, so the storage is not filled and rebuilt over and
+//! over.
 //!
 //! A node emptied by withdrawals stays a node whose leaves all hold its default until an
 //! ancestor is rebuilt: the answers are exact, the shape is not minimal.
