@@ -826,10 +826,18 @@ impl<K: Key> LpmBuild<K> for Poptrie<K> {
 }
 
 /// Room an arena of `used` slots keeps for updates: the blocks they write before the blocks
-/// they replace can be reused (a publication later) pile up, and an IPv6 change copies a few
-/// child blocks of up to 64 nodes. Untouched room costs address space, not memory.
-fn headroom(used: usize) -> usize {
-    (used / 2).max(1 << 17)
+/// they replace can be reused (a publication later) pile up. Untouched room costs address
+/// space, not memory; but room once written stays in use, so a trie that does not need it is
+/// better off reusing the blocks it freed, in memory already touched. An IPv6 change copies a
+/// few child blocks of up to 64 nodes, and a batch of a millisecond's IPv6 changes filled
+/// half its used size (then the trie is built again, twice as large, a full build in the
+/// middle of the changes): IPv6 gets twice its used size, IPv4 half.
+fn headroom(used: usize, key_bits: u8) -> usize {
+    if key_bits > 32 {
+        (2 * used).max(1 << 18)
+    } else {
+        (used / 2).max(1 << 17)
+    }
 }
 
 /// The error of an arena without room for a block: the trie is built again, bigger.
@@ -873,11 +881,13 @@ impl<K: Key> Poptrie<K> {
             match Self::build_into(&routes, ds, tb, caps) {
                 Ok(p) => {
                     let used = p.mem.used.each_ref().map(|u| u.load(Ordering::Relaxed));
-                    let room = |i: usize| caps[i] >= used[i] + headroom(used[i]) / 2;
+                    let room = |i: usize| caps[i] >= used[i] + headroom(used[i], K::BITS) / 2;
                     if (0..3).all(room) {
                         return Ok(p);
                     }
-                    caps = core::array::from_fn(|i| (used[i] + headroom(used[i])).max(caps[i]));
+                    caps = core::array::from_fn(|i| {
+                        (used[i] + headroom(used[i], K::BITS)).max(caps[i])
+                    });
                 }
                 Err(BuildError::TooLarge(ARENA_FULL)) => caps = caps.map(|c| c * 2),
                 Err(e) => return Err(e),
@@ -1471,6 +1481,41 @@ mod tests {
     /// A table shaped like a real one (mostly /24s in /18 blocks, some longer prefixes under
     /// them, covering /16s) probed with more addresses than one chunk of the staged lookup, in
     /// batches that are not a multiple of it: every stage, list and chunk boundary is crossed.
+    #[test]
+    fn ipv6_storage_keeps_twice_its_used_size_free_and_ipv4_half() {
+        let v4: Vec<Route<u32>> = (0..20_000u32)
+            .map(|i| Route::new(Prefix::new_masked(0x0a00_0000 | (i << 8), 24), 1 + i % 5))
+            .collect();
+        let v6: Vec<Route<u128>> = (0..20_000u128)
+            .map(|i| {
+                Route::new(
+                    Prefix::new_masked((0x2001_0db8u128 << 96) | (i << 80), 48),
+                    2,
+                )
+            })
+            .collect();
+        let t4 = Poptrie::build(&v4, &PoptrieConfig::for_family::<u32>()).unwrap();
+        let t6 = Poptrie::build(&v6, &PoptrieConfig::for_family::<u128>()).unwrap();
+        let free = |len: usize, used: usize| len - PAD - used;
+        let nodes = |m: &Mem| (m.nodes.len(), m.used[0].load(Ordering::Relaxed));
+        // Few nodes for these routes: the first guess of the sizes is too small, and the
+        // build settles on the used slots plus the whole headroom.
+        let (len, used) = nodes(&t6.mem);
+        assert!(
+            free(len, used) >= (2 * used).max(1 << 18),
+            "{len} slots, {used} used"
+        );
+        let (len, used) = nodes(&t4.mem);
+        assert!(
+            free(len, used) >= (used / 2).max(1 << 17),
+            "{len} slots, {used} used"
+        );
+        assert!(
+            free(len, used) < (2 * used).max(1 << 18),
+            "IPv4 keeps less: {len}, {used}"
+        );
+    }
+
     #[test]
     fn staged_lookup_matches_golden_across_chunks() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
