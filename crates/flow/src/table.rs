@@ -589,12 +589,17 @@ impl<V: Copy> FlowTable<V> {
     pub fn prefetch_hash(&self, h: u64) {
         let (b, _) = self.place_hash(h);
         prefetch(self.heads.as_ptr().wrapping_add(b));
-        let first = self.slots.as_ptr().wrapping_add(b * WAYS);
-        prefetch(first);
-        // An entry (key and value) is larger than a cache line: its last byte's line too.
+        self.prefetch_slot(b * WAYS);
+    }
+
+    /// Asks for slot `i` (an entry, key and value, is larger than a cache line: the lines of
+    /// its first and last bytes). Only a hint: `i` need not be in range.
+    #[inline(always)]
+    fn prefetch_slot(&self, i: usize) {
+        let e = self.slots.as_ptr().wrapping_add(i);
+        prefetch(e);
         prefetch(
-            first
-                .cast::<u8>()
+            e.cast::<u8>()
                 .wrapping_add(std::mem::size_of::<Option<Entry<V>>>() - 1),
         );
     }
@@ -611,13 +616,7 @@ impl<V: Copy> FlowTable<V> {
         };
         let matches = head.matching(sig);
         if matches != 0 {
-            let w = matches.trailing_zeros() as usize;
-            let e = self.slots.as_ptr().wrapping_add(b * WAYS + w);
-            prefetch(e);
-            prefetch(
-                e.cast::<u8>()
-                    .wrapping_add(std::mem::size_of::<Option<Entry<V>>>() - 1),
-            );
+            self.prefetch_slot(b * WAYS + matches.trailing_zeros() as usize);
         }
     }
 

@@ -619,16 +619,33 @@ fn ecmp_without_flow_table_is_resilient() {
     assert!(moved > 200 && moved < 450, "about a third moves: {moved}");
 }
 
+/// A worker config with a flow table of `capacity` entries (the default when `None`) whose
+/// entries idle out after 100 ms.
+fn flow_config(capacity: Option<usize>) -> vfsr_fwd::WorkerConfig {
+    let flow = vfsr_flow::FlowConfig {
+        idle_timeout: 100,
+        ..Default::default()
+    };
+    vfsr_fwd::WorkerConfig {
+        flow: Some(vfsr_flow::FlowConfig {
+            capacity: capacity.unwrap_or(flow.capacity),
+            ..flow
+        }),
+        ..Default::default()
+    }
+}
+
+/// `n` UDP flows to 10.1.2.3 that differ in their source port.
+fn udp4_flows(n: u16) -> Vec<Vec<u8>> {
+    (0..n)
+        .map(|i| udp4_ports(HOST4, [10, 1, 2, 3], 64, 0, false, 1000 + i, 2000))
+        .collect()
+}
+
 #[test]
 fn ipv6_ecmp_and_flow_idle_timeout() {
     let fx = fixture();
-    let mut w = fx.worker(vfsr_fwd::WorkerConfig {
-        flow: Some(vfsr_flow::FlowConfig {
-            idle_timeout: 100,
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
+    let mut w = fx.worker(flow_config(None));
     let f = udp6(HOST6, "2001:db8:5::1", 64, 0);
     let b = run(&mut w, std::slice::from_ref(&f), 1_000_000_000);
     assert!(matches!(b.verdicts[0], Verdict::Forward { oif: 2 }));
@@ -643,34 +660,16 @@ fn ipv6_ecmp_and_flow_idle_timeout() {
 fn evictions_are_counted_and_the_idle_sweep_steps_once_per_millisecond() {
     let fx = fixture();
     // One bucket of eight ways: a ninth flow evicts the least recently used one.
-    let mut w = fx.worker(vfsr_fwd::WorkerConfig {
-        flow: Some(vfsr_flow::FlowConfig {
-            capacity: 8,
-            idle_timeout: 100,
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
-    let flows: Vec<Vec<u8>> = (0..9u16)
-        .map(|i| udp4_ports(HOST4, [10, 1, 2, 3], 64, 0, false, 1000 + i, 2000))
-        .collect();
-    run(&mut w, &flows, 1_000_000_000);
+    let mut w = fx.worker(flow_config(Some(8)));
+    run(&mut w, &udp4_flows(9), 1_000_000_000);
     assert_eq!(w.counters().get(Event::FlowEvicted), 1);
 
     // A table of 8,192 buckets, a step of 16 units: a hundred expired flows take many steps.
     let mut w = fx.worker(vfsr_fwd::WorkerConfig {
-        flow: Some(vfsr_flow::FlowConfig {
-            capacity: 65536,
-            idle_timeout: 100,
-            ..Default::default()
-        }),
         gc_budget: 16,
-        ..Default::default()
+        ..flow_config(Some(65536))
     });
-    let flows: Vec<Vec<u8>> = (0..100u16)
-        .map(|i| udp4_ports(HOST4, [10, 1, 2, 3], 64, 0, false, 1000 + i, 2000))
-        .collect();
-    run(&mut w, &flows, 1_000_000_000);
+    run(&mut w, &udp4_flows(100), 1_000_000_000);
     let expired = |w: &TestWorker| w.flow_counters().map_or(0, |c| c.expirations);
     // 200 ms later every entry is idle; fifty batches in one millisecond make one step.
     let t = 1_200_000_000;

@@ -1478,9 +1478,6 @@ mod tests {
         }
     }
 
-    /// A table shaped like a real one (mostly /24s in /18 blocks, some longer prefixes under
-    /// them, covering /16s) probed with more addresses than one chunk of the staged lookup, in
-    /// batches that are not a multiple of it: every stage, list and chunk boundary is crossed.
     #[test]
     fn ipv6_storage_keeps_twice_its_used_size_free_and_ipv4_half() {
         let v4: Vec<Route<u32>> = (0..20_000u32)
@@ -1516,6 +1513,9 @@ mod tests {
         );
     }
 
+    /// A table shaped like a real one (mostly /24s in /18 blocks, some longer prefixes under
+    /// them, covering /16s) probed with more addresses than one chunk of the staged lookup, in
+    /// batches that are not a multiple of it: every stage, list and chunk boundary is crossed.
     #[test]
     fn staged_lookup_matches_golden_across_chunks() {
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
