@@ -9,7 +9,7 @@ use vfsr_bench::lpm::{self, Contender, ContenderError, Params, Row, Skipped, Swe
 use vfsr_bench::peers::{self, PeerKey};
 use vfsr_lpm::dir24::Dir24;
 use vfsr_lpm::lctrie::{LcConfig, LcTrie};
-use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
+use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig, Vector};
 use vfsr_lpm::radix::Radix;
 use vfsr_lpm::{Key, Lpm, LpmBuild, Route};
 use vfsr_table::traffic;
@@ -113,6 +113,14 @@ fn own<K: Key>() -> Vec<Contender<K>> {
             label(&two_level),
             move |r| ok(Poptrie::build(r, &two_level)),
         ));
+    }
+    if Vector::Avx2.available() && K::BITS == 32 {
+        let variant = format!("{},avx2", label(&family));
+        v.push(Contender::new("poptrie_avx2", variant, move |r| {
+            let mut p = Poptrie::build(r, &family)?;
+            p.set_vector(Vector::Avx2);
+            Ok(Box::new(p) as Boxed<K>)
+        }));
     }
     if vfsr_lpm::poptrie::simd_available() {
         let variant = format!("{},no simd", label(&family));

@@ -14,7 +14,7 @@ macro_rules! skip_note {
 use vfsr_lpm::dir24::Dir24;
 use vfsr_lpm::golden::Golden;
 use vfsr_lpm::lctrie::{LcConfig, LcTrie};
-use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
+use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig, Vector};
 use vfsr_lpm::radix::Radix;
 use vfsr_lpm::{Key, Lpm, LpmBuild, NextHop, Route};
 use vfsr_table::{traffic, ReadOptions, Table};
@@ -100,6 +100,10 @@ fn engines<K: Key>(routes: &[Route<K>]) -> Vec<(String, Box<dyn Lpm<K>>)> {
         let p = Poptrie::build(routes, &cfg).unwrap();
         let mut scalar = p.clone();
         scalar.set_simd(false);
+        let mut avx2 = p.clone();
+        if avx2.set_vector(Vector::Avx2) == Vector::Avx2 {
+            v.push((format!("poptrie s={ds} avx2"), Box::new(avx2)));
+        }
         v.push((format!("poptrie s={ds}"), Box::new(p)));
         v.push((format!("poptrie s={ds} scalar"), Box::new(scalar)));
     }

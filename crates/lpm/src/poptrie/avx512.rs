@@ -26,21 +26,7 @@
 
 use core::arch::x86_64::*;
 
-use super::{Node, INDEX, LEAF, LNODE, LNODE_HEADER, STRIDE};
-
-/// The raw parts of a built Poptrie, as the gather code reads them.
-pub(super) struct Parts<'a> {
-    /// Top level of two-level direct pointing (empty when flat).
-    pub top: &'a [u32],
-    pub top_bits: u8,
-    pub direct: &'a [u32],
-    pub nodes: &'a [Node],
-    /// Childless-node records plus one padding element.
-    pub lnodes: &'a [u16],
-    /// Leaves plus one padding element.
-    pub leaves: &'a [u16],
-    pub direct_bits: u8,
-}
+use super::{Parts, INDEX, LEAF, LNODE, LNODE_HEADER, STRIDE};
 
 /// Vectors advanced together.
 const G: usize = 4;
@@ -48,17 +34,7 @@ const G: usize = 4;
 const L: usize = 8;
 
 /// Lookup state of `G` vectors of lanes.
-struct Lanes {
-    /// Node index of walking lanes.
-    idx: [__m512i; G],
-    /// Lanes still walking nodes.
-    walking: [__mmask8; G],
-    /// Lanes whose leaf index is known (in `lidx`), waiting for the leaf read.
-    leafing: [__mmask8; G],
-    lidx: [__m512i; G],
-    /// Next hops of lanes answered by direct pointing.
-    res: [__m512i; G],
-}
+type Lanes = super::Lanes<__m512i, __mmask8, G>;
 
 /// Classifies gathered direct-pointing entries `d` (zero-extended) of vector `g`: leaf lanes
 /// are answered, childless-node lanes are answered from their record (`slot` holds each
@@ -257,16 +233,7 @@ unsafe fn prefetch_direct(p: &Parts<'_>, k: u64) {
 unsafe fn empty_lanes() -> Lanes {
     // SAFETY: the caller checked AVX-512F and VPOPCNTDQ and passes the parts of a built
     // trie; every gather and load stays inside them by the invariants in the module doc.
-    unsafe {
-        let z = _mm512_setzero_si512();
-        Lanes {
-            idx: [z; G],
-            walking: [0; G],
-            leafing: [0; G],
-            lidx: [z; G],
-            res: [z; G],
-        }
-    }
+    unsafe { Lanes::idle(_mm512_setzero_si512(), 0) }
 }
 
 /// Looks up IPv4 addresses in groups of `G * L`; returns how many it did (a multiple of

@@ -206,10 +206,10 @@ impl<K: Key> Poptrie<K> {
         table: &RouteMap<K>,
         min_caps: [usize; 3],
     ) -> Result<(), BuildError> {
-        let simd = self.simd;
+        let vector = self.vector;
         let group = self.w.as_ref().map_or(0, |w| w.group);
         *self = Poptrie::build_at_least(&table.to_routes(), &self.config(), min_caps)?;
-        self.simd = simd;
+        self.vector = vector;
         if let Some(w) = self.w.as_mut() {
             w.group = group;
         }
