@@ -425,8 +425,8 @@ impl Vector {
 
     /// The one a trie uses unless told otherwise: AVX-512 where the CPU has it, else the
     /// portable lookup. AVX2 is chosen only by [`Poptrie::set_vector`]: on an AMD EPYC Zen 5
-    /// it measured 1.14–1.16 times the portable lookup's rate on matched IPv4 traffic but 0.73–0.76
-    /// times on uniform traffic (`vfsr lpm bench` row `poptrie_avx2`, same run).
+    /// it measured 1.14–1.16 times the portable lookup's rate on matched IPv4 traffic but
+    /// 0.73–0.76 times on uniform traffic (`vfsr lpm bench` row `poptrie_avx2`, same run).
     pub fn best() -> Vector {
         if Vector::Avx512.available() {
             Vector::Avx512
