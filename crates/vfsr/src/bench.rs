@@ -115,7 +115,7 @@ fn own<K: Key>() -> Vec<Contender<K>> {
         ));
     }
     if Vector::Avx2.available() && K::BITS == 32 {
-        let variant = format!("{},avx2", label(&family));
+        let variant = format!("{},{}", label(&family), Vector::Avx2.name());
         v.push(Contender::new("poptrie_avx2", variant, move |r| {
             let mut p = Poptrie::build(r, &family)?;
             p.set_vector(Vector::Avx2);

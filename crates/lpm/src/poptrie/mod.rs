@@ -84,10 +84,10 @@
 //! stage lists each record lane's slot beside the record's offset (on an AMD EPYC Zen 5 this
 //! measured 1.09 times the rate on matched IPv4 traffic, the address's re-read having cost a
 //! division to keep its index in bounds), and flat direct pointing has a loop of its own
-//! (1.06 times on uniform IPv4 traffic, same machine). Against the earlier bulk lookup, which advanced
-//! groups of 16 lookups in lockstep and branched on every lookup's kind, the stages measured
-//! 1.51–1.76 times the rate on uniform IPv4 traffic and 1.17–1.34 times on matched IPv4
-//! traffic on an AMD EPYC (Zen 3). IPv6 keeps the lockstep groups (32 lookups advance
+//! (1.06 times on uniform IPv4 traffic, same machine). Against the earlier bulk lookup, which
+//! advanced groups of 16 lookups in lockstep and branched on every lookup's kind, the stages
+//! measured 1.51–1.76 times the rate on uniform IPv4 traffic and 1.17–1.34 times on matched
+//! IPv4 traffic on an AMD EPYC (Zen 3). IPv6 keeps the lockstep groups (32 lookups advance
 //! one level per round): its lookups walk five or more levels of nodes, and there the stages
 //! measured no better (0.82–1.02 times, same runs; 0.86 times on an AMD EPYC Zen 5). Groups
 //! of 32 measured 1.09 times groups of 16 on matched IPv6 traffic there, groups of 64 0.93
@@ -393,7 +393,7 @@ impl<V: Copy, M: Copy, const G: usize> Lanes<V, M, G> {
 }
 
 /// Which bulk lookup runs: the portable one, or a vector one the CPU has.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Vector {
     /// Scalar code: staged lookups (IPv4), lockstep groups (IPv6).
     Portable,
