@@ -274,20 +274,26 @@ impl std::hash::Hash for FlowKey {
     }
 }
 
-/// Multiplier of the absorb step (odd, so the multiplication is a bijection).
-const M_ABSORB: u64 = 0x9e37_79b9_7f4a_7c15;
+/// Constants that separate the six keys a seed is expanded into (the hexadecimal digits of
+/// pi, as in many hash functions' "nothing up my sleeve" constants).
+const KEY_SALT: [u64; 6] = [
+    0x243f_6a88_85a3_08d3,
+    0x1319_8a2e_0370_7344,
+    0xa409_3822_299f_31d0,
+    0x082e_fa98_ec4e_6c89,
+    0x4528_21e6_38d0_1377,
+    0xbe54_66cf_34e9_0c6c,
+];
 /// Multipliers of the final avalanche (odd, with well-spread bits).
 const M_FIN1: u64 = 0xbf58_476d_1ce4_e5b9;
 const M_FIN2: u64 = 0x94d0_49bb_1331_11eb;
-/// Constants separating the two lanes' seeds.
-const LANE_A: u64 = 0x243f_6a88_85a3_08d3;
-const LANE_B: u64 = 0x1319_8a2e_0370_7344;
 
-/// One absorb step: a bijection of `state ^ word`.
+/// A folded multiply: the full 128-bit product of `a` and `b`, its halves XORed. Every bit of
+/// either factor reaches most bits of the result, in one multiplication.
 #[inline(always)]
-fn absorb(state: u64, word: u64) -> u64 {
-    let x = (state ^ word).wrapping_mul(M_ABSORB);
-    x ^ (x >> 29)
+fn fold(a: u64, b: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    (p as u64) ^ ((p >> 64) as u64)
 }
 
 /// The final avalanche: every input bit reaches every output bit.
@@ -303,8 +309,8 @@ fn avalanche(mut x: u64) -> u64 {
 /// The seeded per-packet hash of a [`FlowKey`]. Cheap to copy; one per worker.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FlowHasher {
-    lane_a: u64,
-    lane_b: u64,
+    /// Secret words XORed into the key's words before they are multiplied.
+    k: [u64; 6],
 }
 
 impl Default for FlowHasher {
@@ -317,10 +323,11 @@ impl Default for FlowHasher {
 impl FlowHasher {
     /// A hasher for `seed`. Equal seeds give equal hashes (tests, reproducible benchmarks).
     pub fn new(seed: u64) -> Self {
-        FlowHasher {
-            lane_a: avalanche(seed ^ LANE_A),
-            lane_b: avalanche(seed.rotate_left(32) ^ LANE_B),
+        let mut k = KEY_SALT;
+        for (i, w) in k.iter_mut().enumerate() {
+            *w = avalanche(seed.rotate_left(11 * i as u32) ^ *w);
         }
+        FlowHasher { k }
     }
 
     /// A hasher with a seed drawn from the standard library's per-process random keys.
@@ -338,9 +345,12 @@ impl FlowHasher {
     /// The hash of every field of `key`.
     #[inline]
     pub fn hash(&self, key: &FlowKey) -> u64 {
-        let a = absorb(absorb(self.lane_a, key.src_hi), key.src_lo);
-        let b = absorb(absorb(self.lane_b, key.dst_hi), key.dst_lo);
-        avalanche(absorb(a ^ b.rotate_left(32), key.meta()))
+        // Three folded multiplies: the high words of both addresses, the low words, then the
+        // two results with the ports, protocol and family.
+        let k = &self.k;
+        let hi = fold(key.src_hi ^ k[0], key.dst_hi ^ k[1]);
+        let lo = fold(key.src_lo ^ k[2], key.dst_lo ^ k[3]);
+        fold(hi ^ key.meta() ^ k[4], lo ^ k[5])
     }
 
     /// The L3-only hash: addresses and family, not ports or protocol
