@@ -1094,12 +1094,16 @@ mod tests {
     }
 
     /// Keys that all land in bucket `b` of `t`.
+    /// `n` keys that hash to bucket `b`, from the first million test keys (a hash that
+    /// never reaches the bucket fails the test instead of searching forever).
     fn keys_in_bucket(t: &FlowTable<u32>, b: usize, n: usize) -> Vec<FlowKey> {
-        (0u32..)
+        let ks: Vec<FlowKey> = (0u32..1 << 20)
             .map(key)
             .filter(|k| t.place(k).0 == b)
             .take(n)
-            .collect()
+            .collect();
+        assert_eq!(ks.len(), n, "keys in bucket {b}");
+        ks
     }
 
     #[test]
