@@ -33,12 +33,22 @@
 //!
 //! ## The hash
 //!
-//! [`FlowHasher`] is a seeded multiply–xorshift mixer written for this key: each 64-bit word
-//! is absorbed as `x = (state ^ word) * M; x ^= x >> 29` (a bijection of `state ^ word`, so no
-//! word value can cancel the state), the source and destination halves run in two independent
-//! lanes so the CPU overlaps their multiplications, and a final xorshift–multiply avalanche
-//! spreads every input bit over the whole output. About a dozen dependent multiply/shift steps:
-//! a few nanoseconds, no branches, no loops, no memory reads.
+//! [`FlowHasher`] is a seeded mixer written for this key, built on the *folded multiply*: the
+//! full 128-bit product of two words, its high and low halves XORed, so that every bit of
+//! either factor reaches most bits of the result in one multiplication. The seed is expanded
+//! into six secret words; the high halves of the two addresses are XORed with two of them and
+//! multiplied together, the low halves likewise, and the two results (one with the ports,
+//! protocol, family and mode) are multiplied once more:
+//!
+//! ```text
+//!   hi = fold(src_hi ^ k0, dst_hi ^ k1)     lo = fold(src_lo ^ k2, dst_lo ^ k3)
+//!   hash = fold(hi ^ meta ^ k4, lo ^ k5)
+//! ```
+//!
+//! Three multiplications, no branches, no loops, no memory reads. An earlier mixer of five
+//! multiply–xorshift absorb steps and a two-multiply avalanche cost about 10 cycles per key on
+//! an AMD EPYC Zen 5, bound by the multiplier; this one measured 1.02–1.03 times the
+//! forwarding rate with the flow table (same run).
 //!
 //! **Why not SipHash** (the standard library's `DefaultHasher`): SipHash is a keyed PRF built
 //! to resist hash-flooding of unbounded chained tables; on a 40-byte key it costs several times
@@ -237,7 +247,7 @@ impl FlowKey {
         self.dst_port
     }
 
-    /// Ports, protocol, family and mode packed into the one word the hash absorbs last.
+    /// Ports, protocol, family and mode packed into one word (for equality and the hash).
     #[inline]
     fn meta(&self) -> u64 {
         u64::from(self.src_port)
