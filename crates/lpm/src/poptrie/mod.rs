@@ -1670,6 +1670,26 @@ mod tests {
         }
     }
 
+    /// `p` answers `addrs` as the golden engine does, and its bulk lookup, called on batches
+    /// of each size in `batches`, answers as its lookups one at a time do.
+    fn check_batches<K: Key>(
+        p: &Poptrie<K>,
+        routes: &[Route<K>],
+        addrs: &[K],
+        batches: &[usize],
+        what: &str,
+    ) {
+        check_against_golden(p, routes, addrs, what);
+        let want: Vec<NextHop> = addrs.iter().map(|&a| p.lookup(a)).collect();
+        for &batch in batches {
+            let mut out = vec![NO_ROUTE; addrs.len()];
+            for (a, o) in addrs.chunks(batch).zip(out.chunks_mut(batch)) {
+                p.lookup_bulk(a, o);
+            }
+            assert_eq!(out, want, "{what}, batches of {batch}");
+        }
+    }
+
     /// A table shaped like a real one (mostly /24s in /18 blocks, some longer prefixes under
     /// them, covering /16s) probed with more addresses than one chunk of the staged lookup, in
     /// batches that are not a multiple of it: every stage, list and chunk boundary is crossed.
@@ -1697,15 +1717,14 @@ mod tests {
                 if p.set_vector(vector) != vector {
                     continue;
                 }
-                check_against_golden(&p, &routes, &addrs, &format!("{cfg:?}, {vector:?}"));
-                let want: Vec<NextHop> = addrs.iter().map(|&a| p.lookup(a)).collect();
-                for batch in [1, 7, 17, CHUNK - 1, CHUNK + 3, 1000] {
-                    let mut out = vec![NO_ROUTE; addrs.len()];
-                    for (a, o) in addrs.chunks(batch).zip(out.chunks_mut(batch)) {
-                        p.lookup_bulk(a, o);
-                    }
-                    assert_eq!(out, want, "{cfg:?}, {vector:?}, batches of {batch}");
-                }
+                let batches = [1, 7, 17, CHUNK - 1, CHUNK + 3, 1000];
+                check_batches(
+                    &p,
+                    &routes,
+                    &addrs,
+                    &batches,
+                    &format!("{cfg:?}, {vector:?}"),
+                );
             }
         }
     }
@@ -1728,15 +1747,8 @@ mod tests {
         for cfg in configs() {
             let mut p = Poptrie::build(&routes, &cfg).unwrap();
             p.set_simd(false);
-            check_against_golden(&p, &routes, &addrs, &format!("{cfg:?}"));
-            let want: Vec<NextHop> = addrs.iter().map(|&a| p.lookup(a)).collect();
-            for batch in [1, GROUP - 1, GROUP, GROUP + 5, 3 * GROUP + 1] {
-                let mut out = vec![NO_ROUTE; addrs.len()];
-                for (a, o) in addrs.chunks(batch).zip(out.chunks_mut(batch)) {
-                    p.lookup_bulk(a, o);
-                }
-                assert_eq!(out, want, "{cfg:?}, batches of {batch}");
-            }
+            let batches = [1, GROUP - 1, GROUP, GROUP + 5, 3 * GROUP + 1];
+            check_batches(&p, &routes, &addrs, &batches, &format!("{cfg:?}"));
         }
     }
 
