@@ -294,7 +294,8 @@ const KEY_SALT: [u64; 6] = [
     0x4528_21e6_38d0_1377,
     0xbe54_66cf_34e9_0c6c,
 ];
-/// Multipliers of the final avalanche (odd, with well-spread bits).
+/// Multipliers of the avalanche that expands a seed into the hash's secret words (odd, with
+/// well-spread bits).
 const M_FIN1: u64 = 0xbf58_476d_1ce4_e5b9;
 const M_FIN2: u64 = 0x94d0_49bb_1331_11eb;
 
@@ -306,7 +307,7 @@ fn fold(a: u64, b: u64) -> u64 {
     (p as u64) ^ ((p >> 64) as u64)
 }
 
-/// The final avalanche: every input bit reaches every output bit.
+/// An avalanche: every input bit reaches every output bit (used to expand a seed).
 #[inline(always)]
 fn avalanche(mut x: u64) -> u64 {
     x ^= x >> 31;

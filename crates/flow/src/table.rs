@@ -1102,7 +1102,6 @@ mod tests {
         }
     }
 
-    /// Keys that all land in bucket `b` of `t`.
     /// `n` keys that hash to bucket `b`, from the first million test keys (a hash that
     /// never reaches the bucket fails the test instead of searching forever).
     fn keys_in_bucket(t: &FlowTable<u32>, b: usize, n: usize) -> Vec<FlowKey> {

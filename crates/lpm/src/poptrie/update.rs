@@ -172,10 +172,9 @@ impl<K: Key> Poptrie<K> {
     }
 
     /// Replaces the trie by a fresh build of `table` in storage of its own (readers of the
-    /// old storage keep it until they drop their handles), keeping the SIMD choice and the
-    /// retirement group count, and storage at least as large as the one it leaves: a reload
-    /// between the batches that once filled it would otherwise shrink it back, to be filled
-    /// and rebuilt again.
+    /// old storage keep it until they drop their handles), at least as large as the one it
+    /// leaves: a reload between the batches that once filled it would otherwise shrink it
+    /// back, to be filled and rebuilt again.
     fn rebuild(&mut self, table: &RouteMap<K>) -> Result<(), BuildError> {
         self.rebuild_at_least(table, self.arena_lens())
     }
@@ -201,6 +200,8 @@ impl<K: Key> Poptrie<K> {
         self.rebuild_at_least(table, grown)
     }
 
+    /// A fresh build of `table` into arenas of at least `min_caps` slots, keeping the bulk
+    /// lookup chosen and the retirement group count.
     fn rebuild_at_least(
         &mut self,
         table: &RouteMap<K>,
