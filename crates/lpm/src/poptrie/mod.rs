@@ -58,6 +58,11 @@
 //! lookup reads the record and then a leaf a few bytes on, usually in the same cache line, and
 //! the record needs neither `vector` nor bases. This is vfsr's addition to the paper's layout;
 //! it cuts the full IPv4 table from 4.4 to 3.4 MiB and one dependent miss off most lookups.
+//! A build places a record of up to 28 leaves where it does not cross a cache line (the
+//! slots skipped go to the free lists), so its header and leaf are one line: on an AMD EPYC
+//! Zen 5 that measured 1.04 times the portable rate on matched IPv4 traffic (1.02 with
+//! AVX-512), for 0.13 MiB more on the full table. Updates pack the records they write (placed,
+//! they measured 0.72-0.91 times the update trace's rate); the next build places them again.
 //!
 //! ## Bulk lookup
 //!
@@ -222,6 +227,23 @@ fn lnode_leafvec(lnodes: &Arena<u16>, o: usize) -> u64 {
     }
     let w = |k: usize| lnodes.get(o + k) as u64;
     w(0) | w(1) << 16 | w(2) << 32 | w(3) << 48
+}
+
+/// Record slots (`u16`) in a cache line.
+const LINE_SLOTS: usize = 64 / core::mem::size_of::<u16>();
+
+/// Slots to skip before a record of `size` slots appended at `at`, so that it spans no more
+/// cache lines than a record of its size must: one line for a record of up to 32 slots (28
+/// leaves), where the lookup's header and leaf are then one miss instead of two. The skipped
+/// slots go to the free lists, where a record of exactly that size can take them.
+fn record_pad(at: usize, size: usize) -> usize {
+    let into = at % LINE_SLOTS;
+    let lines = |from: usize| (from + size).div_ceil(LINE_SLOTS);
+    if lines(into) == lines(0) {
+        0
+    } else {
+        LINE_SLOTS - into
+    }
 }
 
 /// Slots kept free at the end of every arena, so a vector gather that reads a few bytes past
@@ -1067,6 +1089,7 @@ impl<K: Key> Poptrie<K> {
         let mut b = Builder::<K> {
             mem: &mem,
             w: &mut w,
+            align_records: true,
             _k: core::marker::PhantomData,
         };
         let mut top = Vec::new();
@@ -1167,6 +1190,9 @@ impl FreeLists {
 struct Builder<'a, K: Key> {
     mem: &'a Mem,
     w: &'a mut Writer,
+    /// Whether appended records are placed to cross no more lines than they must (a full
+    /// build; see [`record_pad`]), or packed (updates).
+    align_records: bool,
     _k: core::marker::PhantomData<K>,
 }
 
@@ -1309,7 +1335,14 @@ impl<K: Key> Builder<'_, K> {
         if let Some(i) = FreeLists::take(lists, size) {
             return Ok(i);
         }
-        let at = *len;
+        let mut at = *len;
+        if kind == Kind::Lnodes && self.align_records {
+            let pad = record_pad(at, size);
+            if pad > 0 && at + pad + size + PAD <= cap {
+                FreeLists::put(lists, pad, at);
+                at += pad;
+            }
+        }
         if at + size + PAD > cap {
             return Err(BuildError::TooLarge(ARENA_FULL));
         }
