@@ -381,11 +381,178 @@ pub fn render_sweep(rows: &[SweepRow]) -> String {
     s
 }
 
+/// Poptrie's lookup rate, at least, as a multiple of the best DPDK `rte_fib` variant in the
+/// same run, on every pattern.
+pub const PEER_RATIO: f64 = 1.5;
+/// Poptrie's IPv4 memory, at most, in MiB.
+pub const MAX_MIB: f64 = 4.4;
+/// Poptrie's IPv4 build time, at most, in seconds.
+pub const MAX_BUILD_S: f64 = 0.3;
+
+/// One target checked against a run: the figure, its bound and whether it holds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Check {
+    pub what: String,
+    pub value: f64,
+    pub target: f64,
+    /// The bound is an upper one (memory, time) rather than a lower one (a rate ratio).
+    pub at_most: bool,
+    pub met: bool,
+}
+
+impl Check {
+    fn at_least(what: String, value: f64, target: f64) -> Self {
+        Check {
+            what,
+            value,
+            target,
+            at_most: false,
+            met: value >= target,
+        }
+    }
+
+    fn at_most(what: String, value: f64, target: f64) -> Self {
+        Check {
+            what,
+            value,
+            target,
+            at_most: true,
+            met: value <= target,
+        }
+    }
+}
+
+/// The lookup targets over a run's rows: on each pattern, Poptrie as this CPU runs it
+/// (`poptrie`) against the fastest `rte_fib`/`rte_fib6` variant measured, and Poptrie's
+/// portable path (`poptrie_scalar`, and `poptrie_avx2` where measured) against DPDK's scalar
+/// lookup, the pair a CPU without AVX-512 runs; then Poptrie's IPv4 memory and build time.
+/// Rows that were not measured give no check.
+pub fn checks(rows: &[Row]) -> Vec<Check> {
+    let find = |backend: &str, traffic: &str| {
+        rows.iter()
+            .find(|r| r.backend == backend && r.traffic == traffic && r.mlps.median > 0.0)
+    };
+    let mut out = Vec::new();
+    for traffic in ["uniform4", "matched4", "matched6"] {
+        let (scalar, avx512) = if traffic == "matched6" {
+            ("rte_fib6", "rte_fib6_avx512")
+        } else {
+            ("rte_fib", "rte_fib_avx512")
+        };
+        let best = [scalar, avx512]
+            .iter()
+            .filter_map(|b| find(b, traffic))
+            .max_by(|a, b| a.mlps.median.total_cmp(&b.mlps.median));
+        if let (Some(p), Some(peer)) = (find("poptrie", traffic), best) {
+            out.push(Check::at_least(
+                format!("{traffic}: poptrie / best rte_fib ({})", peer.backend),
+                p.mlps.median / peer.mlps.median,
+                PEER_RATIO,
+            ));
+        }
+        if let Some(peer) = find(scalar, traffic) {
+            for own in ["poptrie_scalar", "poptrie_avx2"] {
+                if let Some(p) = find(own, traffic) {
+                    out.push(Check::at_least(
+                        format!("{traffic}: {own} / {scalar} (no AVX-512)"),
+                        p.mlps.median / peer.mlps.median,
+                        PEER_RATIO,
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(p) = rows
+        .iter()
+        .find(|r| r.backend == "poptrie" && r.family == "v4")
+    {
+        out.push(Check::at_most(
+            "poptrie IPv4 memory, MiB".into(),
+            p.bytes as f64 / (1024.0 * 1024.0),
+            MAX_MIB,
+        ));
+        out.push(Check::at_most(
+            "poptrie IPv4 build, s".into(),
+            p.build_s,
+            MAX_BUILD_S,
+        ));
+    }
+    out
+}
+
+/// Formats checks as lines: what, the figure, the target and whether it is met.
+pub fn render_checks(checks: &[Check]) -> String {
+    let mut s = String::new();
+    for c in checks {
+        s.push_str(&format!(
+            "  {:<52} {:>7.2}  target {} {:<4}  {}\n",
+            c.what,
+            c.value,
+            if c.at_most { "<=" } else { ">=" },
+            c.target,
+            if c.met { "met" } else { "NOT met" }
+        ));
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
     use vfsr_lpm::{LpmBuild, Prefix};
+
+    fn row(backend: &str, traffic: &str, mlps: f64) -> Row {
+        Row {
+            backend: backend.into(),
+            variant: String::new(),
+            family: if traffic == "matched6" { "v6" } else { "v4" }.into(),
+            traffic: traffic.into(),
+            mlps: Mlps {
+                median: mlps,
+                min: mlps,
+                max: mlps,
+            },
+            ns_per_lookup: 1e3 / mlps,
+            build_s: 0.05,
+            bytes: 4 << 20,
+            bytes_per_route: 4.0,
+            routes: 1,
+            lookups: 1,
+            mismatches: 0,
+            ratio_to_radix: None,
+            ratio_to_dir24: None,
+        }
+    }
+
+    #[test]
+    fn checks_take_the_best_peer_and_the_scalar_pair() {
+        let rows = vec![
+            row("poptrie", "uniform4", 300.0),
+            row("poptrie_scalar", "uniform4", 240.0),
+            row("rte_fib", "uniform4", 100.0),
+            row("rte_fib_avx512", "uniform4", 150.0),
+            row("poptrie", "matched4", 300.0),
+            row("rte_fib", "matched4", 250.0),
+            row("poptrie", "matched6", 90.0),
+        ];
+        let c = checks(&rows);
+        let get = |what: &str| c.iter().find(|c| c.what == what).cloned();
+        let best = get("uniform4: poptrie / best rte_fib (rte_fib_avx512)").unwrap();
+        assert_eq!((best.value, best.met), (2.0, true));
+        let scalar = get("uniform4: poptrie_scalar / rte_fib (no AVX-512)").unwrap();
+        assert!((scalar.value - 2.4).abs() < 1e-9 && scalar.met);
+        let m4 = get("matched4: poptrie / best rte_fib (rte_fib)").unwrap();
+        assert!((m4.value - 1.2).abs() < 1e-9 && !m4.met);
+        // No peer measured on matched6: no check; memory and build from the IPv4 row.
+        assert!(!c.iter().any(|c| c.what.starts_with("matched6")));
+        let mem = get("poptrie IPv4 memory, MiB").unwrap();
+        assert_eq!((mem.value, mem.met, mem.at_most), (4.0, true, true));
+        assert!(get("poptrie IPv4 build, s").unwrap().met);
+        assert_eq!(c.len(), 5);
+        let text = render_checks(&c);
+        assert!(text.contains("NOT met") && text.contains("target >= 1.5"));
+    }
 
     #[test]
     fn harness_counts_mismatches_and_ratios() {

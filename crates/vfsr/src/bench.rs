@@ -213,6 +213,11 @@ pub(crate) fn run(a: &BenchArgs) -> Result<(), Error> {
     for s in &skipped {
         println!("skipped {} ({}): {}", s.backend, s.family, s.reason);
     }
+    let checks = lpm::checks(&rows);
+    if !checks.is_empty() {
+        println!("\ntargets (medians of the same run):");
+        print!("{}", lpm::render_checks(&checks));
+    }
     if !sweep.is_empty() {
         println!("\nLC-trie fill-factor sweep (IPv4, uniform4 traffic, as in Asama's Linux LC-trie talk):\n");
         print!("{}", lpm::render_sweep(&sweep));
@@ -225,6 +230,7 @@ pub(crate) fn run(a: &BenchArgs) -> Result<(), Error> {
             "params": {"lookups": n, "runs": p.runs, "batch": p.batch, "max_pass_s": p.max_pass_s, "core": core, "seed": a.seed},
             "results": rows,
             "skipped": skipped,
+            "targets": checks,
             "lctrie_sweep": sweep,
         });
         crate::jsonfile::write(path, &doc)?;
