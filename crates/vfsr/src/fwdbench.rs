@@ -812,9 +812,14 @@ pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
     let checks = targets(&results);
     for c in &checks {
         println!(
-            "  {:<58} {:>8.2}  target {:>5.1}  {}",
+            "  {:<58} {:>8.2}  target {} {:>5.1}  {}",
             c["what"].as_str().unwrap_or(""),
             c["value"].as_f64().unwrap_or(0.0),
+            if c["at_most"].as_bool().unwrap_or(false) {
+                "<="
+            } else {
+                ">="
+            },
             c["target"].as_f64().unwrap_or(0.0),
             if c["met"].as_bool().unwrap_or(false) {
                 "met"
@@ -977,11 +982,40 @@ fn print_table(source: &str, machine: &Value, a: &FwdBenchArgs, results: &[Value
     }
 }
 
-/// The targets, for every flow count measured: split and split+flow at least 20
-/// Mpps per worker for IPv4 and 15 for IPv6 (one worker), and at least 10 times legacy with
-/// two workers.
+/// Cycles per packet, at most, of split with 1,000 flows and one worker.
+const MAX_SPLIT_CYCLES: f64 = 100.0;
+/// split+flow's cycles per packet, at most, as a multiple of split's (1,000 flows, one worker).
+const MAX_FLOW_RATIO: f64 = 1.2;
+
+/// The targets, for every flow count measured: split and split+flow at least 20 Mpps per
+/// worker for IPv4 and 15 for IPv6 (one worker), and at least 10 times legacy with two
+/// workers; with 1,000 flows and one worker, split at most 100 cycles per packet and
+/// split+flow at most 1.2 times split's cycles.
 fn targets(results: &[Value]) -> Vec<Value> {
     let mut out = Vec::new();
+    for r in results {
+        let one_k = r["flows"] == 1000 && r["workers"] == 1;
+        let cycles = |v: &Value| v["cycles_per_packet"].as_f64().unwrap_or(0.0);
+        if one_k && r["design"] == "split" {
+            let c = cycles(r);
+            out.push(json!({
+                "what": format!("split {} 1000 flows, cycles per packet", r["family"].as_str().unwrap_or("")),
+                "value": c, "target": MAX_SPLIT_CYCLES, "at_most": true,
+                "met": c > 0.0 && c <= MAX_SPLIT_CYCLES,
+            }));
+        }
+        if one_k && r["design"] == "split+flow" {
+            let fam = r["family"].as_str().unwrap_or("");
+            if let Some(split) = find(results, "split", fam, 1000, 1).filter(|s| cycles(s) > 0.0) {
+                let ratio = cycles(r) / cycles(split);
+                out.push(json!({
+                    "what": format!("split+flow {fam} 1000 flows, cycles / split's"),
+                    "value": ratio, "target": MAX_FLOW_RATIO, "at_most": true,
+                    "met": ratio <= MAX_FLOW_RATIO,
+                }));
+            }
+        }
+    }
     for r in results {
         let design = r["design"].as_str().unwrap_or("");
         if design == "legacy" {
@@ -1025,6 +1059,37 @@ mod tests {
 
     fn udp_sums_to_ones(pseudo: u16, segment: &[u8]) -> bool {
         checksum::add(pseudo, checksum::ones_sum(segment)) == 0xffff
+    }
+
+    #[test]
+    fn targets_bound_cycles_and_the_flow_tables_cost() {
+        let r = |design: &str, flows: u64, workers: u64, cycles: f64| {
+            json!({"design": design, "family": "v4", "flows": flows, "workers": workers,
+                   "cycles_per_packet": cycles, "mpps_per_worker": 2600.0 / cycles,
+                   "total_mpps": 2600.0 / cycles})
+        };
+        let results = vec![
+            r("split", 1000, 1, 80.0),
+            r("split+flow", 1000, 1, 100.0),
+            r("split", 10, 1, 120.0),
+        ];
+        let t = targets(&results);
+        let get = |what: &str| t.iter().find(|c| c["what"] == what).cloned().unwrap();
+        let split = get("split v4 1000 flows, cycles per packet");
+        assert_eq!(
+            (split["value"].as_f64(), split["met"].as_bool()),
+            (Some(80.0), Some(true))
+        );
+        assert_eq!(split["at_most"], true);
+        let flow = get("split+flow v4 1000 flows, cycles / split's");
+        assert_eq!(
+            (flow["value"].as_f64(), flow["met"].as_bool()),
+            (Some(1.25), Some(false))
+        );
+        // Only 1,000 flows with one worker is bounded in cycles.
+        assert!(!t
+            .iter()
+            .any(|c| c["what"] == "split v4 10 flows, cycles per packet"));
     }
 
     #[test]
