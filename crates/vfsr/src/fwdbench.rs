@@ -44,7 +44,7 @@ use vfsr_flow::FlowConfig;
 use vfsr_fwd::legacy::{LegacyGateway, LegacyRouter};
 use vfsr_fwd::profile::rdtsc;
 use vfsr_fwd::{Batch, Outcome, Packet, Profile, Stage, Worker, WorkerConfig};
-use vfsr_lpm::poptrie::Poptrie;
+use vfsr_lpm::poptrie::{Poptrie, Vector};
 use vfsr_lpm::BuildError;
 use vfsr_lpm::Route;
 use vfsr_rib::Source;
@@ -99,6 +99,10 @@ pub struct FwdBenchArgs {
     /// every batch (not hardware performance counters), printed as cycles per packet.
     #[arg(long)]
     pub profile: bool,
+    /// Poptrie's bulk lookup: auto (AVX-512 where the CPU has it, else portable), avx512,
+    /// avx2 or portable (one the CPU lacks is refused).
+    #[arg(long, default_value = "auto")]
+    pub lookup: String,
     /// --veth: the routers to measure.
     #[arg(long, value_delimiter = ',', default_values_t = ["vfsr".to_string(), "vfsr-fast".to_string(), "linux".to_string(), "linux-xdp".to_string()])]
     pub routers: Vec<String>,
@@ -126,6 +130,9 @@ pub(crate) enum Error {
     /// `--seconds` out of (0, 600].
     #[error("--seconds {0} must be in (0, 600]")]
     Seconds(f64),
+    /// `--lookup` names a path there is not, or one this CPU cannot run.
+    #[error("--lookup {0:?}: expected auto, avx512, avx2 or portable, one this CPU can run")]
+    Lookup(String),
     /// `--designs` names a design there is not.
     #[error("--designs: unknown design {0:?} (legacy, split, split+flow)")]
     UnknownDesign(String),
@@ -647,6 +654,15 @@ pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
     if a.batch == 0 || a.batch > 4096 {
         return Err(Error::Batch(a.batch));
     }
+    // Before any trie is built.
+    if a.lookup != "auto" {
+        match Vector::from_name(&a.lookup) {
+            Some(v) if v.available() => {
+                Vector::prefer(Some(v));
+            }
+            _ => return Err(Error::Lookup(a.lookup.clone())),
+        }
+    }
     if !(a.seconds > 0.0 && a.seconds <= 600.0) {
         return Err(Error::Seconds(a.seconds));
     }
@@ -834,6 +850,7 @@ pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
             "cpu": machine["cpu"],
             "table": {"source": table.source, "v4_routes": table.v4.len(), "v6_routes": table.v6.len()},
             "params": {"seconds": a.seconds, "passes": a.passes, "batch": a.batch, "seed": a.seed,
+                "lookup": Vector::preferred().name(),
                 "gateways_per_family": GATEWAYS, "egress_ports": 4,
                 "fib": "poptrie", "legacy": "radix under locks"},
             "results": results,
@@ -940,10 +957,11 @@ fn find<'a>(
 fn print_table(source: &str, machine: &Value, a: &FwdBenchArgs, results: &[Value]) {
     println!(
         "\nvfsr fwd bench: {source}; batches of {}, {} s per run, {} interleaved pass(es), median \
-         pass shown; {}\n",
+         pass shown; Poptrie's {} bulk lookup; {}\n",
         a.batch,
         a.seconds,
         a.passes,
+        Vector::preferred().name(),
         crate::machine::summary(machine)
     );
     println!(

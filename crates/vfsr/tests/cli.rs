@@ -357,9 +357,12 @@ fn fwd_bench_runs_and_writes_its_json_shape() {
             "0.05",
             "--passes",
             "3",
+            "--lookup",
+            "portable",
         ],
     );
     assert_eq!(doc["params"]["passes"], 3);
+    assert_eq!(doc["params"]["lookup"], "portable");
     let results = doc["results"].as_array().unwrap();
     assert_eq!(results.len(), 3 * 2 * 2);
     for design in ["legacy", "split", "split+flow"] {
@@ -409,6 +412,7 @@ fn fwd_bench_refuses_bad_arguments() {
         &["--batch", "0"],
         &["--seconds", "-1"],
         &["--passes", "0"],
+        &["--lookup", "sse"],
     ] {
         let out = vfsr().args(["fwd", "bench"]).args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");

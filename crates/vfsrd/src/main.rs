@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use vfsr_lpm::lctrie::LcTrie;
-use vfsr_lpm::poptrie::Poptrie;
+use vfsr_lpm::poptrie::{Poptrie, Vector};
 use vfsr_lpm::radix::Radix;
 use vfsrd::config::{self, Plan};
 use vfsrd::error::Error;
@@ -136,6 +136,18 @@ fn run_engines(plan: &Plan, ports: Vec<PortIo>, opts: &RunOptions) -> Result<Sum
                 _ => go!($e4, Poptrie<u128>),
             }
         };
+    }
+    // Set before any trie is built; tries rebuilt later keep what they started with.
+    let used = Vector::prefer(plan.lookup);
+    if plan.fib4 == "poptrie" || plan.fib6 == "poptrie" {
+        match plan.lookup {
+            Some(v) if v != used => println!(
+                "vfsrd: router.lookup = {:?}: this CPU cannot run it; Poptrie uses its {} bulk lookup",
+                v.name(),
+                used.name()
+            ),
+            _ => println!("vfsrd: Poptrie uses its {} bulk lookup", used.name()),
+        }
     }
     match plan.fib4.as_str() {
         "lctrie" => v6!(LcTrie<u32>),

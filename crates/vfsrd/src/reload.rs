@@ -39,6 +39,7 @@ fn restart_needed(old: &Plan, new: &Plan) -> Vec<&'static str> {
     check(old.control_core != new.control_core, "router.control_core");
     check(old.fib4 != new.fib4, "router.fib4");
     check(old.fib6 != new.fib6, "router.fib6");
+    check(old.lookup != new.lookup, "router.lookup");
     check(
         old.flow_entries != new.flow_entries || old.flow_idle_ms != new.flow_idle_ms,
         "router.flow_table",

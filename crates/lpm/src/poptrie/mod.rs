@@ -126,7 +126,7 @@ mod avx512;
 mod update;
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use arena::Arena;
@@ -457,7 +457,7 @@ impl Vector {
         }
     }
 
-    /// Its name in reports.
+    /// Its name in reports and configurations.
     pub fn name(self) -> &'static str {
         match self {
             Vector::Portable => "portable",
@@ -465,7 +465,42 @@ impl Vector {
             Vector::Avx512 => "avx512",
         }
     }
+
+    /// The path of a [`Vector::name`].
+    pub fn from_name(name: &str) -> Option<Vector> {
+        [Vector::Portable, Vector::Avx2, Vector::Avx512]
+            .into_iter()
+            .find(|v| v.name() == name)
+    }
+
+    /// Chooses, for the whole process, the bulk lookup that tries built from now on start
+    /// with (`None`: [`Vector::best`] again); tries built before keep theirs. Returns the one
+    /// they will use on this CPU: `v` where the CPU has it, else [`Vector::best`]. A router
+    /// whose traffic is mostly to routed destinations (matched traffic) and whose CPU has
+    /// AVX2 but not AVX-512 may prefer [`Vector::Avx2`].
+    pub fn prefer(v: Option<Vector>) -> Vector {
+        let code = v.map_or(0, |v| 1 + v as u8);
+        PREFERRED.store(code, Ordering::Relaxed);
+        Vector::preferred()
+    }
+
+    /// The bulk lookup a new trie starts with: the one [`Vector::prefer`] chose where the CPU
+    /// has it, else [`Vector::best`].
+    pub fn preferred() -> Vector {
+        let chosen = match PREFERRED.load(Ordering::Relaxed) {
+            1 => Some(Vector::Portable),
+            2 => Some(Vector::Avx2),
+            3 => Some(Vector::Avx512),
+            _ => None,
+        };
+        chosen
+            .filter(|v| v.available())
+            .unwrap_or_else(Vector::best)
+    }
 }
+
+/// The process-wide choice of [`Vector::prefer`]: 0 for none, else 1 + the path's number.
+static PREFERRED: AtomicU8 = AtomicU8::new(0);
 
 /// Whether tries use a vector bulk lookup on this CPU unless told otherwise ([`Vector::best`]).
 pub fn simd_available() -> bool {
@@ -553,7 +588,7 @@ impl<K: Key> Poptrie<K> {
     }
 
     /// Turns the vector bulk lookup off (to measure the portable one) or back to
-    /// [`Vector::best`].
+    /// [`Vector::best`] (not to a [`Vector::prefer`] choice).
     pub fn set_simd(&mut self, on: bool) {
         self.vector = if on { Vector::best() } else { Vector::Portable };
     }
@@ -1118,7 +1153,7 @@ impl<K: Key> Poptrie<K> {
             direct_bits: ds,
             top_bits: tb,
             routes: routes.len(),
-            vector: Vector::best(),
+            vector: Vector::preferred(),
             _k: core::marker::PhantomData,
         };
         p.publish_used();
@@ -1635,6 +1670,28 @@ mod tests {
             top_bits: 12,
         };
         assert!(Poptrie::<u128>::build(&[], &bad).is_err());
+    }
+
+    #[test]
+    fn a_preferred_lookup_is_what_new_tries_start_with() {
+        let routes = [Route::new(Prefix::new_masked(0x0a00_0000u32, 8), 3)];
+        let cfg = PoptrieConfig::default();
+        for v in [Vector::Portable, Vector::Avx2, Vector::Avx512] {
+            assert_eq!(Vector::from_name(v.name()), Some(v));
+            let want = if v.available() { v } else { Vector::best() };
+            assert_eq!(Vector::prefer(Some(v)), want);
+            let p = Poptrie::build(&routes, &cfg).unwrap();
+            assert_eq!(p.vector(), want, "{v:?}");
+            let mut out = [0; 3];
+            p.lookup_bulk(&[0x0a01_0203, 0x0b00_0000, 0x0aff_ffff], &mut out);
+            assert_eq!(out, [3, NO_ROUTE, 3]);
+        }
+        assert_eq!(Vector::from_name("sse"), None);
+        assert_eq!(Vector::prefer(None), Vector::best());
+        assert_eq!(
+            Poptrie::build(&routes, &cfg).unwrap().vector(),
+            Vector::best()
+        );
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 use std::net::IpAddr;
 
+use vfsr_lpm::poptrie::Vector;
 use vfsr_lpm::prefix::{parse_addr_len, PrefixError};
 use vfsr_lpm::Prefix;
 
@@ -184,6 +185,21 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
             ));
         }
     }
+    let lookup = match r.lookup.as_str() {
+        "auto" => None,
+        name => {
+            let v = Vector::from_name(name);
+            if v.is_none() {
+                errs.push(ConfigError::new(
+                    "router.lookup",
+                    format!(
+                        "unknown lookup {name:?} (expected one of: auto, avx512, avx2, portable)"
+                    ),
+                ));
+            }
+            v
+        }
+    };
     if !(1..=256).contains(&r.batch) {
         errs.push(ConfigError::new(
             "router.batch",
@@ -580,6 +596,7 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
         workers: r.workers.clone(),
         fib4: r.fib4.clone(),
         fib6: r.fib6.clone(),
+        lookup,
         flow_entries: if r.flow_table { r.flow_entries } else { 0 },
         flow_idle_ms: r.flow_idle_ms,
         batch: r.batch,

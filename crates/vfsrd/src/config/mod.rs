@@ -10,6 +10,8 @@
 //! workers = [1]            # one forwarding worker per listed core
 //! fib4 = "poptrie"         # poptrie | lctrie | radix
 //! fib6 = "poptrie"
+//! lookup = "auto"          # Poptrie's bulk lookup: auto | avx512 | avx2 | portable (a
+//!                          # path this CPU lacks falls back to auto's choice, logged)
 //! flow_table = true
 //! batch = 32
 //! busy_poll_us = 0         # keep polling empty queues this long before sleeping
@@ -179,6 +181,8 @@ pub struct Plan {
     pub fib4: String,
     /// IPv6 engine.
     pub fib6: String,
+    /// Poptrie's bulk lookup, if one is chosen (else the best this CPU has).
+    pub lookup: Option<vfsr_lpm::poptrie::Vector>,
     /// Flow table entries per worker (0: none).
     pub flow_entries: usize,
     /// Flow idle timeout.
@@ -317,6 +321,7 @@ via4 = ["10.2.0.2"]
 [router]
 workers = [7]
 fib6 = "nope"
+lookup = "sse"
 batch = 0
 [[interface]]
 name = "this-name-is-far-too-long"
@@ -348,6 +353,7 @@ rcvbuf = 100
         let want = [
             "router.workers[0]: core 7 does not exist",
             "router.fib6: unknown engine \"nope\"",
+            "router.lookup: unknown lookup \"sse\"",
             "router.batch: 0 is outside",
             "interface[0].name: \"this-name-is-far-too-long\" is longer than 15 bytes",
             "interface[0].addresses[0]: \"10.0.0.1/33\": prefix length /33 is longer than /32",

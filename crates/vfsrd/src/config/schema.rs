@@ -145,6 +145,9 @@ pub struct RouterSection {
     pub fib4: String,
     /// IPv6 lookup engine.
     pub fib6: String,
+    /// Poptrie's bulk lookup: `auto` (AVX-512 where the CPU has it, else portable), or
+    /// `avx512`, `avx2`, `portable`.
+    pub lookup: String,
     /// Whether workers keep a flow table.
     pub flow_table: bool,
     /// Flow-table entries per worker.
@@ -175,6 +178,7 @@ impl Default for RouterSection {
             workers: vec![1],
             fib4: "poptrie".into(),
             fib6: "poptrie".into(),
+            lookup: "auto".into(),
             flow_table: true,
             flow_entries: 1 << 16,
             flow_idle_ms: 30_000,
