@@ -62,7 +62,7 @@
 //! slots skipped go to the free lists), so its header and leaf are one line: on an AMD EPYC
 //! Zen 5 that measured 1.04 times the portable rate on matched IPv4 traffic (1.02 with
 //! AVX-512), for 0.13 MiB more on the full table. Updates pack the records they write (placed,
-//! they measured 0.72-0.91 times the update trace's rate); the next build places them again.
+//! they measured 0.72-0.93 times the update trace's rate); the next build places them again.
 //!
 //! ## Bulk lookup
 //!
