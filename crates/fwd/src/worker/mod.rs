@@ -449,6 +449,9 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let mut work = std::mem::take(&mut self.work);
         let mut flows = std::mem::take(&mut self.flows);
         flows.clear();
+        // Packets the flow table answered; when that is all of them the FIB stage has
+        // nothing to do and is skipped.
+        let mut hits = 0usize;
         if let Some(table) = self.flow.as_ref() {
             // Hash and prefetch the whole batch first, so the misses overlap.
             let mode = self.config.flow_key;
@@ -471,6 +474,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             for (w, f) in work.iter().zip(flows.iter_mut()) {
                 let version = if w.v6 { fib6.version } else { fib4.version };
                 f.state = self.flow_lookup(&f.fkey, f.fhash, now, version, &nh);
+                hits += usize::from(matches!(f.state, FlowState::Hit(_)));
             }
         }
         mark!(Stage::Flow);
@@ -479,35 +483,37 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 .get(i)
                 .is_some_and(|f| matches!(f.state, FlowState::Hit(_)))
         };
-        self.dst4.clear();
-        self.dst6.clear();
-        for (i, w) in work.iter().enumerate() {
-            if hit(&flows, i) {
-                continue;
+        if hits < work.len() {
+            self.dst4.clear();
+            self.dst6.clear();
+            for (i, w) in work.iter().enumerate() {
+                if hit(&flows, i) {
+                    continue;
+                }
+                if w.v6 {
+                    self.dst6.push(w.dst);
+                } else {
+                    self.dst4.push(w.dst as u32);
+                }
             }
-            if w.v6 {
-                self.dst6.push(w.dst);
-            } else {
-                self.dst4.push(w.dst as u32);
-            }
-        }
-        self.nh4.clear();
-        self.nh4.resize(self.dst4.len(), 0);
-        fib4.engine.lookup_bulk(&self.dst4, &mut self.nh4);
-        self.nh6.clear();
-        self.nh6.resize(self.dst6.len(), 0);
-        fib6.engine.lookup_bulk(&self.dst6, &mut self.nh6);
-        let (mut i4, mut i6) = (0usize, 0usize);
-        for (i, w) in work.iter_mut().enumerate() {
-            if hit(&flows, i) {
-                continue;
-            }
-            if w.v6 {
-                w.nh = self.nh6.get(i6).copied().unwrap_or(0);
-                i6 += 1;
-            } else {
-                w.nh = self.nh4.get(i4).copied().unwrap_or(0);
-                i4 += 1;
+            self.nh4.clear();
+            self.nh4.resize(self.dst4.len(), 0);
+            fib4.engine.lookup_bulk(&self.dst4, &mut self.nh4);
+            self.nh6.clear();
+            self.nh6.resize(self.dst6.len(), 0);
+            fib6.engine.lookup_bulk(&self.dst6, &mut self.nh6);
+            let (mut i4, mut i6) = (0usize, 0usize);
+            for (i, w) in work.iter_mut().enumerate() {
+                if hit(&flows, i) {
+                    continue;
+                }
+                if w.v6 {
+                    w.nh = self.nh6.get(i6).copied().unwrap_or(0);
+                    i6 += 1;
+                } else {
+                    w.nh = self.nh4.get(i4).copied().unwrap_or(0);
+                    i4 += 1;
+                }
             }
         }
         mark!(Stage::Fib);
