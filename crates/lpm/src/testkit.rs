@@ -5,6 +5,16 @@ use crate::golden::Golden;
 use crate::{Key, Lpm, LpmBuild, NextHop, Prefix, Route, NO_ROUTE};
 use proptest::prelude::*;
 
+/// A xorshift generator of test data, from seed `x` (not 0).
+pub(crate) fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
 pub(crate) fn v4(a: [u8; 4], len: u8, nh: NextHop) -> Route<u32> {
     Route::new(Prefix::new_masked(u32::from_be_bytes(a), len), nh)
 }

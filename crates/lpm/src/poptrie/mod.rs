@@ -1636,7 +1636,7 @@ mod tests {
     use super::*;
     use crate::prefix::{Prefix, NO_ROUTE};
     use crate::testkit::{
-        check_against_golden, check_edge_tables, routes_and_probes, POOL4, POOL6,
+        check_against_golden, check_edge_tables, routes_and_probes, xorshift, POOL4, POOL6,
     };
     use proptest::prelude::*;
 
@@ -1748,16 +1748,6 @@ mod tests {
             free(len, used) < (2 * used).max(1 << 18),
             "IPv4 keeps less: {len}, {used}"
         );
-    }
-
-    /// A xorshift generator of test data.
-    fn xorshift(mut x: u64) -> impl FnMut() -> u64 {
-        move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        }
     }
 
     /// `p` answers `addrs` as the golden engine does, and its bulk lookup, called on batches

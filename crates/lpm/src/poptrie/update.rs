@@ -873,7 +873,7 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
 mod tests {
     use super::*;
     use crate::prefix::NO_ROUTE;
-    use crate::testkit::{check_updates, updates_and_probes, v4, v6, POOL4, POOL6};
+    use crate::testkit::{check_updates, updates_and_probes, v4, v6, xorshift, POOL4, POOL6};
     use crate::{Lpm, LpmBuild};
     use proptest::prelude::*;
     use std::sync::atomic::Ordering;
@@ -1087,7 +1087,7 @@ mod tests {
     /// Every record of up to a cache line lies in one line, and a longer one in as few lines
     /// as its size needs (the arena starts at a line).
     fn check_record_lines(p: &Poptrie<u32>, what: &str) {
-        let line = 64 / core::mem::size_of::<u16>();
+        let line = super::super::LINE_SLOTS;
         let recs = records(p);
         assert!(recs.len() > 100, "{what}: {} records", recs.len());
         for (o, size) in recs {
@@ -1118,7 +1118,7 @@ mod tests {
     }
 
     /// A build places records across no more lines than they need; updates pack what they
-    /// write (placing cost the update trace 5-10 %), and the next build places them again.
+    /// write (see the module doc of `poptrie`), and the next build places them again.
     #[test]
     fn builds_place_records_across_no_more_lines_than_they_need() {
         let table = record_table();
@@ -1126,11 +1126,9 @@ mod tests {
         check_record_lines(&w, "built");
         let mut m = RouteMap::from_routes(&table);
         w.prepare(&m);
-        let mut x = 0x5eed_u64;
+        let mut next = xorshift(0x5eed);
         for _ in 0..2000 {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
+            let x = next();
             let (block, k) = ((x >> 8) as u32 % 256, (x >> 20) as u32 % 64);
             let prefix = Prefix::new_masked((10 << 24) | (block << 14) | (k << 8), 24);
             m.set(
