@@ -655,13 +655,12 @@ pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
         return Err(Error::Batch(a.batch));
     }
     // Before any trie is built.
-    if a.lookup != "auto" {
-        match Vector::from_name(&a.lookup) {
-            Some(v) if v.available() => {
-                Vector::prefer(Some(v));
-            }
-            _ => return Err(Error::Lookup(a.lookup.clone())),
+    match Vector::choice(&a.lookup) {
+        Ok(None) => {}
+        Ok(Some(v)) if v.available() => {
+            Vector::prefer(Some(v));
         }
+        _ => return Err(Error::Lookup(a.lookup.clone())),
     }
     if !(a.seconds > 0.0 && a.seconds <= 600.0) {
         return Err(Error::Seconds(a.seconds));

@@ -99,9 +99,9 @@
 //! times groups of 32.
 //!
 //! Where the CPU has AVX-512 (with `vpopcntq`), a vector version of the lockstep walk runs
-//! instead (see `avx512.rs`). An AVX2 version for IPv4 (`avx2.rs`) runs only when chosen with
-//! [`Poptrie::set_vector`]: it wins on matched traffic and loses on uniform traffic (see
-//! [`Vector::best`]).
+//! instead (see `avx512.rs`). An AVX2 version for IPv4 (`avx2.rs`) runs only when chosen, for
+//! one trie with [`Poptrie::set_vector`] or for the process with [`Vector::prefer`]: it wins
+//! on matched traffic and loses on uniform traffic (see [`Vector::best`]).
 //!
 //! ## Storage shared with readers
 //!
@@ -446,7 +446,8 @@ impl Vector {
     }
 
     /// The one a trie uses unless told otherwise: AVX-512 where the CPU has it, else the
-    /// portable lookup. AVX2 is chosen only by [`Poptrie::set_vector`]: on an AMD EPYC Zen 5
+    /// portable lookup. AVX2 runs only when chosen ([`Poptrie::set_vector`],
+    /// [`Vector::prefer`]): on an AMD EPYC Zen 5
     /// it measured 1.14–1.16 times the portable lookup's rate on matched IPv4 traffic but
     /// 0.73–0.76 times on uniform traffic (`vfsr lpm bench` row `poptrie_avx2`, same run).
     pub fn best() -> Vector {
@@ -466,11 +467,23 @@ impl Vector {
         }
     }
 
+    /// Every path, in the order of their numbers.
+    const ALL: [Vector; 3] = [Vector::Portable, Vector::Avx2, Vector::Avx512];
+
     /// The path of a [`Vector::name`].
     pub fn from_name(name: &str) -> Option<Vector> {
-        [Vector::Portable, Vector::Avx2, Vector::Avx512]
-            .into_iter()
-            .find(|v| v.name() == name)
+        Vector::ALL.into_iter().find(|v| v.name() == name)
+    }
+
+    /// A choice as configurations and command lines write it: `auto` (no choice: `Ok(None)`)
+    /// or a [`Vector::name`].
+    pub fn choice(word: &str) -> Result<Option<Vector>, UnknownVector> {
+        match word {
+            "auto" => Ok(None),
+            name => Vector::from_name(name)
+                .map(Some)
+                .ok_or_else(|| UnknownVector(name.to_string())),
+        }
     }
 
     /// Chooses, for the whole process, the bulk lookup that tries built from now on start
@@ -487,17 +500,29 @@ impl Vector {
     /// The bulk lookup a new trie starts with: the one [`Vector::prefer`] chose where the CPU
     /// has it, else [`Vector::best`].
     pub fn preferred() -> Vector {
-        let chosen = match PREFERRED.load(Ordering::Relaxed) {
-            1 => Some(Vector::Portable),
-            2 => Some(Vector::Avx2),
-            3 => Some(Vector::Avx512),
-            _ => None,
-        };
-        chosen
+        let code = usize::from(PREFERRED.load(Ordering::Relaxed));
+        code.checked_sub(1)
+            .and_then(|i| Vector::ALL.get(i).copied())
             .filter(|v| v.available())
             .unwrap_or_else(Vector::best)
     }
 }
+
+/// A word that names no bulk lookup (see [`Vector::choice`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnknownVector(pub String);
+
+impl core::fmt::Display for UnknownVector {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "unknown lookup {:?} (expected one of: auto, avx512, avx2, portable)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownVector {}
 
 /// The process-wide choice of [`Vector::prefer`]: 0 for none, else 1 + the path's number.
 static PREFERRED: AtomicU8 = AtomicU8::new(0);
@@ -1687,6 +1712,9 @@ mod tests {
             assert_eq!(out, [3, NO_ROUTE, 3]);
         }
         assert_eq!(Vector::from_name("sse"), None);
+        assert_eq!(Vector::choice("auto"), Ok(None));
+        assert_eq!(Vector::choice("avx2"), Ok(Some(Vector::Avx2)));
+        assert!(Vector::choice("sse").is_err());
         assert_eq!(Vector::prefer(None), Vector::best());
         assert_eq!(
             Poptrie::build(&routes, &cfg).unwrap().vector(),

@@ -185,21 +185,10 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
             ));
         }
     }
-    let lookup = match r.lookup.as_str() {
-        "auto" => None,
-        name => {
-            let v = Vector::from_name(name);
-            if v.is_none() {
-                errs.push(ConfigError::new(
-                    "router.lookup",
-                    format!(
-                        "unknown lookup {name:?} (expected one of: auto, avx512, avx2, portable)"
-                    ),
-                ));
-            }
-            v
-        }
-    };
+    let lookup = Vector::choice(&r.lookup).unwrap_or_else(|e| {
+        errs.push(ConfigError::new("router.lookup", e.to_string()));
+        None
+    });
     if !(1..=256).contains(&r.batch) {
         errs.push(ConfigError::new(
             "router.batch",
