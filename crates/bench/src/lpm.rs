@@ -9,6 +9,7 @@
 //! over all contenders, which keeps the ratios (to the radix baseline and to DIR-24-8, both
 //! measured in the same rounds) fair on a noisy host.
 
+use crate::check::Check;
 use crate::peers::PeerError;
 use crate::stats::Stats;
 use serde::Serialize;
@@ -389,39 +390,6 @@ pub const MAX_MIB: f64 = 4.4;
 /// Poptrie's IPv4 build time, at most, in seconds.
 pub const MAX_BUILD_S: f64 = 0.3;
 
-/// One target checked against a run: the figure, its bound and whether it holds.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Check {
-    pub what: String,
-    pub value: f64,
-    pub target: f64,
-    /// The bound is an upper one (memory, time) rather than a lower one (a rate ratio).
-    pub at_most: bool,
-    pub met: bool,
-}
-
-impl Check {
-    fn at_least(what: String, value: f64, target: f64) -> Self {
-        Check {
-            what,
-            value,
-            target,
-            at_most: false,
-            met: value >= target,
-        }
-    }
-
-    fn at_most(what: String, value: f64, target: f64) -> Self {
-        Check {
-            what,
-            value,
-            target,
-            at_most: true,
-            met: value <= target,
-        }
-    }
-}
-
 /// The lookup targets over a run's rows: on each pattern, Poptrie as this CPU runs it
 /// (`poptrie`) against the fastest `rte_fib`/`rte_fib6` variant measured, and Poptrie's
 /// portable path (`poptrie_scalar`, and `poptrie_avx2` where measured) against DPDK's scalar
@@ -480,22 +448,6 @@ pub fn checks(rows: &[Row]) -> Vec<Check> {
     out
 }
 
-/// Formats checks as lines: what, the figure, the target and whether it is met.
-pub fn render_checks(checks: &[Check]) -> String {
-    let mut s = String::new();
-    for c in checks {
-        s.push_str(&format!(
-            "  {:<52} {:>7.2}  target {} {:<4}  {}\n",
-            c.what,
-            c.value,
-            if c.at_most { "<=" } else { ">=" },
-            c.target,
-            if c.met { "met" } else { "NOT met" }
-        ));
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -550,7 +502,7 @@ mod tests {
         assert_eq!((mem.value, mem.met, mem.at_most), (4.0, true, true));
         assert!(get("poptrie IPv4 build, s").unwrap().met);
         assert_eq!(c.len(), 5);
-        let text = render_checks(&c);
+        let text = crate::check::render(&c);
         assert!(text.contains("NOT met") && text.contains("target >= 1.5"));
     }
 

@@ -216,7 +216,7 @@ pub(crate) fn run(a: &BenchArgs) -> Result<(), Error> {
     let checks = lpm::checks(&rows);
     if !checks.is_empty() {
         println!("\ntargets (medians of the same run):");
-        print!("{}", lpm::render_checks(&checks));
+        print!("{}", vfsr_bench::check::render(&checks));
     }
     if !sweep.is_empty() {
         println!("\nLC-trie fill-factor sweep (IPv4, uniform4 traffic, as in Asama's Linux LC-trie talk):\n");

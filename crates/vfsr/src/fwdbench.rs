@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::{json, Value};
+use vfsr_bench::check::Check;
 use vfsr_fib::FibError;
 use vfsr_flow::FlowConfig;
 use vfsr_fwd::legacy::{LegacyGateway, LegacyRouter};
@@ -825,24 +826,7 @@ pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
     print_profiles(&results);
     println!("\ntargets (full table, 64-byte frames)");
     let checks = targets(&results);
-    for c in &checks {
-        println!(
-            "  {:<58} {:>8.2}  target {} {:>5.1}  {}",
-            c["what"].as_str().unwrap_or(""),
-            c["value"].as_f64().unwrap_or(0.0),
-            if c["at_most"].as_bool().unwrap_or(false) {
-                "<="
-            } else {
-                ">="
-            },
-            c["target"].as_f64().unwrap_or(0.0),
-            if c["met"].as_bool().unwrap_or(false) {
-                "met"
-            } else {
-                "NOT met"
-            }
-        );
-    }
+    print!("{}", vfsr_bench::check::render(&checks));
     if let Some(path) = &a.json {
         let doc = json!({
             "machine": machine,
@@ -1008,28 +992,32 @@ const MAX_FLOW_RATIO: f64 = 1.2;
 /// worker for IPv4 and 15 for IPv6 (one worker), and at least 10 times legacy with two
 /// workers; with 1,000 flows and one worker, split at most 100 cycles per packet and
 /// split+flow at most 1.2 times split's cycles.
-fn targets(results: &[Value]) -> Vec<Value> {
+fn targets(results: &[Value]) -> Vec<Check> {
     let mut out = Vec::new();
     for r in results {
         let one_k = r["flows"] == 1000 && r["workers"] == 1;
         let cycles = |v: &Value| v["cycles_per_packet"].as_f64().unwrap_or(0.0);
         if one_k && r["design"] == "split" {
             let c = cycles(r);
-            out.push(json!({
-                "what": format!("split {} 1000 flows, cycles per packet", r["family"].as_str().unwrap_or("")),
-                "value": c, "target": MAX_SPLIT_CYCLES, "at_most": true,
-                "met": c > 0.0 && c <= MAX_SPLIT_CYCLES,
-            }));
+            let fam = r["family"].as_str().unwrap_or("");
+            let mut check = Check::at_most(
+                format!("split {fam} 1000 flows, cycles per packet"),
+                c,
+                MAX_SPLIT_CYCLES,
+            );
+            // No cycle count is no figure, not one within the bound.
+            check.met &= c > 0.0;
+            out.push(check);
         }
         if one_k && r["design"] == "split+flow" {
             let fam = r["family"].as_str().unwrap_or("");
             if let Some(split) = find(results, "split", fam, 1000, 1).filter(|s| cycles(s) > 0.0) {
                 let ratio = cycles(r) / cycles(split);
-                out.push(json!({
-                    "what": format!("split+flow {fam} 1000 flows, cycles / split's"),
-                    "value": ratio, "target": MAX_FLOW_RATIO, "at_most": true,
-                    "met": ratio <= MAX_FLOW_RATIO,
-                }));
+                out.push(Check::at_most(
+                    format!("split+flow {fam} 1000 flows, cycles / split's"),
+                    ratio,
+                    MAX_FLOW_RATIO,
+                ));
             }
         }
     }
@@ -1044,10 +1032,11 @@ fn targets(results: &[Value]) -> Vec<Value> {
         let mpps = r["mpps_per_worker"].as_f64().unwrap_or(0.0);
         if workers == 1 {
             let target = if fam == "v4" { 20.0 } else { 15.0 };
-            out.push(json!({
-                "what": format!("{design} {fam} {flows} flows, Mpps per worker"),
-                "value": mpps, "target": target, "met": mpps >= target,
-            }));
+            out.push(Check::at_least(
+                format!("{design} {fam} {flows} flows, Mpps per worker"),
+                mpps,
+                target,
+            ));
         }
         if workers == 2 {
             if let Some(l) = find(results, "legacy", fam, flows, 2) {
@@ -1057,10 +1046,11 @@ fn targets(results: &[Value]) -> Vec<Value> {
                 } else {
                     0.0
                 };
-                out.push(json!({
-                    "what": format!("{design} {fam} {flows} flows, 2 workers, times legacy"),
-                    "value": ratio, "target": 10.0, "met": ratio >= 10.0,
-                }));
+                out.push(Check::at_least(
+                    format!("{design} {fam} {flows} flows, 2 workers, times legacy"),
+                    ratio,
+                    10.0,
+                ));
             }
         }
     }
@@ -1091,22 +1081,16 @@ mod tests {
             r("split", 10, 1, 120.0),
         ];
         let t = targets(&results);
-        let get = |what: &str| t.iter().find(|c| c["what"] == what).cloned().unwrap();
+        let get = |what: &str| t.iter().find(|c| c.what == what).cloned().unwrap();
         let split = get("split v4 1000 flows, cycles per packet");
-        assert_eq!(
-            (split["value"].as_f64(), split["met"].as_bool()),
-            (Some(80.0), Some(true))
-        );
-        assert_eq!(split["at_most"], true);
+        assert_eq!((split.value, split.met), (80.0, true));
+        assert!(split.at_most);
         let flow = get("split+flow v4 1000 flows, cycles / split's");
-        assert_eq!(
-            (flow["value"].as_f64(), flow["met"].as_bool()),
-            (Some(1.25), Some(false))
-        );
+        assert_eq!((flow.value, flow.met), (1.25, false));
         // Only 1,000 flows with one worker is bounded in cycles.
         assert!(!t
             .iter()
-            .any(|c| c["what"] == "split v4 10 flows, cycles per packet"));
+            .any(|c| c.what == "split v4 10 flows, cycles per packet"));
     }
 
     #[test]
