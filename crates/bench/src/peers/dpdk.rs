@@ -24,8 +24,9 @@
 //! reserved (`vm.nr_hugepages`), hugetlbfs mounted and `VFSR_DPDK_MEM_MB` within them (1500 for
 //! every peer with the real table). On an AMD EPYC Zen 5 that built rte_fib in 0.13 s instead
 //! of 0.36 s; its lookups stayed within their run-to-run spread (matched4 309 and 339 Mlps
-//! with AVX-512 against 296 on plain pages, in runs taking turns). `<core>` is the core the calling thread
-//! runs on at that moment, and **the EAL pins the calling thread to it**: call
+//! with AVX-512 against 296 on plain pages, in runs taking turns).
+//!
+//! `<core>` is the core the calling thread runs on at that moment, and **the EAL pins the calling thread to it**: call
 //! [`dpdk_available`] from the thread that will run the benchmark. Right after the EAL is up the
 //! process-wide SIMD limit is raised to 512 bits (`rte_vect_set_max_simd_bitwidth`) so that the
 //! AVX-512 lookups can be selected; the scalar peers select their scalar lookup explicitly, so
