@@ -206,6 +206,15 @@ pub struct NhReader {
 /// long: a held guard keeps its snapshot alive.
 pub struct NhGuard(Guard<Arc<NhSnapshot>>);
 
+impl NhGuard {
+    /// The snapshot as the shared pointer it is published as (to tell two loads apart by
+    /// [`Arc::ptr_eq`], or to keep it).
+    #[inline]
+    pub fn shared(&self) -> &Arc<NhSnapshot> {
+        &self.0
+    }
+}
+
 impl Deref for NhGuard {
     type Target = NhSnapshot;
     #[inline]

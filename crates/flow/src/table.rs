@@ -55,7 +55,9 @@
 //! returns [`Lookup::Stale`] with the old value (so the caller can, for instance, keep an ECMP
 //! member) and counts a stale refresh; the caller recomputes and stores the new value with
 //! [`FlowTable::insert`]. [`FlowTable::resolve`] does both in one probe. A stale value is
-//! never returned as a hit.
+//! never returned as a hit. [`FlowTable::lookup_hashed`] hands the check the stored value
+//! itself, so a caller can stamp an entry it found current and skip the full comparison
+//! until something changes (the forwarding worker does).
 //!
 //! ## Garbage collection
 //!
@@ -522,6 +524,14 @@ impl<V: Copy> FlowTable<V> {
     }
 
     #[inline]
+    fn value_mut(&mut self, b: usize, w: usize) -> Option<&mut V> {
+        match self.slots.get_mut(b * WAYS + w) {
+            Some(Some(e)) => Some(&mut e.value),
+            _ => None,
+        }
+    }
+
+    #[inline]
     fn set_value(&mut self, b: usize, w: usize, value: V) {
         if let Some(Some(e)) = self.slots.get_mut(b * WAYS + w) {
             e.value = value;
@@ -680,8 +690,12 @@ impl<V: Copy> FlowTable<V> {
 
     /// [`FlowTable::lookup`] for a key whose [`FlowTable::hash`] is `h`. A wrong `h` gives a
     /// miss (and a later insert in the wrong bucket), never a wrong entry: keys are compared.
+    ///
+    /// The check is handed the stored value itself, so it may record in it that it passed (a
+    /// stamp that lets the next check end early); what it writes stays, whatever it returns,
+    /// and is in the value the lookup returns.
     #[inline]
-    pub fn lookup_hashed<F: FnOnce(&V) -> bool>(
+    pub fn lookup_hashed<F: FnOnce(&mut V) -> bool>(
         &mut self,
         key: &FlowKey,
         h: u64,
@@ -709,11 +723,11 @@ impl<V: Copy> FlowTable<V> {
         valid: F,
     ) -> Lookup<V> {
         let (b, sig) = self.place(key);
-        self.lookup_at(b, sig, key, now, valid)
+        self.lookup_at(b, sig, key, now, |v: &mut V| valid(v))
     }
 
     #[inline]
-    fn lookup_at<F: FnOnce(&V) -> bool>(
+    fn lookup_at<F: FnOnce(&mut V) -> bool>(
         &mut self,
         b: usize,
         sig: u32,
@@ -726,8 +740,10 @@ impl<V: Copy> FlowTable<V> {
             if self.is_expired(now, last) {
                 self.remove_at(b, w);
                 self.counters.expirations += 1;
-            } else if let Some(v) = self.value_at(b, w) {
-                if valid(&v) {
+            } else if let Some(slot) = self.value_mut(b, w) {
+                let ok = valid(slot);
+                let v = *slot;
+                if ok {
                     // Most hits fall in the same tick as the last one: no store then.
                     if last != now {
                         self.touch(b, w, now);
@@ -1013,6 +1029,30 @@ mod tests {
             idle_timeout: 100,
             seed: 1,
         })
+    }
+
+    #[test]
+    fn a_hashed_lookups_check_may_stamp_the_stored_value() {
+        let mut t = table(64);
+        let k = key(1);
+        let h = t.hash(&k);
+        t.insert(k, 10, 1);
+        // The check passes and stamps: the stamp is in the hit and in the table.
+        let hit = t.lookup_hashed(&k, h, 2, |v| {
+            *v += 1;
+            true
+        });
+        assert_eq!(hit, Lookup::Hit(11));
+        assert_eq!(t.peek(&k, 2), Some(11));
+        // A failing check's writes stay too; the entry is stale, not removed.
+        let stale = t.lookup_hashed(&k, h, 3, |v| {
+            *v = 20;
+            false
+        });
+        assert_eq!(stale, Lookup::Stale(20));
+        assert_eq!(t.peek(&k, 3), Some(20));
+        let c = t.counters();
+        assert_eq!((c.hits, c.stale_refreshes), (1, 1));
     }
 
     #[test]

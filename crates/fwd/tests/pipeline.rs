@@ -532,6 +532,36 @@ fn flow_entries_follow_route_and_neighbor_changes() {
     assert_eq!(b.verdicts[0], Verdict::Drop(DropReason::NoRoute));
 }
 
+/// A route moved to another existing next hop, with only its family's FIB published (no new
+/// next-hop snapshot, no neighbor change): cached flows of that family follow it, the other
+/// family's keep their entries (checked again and found current).
+#[test]
+fn cached_flows_follow_a_route_change_published_alone() {
+    let mut fx = fixture();
+    let mut w = with_flow(&fx);
+    let f4 = || udp4(HOST4, [10, 1, 2, 3], 64, 0, false);
+    let f6 = || udp6(HOST6, "2001:db8:a::9", 64, 0);
+    for _ in 0..2 {
+        assert_eq!(&run1(&mut w, f4()).packets[0].frame()[0..6], &GW_B.0);
+        assert_eq!(&run1(&mut w, f6()).packets[0].frame()[0..6], &GW_B.0);
+    }
+    assert_eq!(w.counters().get(Event::FlowHit), 2);
+    fx.route4("10.1.0.0/16", 4);
+    fx.publish_fib4();
+    let b = run1(&mut w, f4());
+    assert_eq!(b.verdicts[0], Verdict::Forward { oif: 3 });
+    assert_eq!(&b.packets[0].frame()[0..6], &GW_D.0);
+    assert_eq!(&run1(&mut w, f6()).packets[0].frame()[0..6], &GW_B.0);
+    assert_eq!(w.counters().get(Event::FlowStale), 1);
+    assert_eq!(w.counters().get(Event::FlowHit), 3);
+    fx.route6("2001:db8:a::/48", 13);
+    fx.publish_fib6();
+    assert_eq!(&run1(&mut w, f6()).packets[0].frame()[0..6], &GW_C.0);
+    assert_eq!(&run1(&mut w, f4()).packets[0].frame()[0..6], &GW_D.0);
+    assert_eq!(w.counters().get(Event::FlowStale), 2);
+    assert_eq!(w.counters().get(Event::FlowHit), 4);
+}
+
 /// The member each of `n` flows to 10.5.0.0/16 uses (by the gateway MAC it gets).
 fn members(w: &mut TestWorker, n: u16, now: u64) -> Vec<[u8; 6]> {
     let frames: Vec<Vec<u8>> = (0..n)

@@ -36,13 +36,21 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let nd = &mut self.nd;
         let epochs = &self.epochs;
         let v6 = fkey.family() == vfsr_flow::Family::V6;
-        let valid = |v: &FlowValue| {
-            v.fib_version == fib_version
+        let world = self.world.serial;
+        let valid = |v: &mut FlowValue| {
+            if v.world == world {
+                return true;
+            }
+            let current = v.fib_version == fib_version
                 && entry_matches(nh, v.member, v.member_gen, v.member_version)
                 && (v.route_nh == v.member
                     || entry_matches(nh, v.route_nh, v.route_gen, v.route_version))
                 && (epoch_of(epochs, v.oif) == v.neigh_epoch
-                    || neigh_current(arp, nd, v6, v.oif, v.neigh_id, v.neigh_gen))
+                    || neigh_current(arp, nd, v6, v.oif, v.neigh_id, v.neigh_gen));
+            if current {
+                v.world = world;
+            }
+            current
         };
         match table.lookup_hashed(fkey, fhash, now, valid) {
             Lookup::Hit(v) => {
@@ -110,6 +118,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let current =
             a.made_for(index, e.gen, e.version) && a.epoch == epoch_of(&self.epochs, a.ifindex);
         current.then_some(FlowValue {
+            world: self.world.serial,
             fib_version,
             neigh_gen: a.gen,
             route_nh: index,
@@ -223,6 +232,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         };
         match found {
             NeighOutcome::Resolved { mac, id, gen } => Ok(FlowValue {
+                world: self.world.serial,
                 fib_version,
                 neigh_gen: gen,
                 route_nh: w.nh,

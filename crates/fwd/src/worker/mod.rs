@@ -21,7 +21,10 @@
 //! under, the route's and the member's next-hop generation and version, and the neighbor's
 //! `(id, gen)`. A hit is used only if all still match; otherwise the entry is stale and is
 //! recomputed, and the flow keeps its ECMP member if the member is still in the route's
-//! group (stateful ECMP), even when the group itself changed.
+//! group (stateful ECMP), even when the group itself changed. The check is done in full only
+//! once per change: an entry found current is stamped with the worker's `World` serial, which
+//! moves when a FIB version, the next-hop snapshot or a port's neighbor snapshot does, and an
+//! entry bearing the current serial is current without looking further.
 //!
 //! **Counting.** Every packet ends in one [`Outcome`](crate::counters::Outcome); drops carry
 //! a [`DropReason`]. After each batch the worker copies its counters to its
@@ -48,7 +51,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use vfsr_cpu::prefetch;
-use vfsr_fib::nexthop::NhReader;
+use vfsr_fib::nexthop::{NhReader, NhSnapshot};
 use vfsr_fib::FibReader;
 use vfsr_flow::{FlowConfig, FlowHasher, FlowKey, FlowTable, HashFields, KeyMode};
 use vfsr_lpm::Lpm;
@@ -109,6 +112,8 @@ impl Default for WorkerConfig {
 /// What a flow entry caches: the forwarding decision and the versions it was made from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct FlowValue {
+    /// The worker's [`World`] serial when the entry was last found valid.
+    world: u32,
     fib_version: u64,
     neigh_gen: u64,
     /// The FIB's answer (a single next hop or a group).
@@ -159,6 +164,53 @@ impl Adj {
     #[inline]
     fn made_for(&self, index: u32, nh_gen: u32, nh_version: u32) -> bool {
         self.tag == index.wrapping_add(1) && self.nh_gen == nh_gen && self.nh_version == nh_version
+    }
+}
+
+/// What every cached decision was made against, as one serial: it moves whenever a FIB
+/// version, the next-hop snapshot or a port's neighbor epoch does. A flow entry stamped with
+/// the current serial needs no other check; one stamped earlier is checked field by field and
+/// stamped again if it passes.
+#[derive(Debug)]
+struct World {
+    serial: u32,
+    fib4: u64,
+    fib6: u64,
+    /// The next-hop snapshot seen last, held so its address cannot come back for another.
+    nh: Option<Arc<NhSnapshot>>,
+}
+
+impl Default for World {
+    fn default() -> Self {
+        World {
+            serial: 1,
+            fib4: 0,
+            fib6: 0,
+            nh: None,
+        }
+    }
+}
+
+impl World {
+    /// Moves the serial if anything changed since the last batch; true when it wrapped
+    /// (to 1: 0 is never current).
+    #[inline]
+    fn advance(&mut self, epochs: bool, fib4: u64, fib6: u64, nh: &Arc<NhSnapshot>) -> bool {
+        let same_nh = self.nh.as_ref().is_some_and(|s| Arc::ptr_eq(s, nh));
+        if !epochs && same_nh && fib4 == self.fib4 && fib6 == self.fib6 {
+            return false;
+        }
+        self.fib4 = fib4;
+        self.fib6 = fib6;
+        if !same_nh {
+            self.nh = Some(Arc::clone(nh));
+        }
+        self.serial = self.serial.wrapping_add(1);
+        if self.serial == 0 {
+            self.serial = 1;
+            return true;
+        }
+        false
     }
 }
 
@@ -261,6 +313,7 @@ pub struct Worker<E4, E6> {
     /// current epoch needs no further check.
     epochs: Vec<PortEpoch>,
     flow: Option<FlowTable<FlowValue>>,
+    world: World,
     hasher: FlowHasher,
     groups: EcmpGroups,
     adj: Vec<Adj>,
@@ -303,6 +356,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let cap = config.batch_size.max(1);
         Worker {
             flow: config.flow.map(FlowTable::new),
+            world: World::default(),
             hasher: FlowHasher::new(seed ^ 0x6563_6d70),
             groups: EcmpGroups::new(),
             adj: Vec::new(),
@@ -412,10 +466,20 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         batch.verdicts.resize(n, Verdict::Consumed);
         batch.offload.clear();
         self.work.clear();
-        self.refresh_epochs();
+        let epochs_moved = self.refresh_epochs();
         let fib4 = self.fib4.load();
         let fib6 = self.fib6.load();
         let nh = self.nh.load();
+        if self
+            .world
+            .advance(epochs_moved, fib4.version, fib6.version, nh.shared())
+        {
+            // The serial wrapped: an entry last checked 2^32 serials ago would pass as
+            // current. None may survive that.
+            if let Some(f) = self.flow.as_mut() {
+                f.clear();
+            }
+        }
         // The batch's inserts may evict; counted at its end.
         let evictions_before = self.flow.as_ref().map_or(0, |f| f.counters().evictions);
         self.counters.event(Event::Rx, n as u64);
@@ -581,5 +645,41 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     fn punt(&mut self, class: PuntClass) -> Verdict {
         self.counters.punt(class);
         Verdict::Punt(class)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_world_serial_moves_with_each_input_and_skips_zero_when_it_wraps() {
+        let nh1 = Arc::new(NhSnapshot::new());
+        let nh2 = Arc::new(NhSnapshot::new());
+        let mut w = World::default();
+        assert!(!w.advance(false, 0, 0, &nh1));
+        let first = w.serial;
+        assert_ne!(first, 0);
+        // Nothing changed: the serial stays.
+        assert!(!w.advance(false, 0, 0, &nh1));
+        assert_eq!(w.serial, first);
+        // Each input alone moves it: an equal but newly published next-hop snapshot too.
+        let mut last = first;
+        for (epochs, fib4, fib6, nh) in [
+            (true, 0, 0, &nh1),
+            (false, 1, 0, &nh1),
+            (false, 1, 1, &nh1),
+            (false, 1, 1, &nh2),
+        ] {
+            assert!(!w.advance(epochs, fib4, fib6, nh));
+            assert_eq!(w.serial, last + 1);
+            last = w.serial;
+        }
+        // The last serial before the wrap, then the wrap: reported, and never 0.
+        w.serial = u32::MAX - 1;
+        assert!(!w.advance(true, 1, 1, &nh2));
+        assert_eq!(w.serial, u32::MAX);
+        assert!(w.advance(true, 1, 1, &nh2));
+        assert_eq!(w.serial, 1);
     }
 }

@@ -13,7 +13,9 @@ use super::{Adj, PortEpoch, Worker, MAX_ADJ};
 impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     /// Notes which ports' neighbor snapshots changed since the last batch (two atomic reads
     /// per port): references cached in an unchanged port's epoch stay valid without a check.
-    pub(super) fn refresh_epochs(&mut self) {
+    /// Whether any port's epoch moved.
+    pub(super) fn refresh_epochs(&mut self) -> bool {
+        let mut moved = false;
         let ports = self.arp.iter_mut().zip(self.nd.iter_mut());
         for ((a, n), e) in ports.zip(self.epochs.iter_mut()) {
             let pa = a.as_mut().map_or(0, |c| c.load().serial());
@@ -22,8 +24,10 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 e.arp = pa;
                 e.nd = pn;
                 e.epoch = e.epoch.wrapping_add(1).max(1);
+                moved = true;
             }
         }
+        moved
     }
 
     /// The neighbor of gateway next hop `member`: from the memo when its `(id, gen)` is

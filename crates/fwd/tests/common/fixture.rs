@@ -154,6 +154,16 @@ impl Fixture {
         self.fib4.remove(parse4(prefix));
     }
 
+    /// Publishes the IPv4 FIB alone (next hops and the IPv6 FIB as they were).
+    pub fn publish_fib4(&mut self) {
+        self.fib4.publish().unwrap();
+    }
+
+    /// Publishes the IPv6 FIB alone.
+    pub fn publish_fib6(&mut self) {
+        self.fib6.publish().unwrap();
+    }
+
     /// Publishes the next-hop snapshot and both FIBs.
     pub fn publish(&mut self) {
         self.nh
