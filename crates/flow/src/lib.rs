@@ -62,5 +62,5 @@ pub use ecmp::{EcmpError, ResilientGroup, DEFAULT_ECMP_BUCKETS, MAX_ECMP_BUCKETS
 pub use key::{Family, FlowHasher, FlowKey, HashFields, KeyMode};
 pub use table::{
     FlowConfig, FlowCounters, FlowTable, GcReport, Insert, Lookup, Tick, DEFAULT_CAPACITY,
-    DEFAULT_IDLE_TIMEOUT, MAX_CAPACITY, WAYS,
+    DEFAULT_IDLE_TIMEOUT, DEFAULT_PROTECT, MAX_CAPACITY, WAYS,
 };

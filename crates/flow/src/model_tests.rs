@@ -7,6 +7,10 @@
 //! one entry may have gone (the counter says whether one did). The model removes what was
 //! evicted, so after every step the two must agree exactly: every pool key the table returns
 //! has the model's value, and every key the model holds (not evicted, not expired) is found.
+//!
+//! A new key is refused exactly when the model says its bucket (the table's hash, masked)
+//! holds [`WAYS`] live keys all used within the protection window; the model then leaves it
+//! out too.
 
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -14,9 +18,12 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use proptest::prelude::*;
 
 use crate::key::FlowKey;
-use crate::table::{FlowConfig, FlowTable, Insert, Lookup, Tick};
+use crate::table::{FlowConfig, FlowTable, Insert, Lookup, Tick, WAYS};
 
 const TIMEOUT: Tick = 50;
+/// Shorter than the timeout and than the largest step of the clock, so that refusals,
+/// evictions and expiries all happen.
+const PROTECT: Tick = 20;
 const POOL: usize = 48;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,6 +80,7 @@ struct Model {
     now: Tick,
     version: u32,
     evictions: u64,
+    refusals: u64,
 }
 
 impl Model {
@@ -80,6 +88,20 @@ impl Model {
     fn live(&self, key: &FlowKey) -> Option<Val> {
         let &(v, last) = self.map.get(key)?;
         (self.now.wrapping_sub(last) <= TIMEOUT).then_some(v)
+    }
+
+    /// Whether the table must refuse `key` (absent) now: its bucket holds a live key in every
+    /// way, each used within the window.
+    fn refuses(&self, t: &FlowTable<Val>, key: &FlowKey) -> bool {
+        let bucket = |k: &FlowKey| (t.hash(k) as usize) & (t.buckets() - 1);
+        let b = bucket(key);
+        let ages: Vec<Tick> = self
+            .map
+            .iter()
+            .filter(|(k, _)| bucket(k) == b && self.live(k).is_some())
+            .map(|(_, &(_, last))| self.now.wrapping_sub(last))
+            .collect();
+        ages.len() == WAYS && ages.iter().all(|&age| age < PROTECT)
     }
 
     fn evict(&mut self, key: &FlowKey, value: Val) {
@@ -99,12 +121,14 @@ fn run(capacity: usize, seed: u64, ops: &[Op]) {
         capacity,
         idle_timeout: TIMEOUT,
         seed,
+        protect: PROTECT,
     });
     let mut m = Model {
         map: HashMap::new(),
         now: 0,
         version: 0,
         evictions: 0,
+        refusals: 0,
     };
     for op in ops {
         let cur = m.version;
@@ -113,15 +137,21 @@ fn run(capacity: usize, seed: u64, ops: &[Op]) {
             Op::Insert(k, data) => {
                 let key = keys[k];
                 let val = Val { data, version: cur };
-                match t.insert(key, val, now) {
+                let refuse = m.live(&key).is_none() && m.refuses(&t, &key);
+                let got = t.insert(key, val, now);
+                assert_eq!(matches!(got, Insert::Refused), refuse, "{got:?}");
+                match got {
                     Insert::New => assert_eq!(m.live(&key), None),
                     Insert::Replaced(old) => assert_eq!(m.live(&key), Some(old)),
                     Insert::Evicted { key: ek, value } => {
                         assert_eq!(m.live(&key), None);
                         m.evict(&ek, value);
                     }
+                    Insert::Refused => m.refusals += 1,
                 }
-                m.map.insert(key, (val, now));
+                if !refuse {
+                    m.map.insert(key, (val, now));
+                }
             }
             Op::Lookup(k) => {
                 let key = keys[k];
@@ -141,6 +171,8 @@ fn run(capacity: usize, seed: u64, ops: &[Op]) {
                 let new = Val { data, version: cur };
                 let mut seen = None;
                 let evictions_before = t.counters().evictions;
+                let refusals_before = t.counters().refusals;
+                let refuse = m.live(&key).is_none() && m.refuses(&t, &key);
                 let got = t.resolve(
                     &key,
                     now,
@@ -181,7 +213,13 @@ fn run(capacity: usize, seed: u64, ops: &[Op]) {
                                 let v = m.live(&k).unwrap();
                                 m.evict(&k, v);
                             }
-                            m.map.insert(key, (new, now));
+                            let refused = t.counters().refusals - refusals_before;
+                            assert_eq!(refused, u64::from(refuse));
+                            if refuse {
+                                m.refusals += 1;
+                            } else {
+                                m.map.insert(key, (new, now));
+                            }
                         }
                     }
                 }
@@ -219,6 +257,7 @@ fn run(capacity: usize, seed: u64, ops: &[Op]) {
             assert_eq!(t.peek(key, m.now), m.live(key), "key {key:?} after {op:?}");
         }
         assert_eq!(t.counters().evictions, m.evictions);
+        assert_eq!(t.counters().refusals, m.refusals);
     }
 }
 

@@ -143,6 +143,7 @@ named_enum! {
         FlowMiss => "flow_miss", "flow not in the table: looked up and inserted";
         FlowStale => "flow_stale", "flow entry outdated by a route, next-hop or neighbor change: refreshed";
         FlowEvicted => "flow_evicted", "flow entry evicted to make room";
+        FlowRefused => "flow_refused", "new flow left uncached: its bucket's entries all used within the last second";
         EcmpKept => "ecmp_kept", "flow kept its ECMP member across a group change";
         Icmp4Sent => "icmp4_sent", "ICMPv4 errors sent";
         Icmp6Sent => "icmp6_sent", "ICMPv6 errors sent";

@@ -689,10 +689,31 @@ fn ipv6_ecmp_and_flow_idle_timeout() {
 #[test]
 fn evictions_are_counted_and_the_idle_sweep_steps_once_per_millisecond() {
     let fx = fixture();
-    // One bucket of eight ways: a ninth flow evicts the least recently used one.
+    // One bucket of eight ways, all used in this batch: the ninth flow is forwarded but not
+    // cached (the protection window keeps the eight).
     let mut w = fx.worker(flow_config(Some(8)));
-    run(&mut w, &udp4_flows(9), 1_000_000_000);
-    assert_eq!(w.counters().get(Event::FlowEvicted), 1);
+    let b = run(&mut w, &udp4_flows(9), 1_000_000_000);
+    assert!(b
+        .verdicts
+        .iter()
+        .all(|v| matches!(v, Verdict::Forward { .. })));
+    let counted = |w: &TestWorker| {
+        (
+            w.counters().get(Event::FlowEvicted),
+            w.counters().get(Event::FlowRefused),
+        )
+    };
+    assert_eq!(counted(&w), (0, 1));
+    // With a 10 ms window, the ninth flow 20 ms later evicts the least recently used one.
+    let mut cfg = flow_config(Some(8));
+    if let Some(f) = cfg.flow.as_mut() {
+        f.protect = 10;
+    }
+    let mut w = fx.worker(cfg);
+    let flows = udp4_flows(9);
+    run(&mut w, &flows[..8], 1_000_000_000);
+    run(&mut w, &flows[8..], 1_020_000_000);
+    assert_eq!(counted(&w), (1, 0));
 
     // A table of 8,192 buckets, a step of 16 units: a hundred expired flows take many steps.
     let mut w = fx.worker(vfsr_fwd::WorkerConfig {

@@ -348,6 +348,7 @@ fn flows(v: &Value, out: &mut String) {
                 s(w, "misses"),
                 s(w, "inserts"),
                 s(w, "evictions"),
+                s(w, "refusals"),
                 s(w, "expirations"),
                 s(w, "ecmp_kept"),
             ]
@@ -363,6 +364,7 @@ fn flows(v: &Value, out: &mut String) {
             "misses",
             "inserts",
             "evicted",
+            "refused",
             "expired",
             "ecmp_kept",
         ],

@@ -345,6 +345,7 @@ impl ApiServer {
                     "stale": f.stale_refreshes,
                     "inserts": f.inserts,
                     "evictions": f.evictions,
+                    "refusals": f.refusals,
                     "expirations": f.expirations,
                     "invalidations": f.invalidations,
                     "ecmp_kept": c.get(Event::EcmpKept),

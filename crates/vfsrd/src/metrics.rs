@@ -29,7 +29,7 @@
 //! | `vfsr_worker_busy_ratio` | gauge | `worker`, `core` |
 //! | `vfsr_flow_entries`, `vfsr_flow_capacity` | gauge | `worker` |
 //! | `vfsr_flow_lookups_total` | counter | `worker`, `result` (hit, miss, stale) |
-//! | `vfsr_flow_{inserts,evictions,expirations}_total`, `vfsr_ecmp_kept_total` | counter | `worker` |
+//! | `vfsr_flow_{inserts,evictions,refusals,expirations}_total`, `vfsr_ecmp_kept_total` | counter | `worker` |
 //! | `vfsr_rib_routes` | gauge | `source`, `family` |
 //! | `vfsr_rib_unresolved_routes`, `vfsr_fib_prefixes` | gauge | `family` |
 //! | `vfsr_nexthops` | gauge | `state` (live, quarantined) |
@@ -657,6 +657,11 @@ impl MetricsServer {
             "flow_evictions",
             "Live flows pushed out to make room.",
             flow_counter(|c| c.evictions),
+        );
+        x.counter(
+            "flow_refusals",
+            "New flows left uncached: their bucket's entries all used within the protection window.",
+            flow_counter(|c| c.refusals),
         );
         x.counter(
             "flow_expirations",

@@ -480,8 +480,11 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 f.clear();
             }
         }
-        // The batch's inserts may evict; counted at its end.
-        let evictions_before = self.flow.as_ref().map_or(0, |f| f.counters().evictions);
+        // The batch's inserts may evict or be refused; counted at its end.
+        let (evictions_before, refusals_before) = self
+            .flow
+            .as_ref()
+            .map_or((0, 0), |f| (f.counters().evictions, f.counters().refusals));
         self.counters.event(Event::Rx, n as u64);
         let Some(ports) = self.ports.take() else {
             // Only a batch that panicked half-way could leave it out; none can.
@@ -617,6 +620,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             }
             let evicted = f.counters().evictions.saturating_sub(evictions_before);
             self.counters.event(Event::FlowEvicted, evicted);
+            let refused = f.counters().refusals.saturating_sub(refusals_before);
+            self.counters.event(Event::FlowRefused, refused);
         }
         self.batches = self.batches.wrapping_add(1);
         if self.batches.is_multiple_of(COUNTER_FLUSH) {

@@ -31,7 +31,8 @@
 //!   through fd00:20::2 to keep that neighbor active (the ND table must stay bounded and keep
 //!   it);
 //! - `flows`: UDP with random sources and ports, every frame a new 5-tuple (the flow table
-//!   must stay within its capacity, evicting);
+//!   must stay within its capacity, evicting idle entries and leaving new flows uncached
+//!   where a bucket's entries are all recent);
 //! - `echo`: ICMP echo to the router (echo replies ≤ the `icmp` punt limit × seconds +
 //!   burst);
 //! - `ttl1`, `noroute`: TTL 1 transit and destinations without a route, IPv4 and IPv6 (ICMP
@@ -866,12 +867,13 @@ fn flood_case(
             let entries = get(&f1, "entries");
             let evicted = get(&f1, "evictions").saturating_sub(get(&flows0, "evictions"));
             let inserts = get(&f1, "inserts").saturating_sub(get(&flows0, "inserts"));
+            let refused = get(&f1, "refusals").saturating_sub(get(&flows0, "refusals"));
             r.check(
                 "flow table bounded",
                 cap > 0 && entries <= cap,
-                format!("{entries} entries of {cap}; {inserts} inserted, {evicted} evicted in the window"),
+                format!("{entries} entries of {cap}; {inserts} inserted, {evicted} evicted, {refused} refused in the window"),
             );
-            r.note("flow_table", json!({"capacity": cap, "entries": entries, "inserts": inserts, "evictions": evicted}));
+            r.note("flow_table", json!({"capacity": cap, "entries": entries, "inserts": inserts, "evictions": evicted, "refusals": refused}));
         }
         "echo" => {
             let replies = w.control("echo_replies") as f64;
