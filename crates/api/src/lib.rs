@@ -75,7 +75,7 @@ pub enum Request {
     },
     /// The next-hop table: index, generation, version, what it forwards to, references.
     ShowNexthops,
-    /// Per worker: flow-table hits, misses, insertions, evictions, expirations.
+    /// Per worker: flow-table hits, misses, insertions, evictions, refusals, expirations.
     ShowFlows,
     /// The XDP fast path per port: frames forwarded in XDP, stale entries, installs.
     ShowFastPath,

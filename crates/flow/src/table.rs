@@ -143,7 +143,8 @@ pub struct FlowConfig {
     pub seed: u64,
     /// Ticks an entry is kept from eviction after its last use: a new key that finds its
     /// bucket full of entries used more recently is not stored. 0 evicts the least recently
-    /// used entry whatever its age.
+    /// used entry whatever its age. An entry idle past `idle_timeout` has expired and makes
+    /// room whatever the window.
     pub protect: Tick,
 }
 
