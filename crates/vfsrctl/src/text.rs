@@ -370,7 +370,12 @@ fn flows(v: &Value, out: &mut String) {
         ],
         &rows,
     ));
-    let _ = writeln!(out, "# idle timeout {} ms", s(v, "idle_timeout_ms"));
+    let _ = writeln!(
+        out,
+        "# idle timeout {} ms; entries used within {} ms are not evicted",
+        s(v, "idle_timeout_ms"),
+        s(v, "protect_ms")
+    );
 }
 
 fn workers(v: &Value, out: &mut String) {
@@ -502,6 +507,28 @@ mod tests {
         );
         let lines: Vec<&str> = t.lines().collect();
         assert_eq!(lines, ["name    n", "a       5", "long  123"]);
+    }
+
+    #[test]
+    fn flows_show_refusals_and_the_protection_window() {
+        let v = sample(
+            r#"{"workers":[{"worker":0,"entries":7,"capacity":8,"hit_rate":0.5,"hits":4,
+              "misses":4,"inserts":7,"evictions":1,"refusals":3,"expirations":2,"ecmp_kept":0}],
+              "idle_timeout_ms":30000,"protect_ms":1000}"#,
+        );
+        let t = render(&Request::ShowFlows, &v);
+        let lines: Vec<&str> = t.lines().collect();
+        let head: Vec<&str> = lines[0].split_whitespace().collect();
+        let row: Vec<&str> = lines[1].split_whitespace().collect();
+        let col = |name: &str| row[head.iter().position(|h| *h == name).unwrap()];
+        assert_eq!(
+            (col("evicted"), col("refused"), col("expired")),
+            ("1", "3", "2")
+        );
+        assert!(
+            t.contains("idle timeout 30000 ms; entries used within 1000 ms are not evicted"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -353,7 +353,8 @@ impl ApiServer {
                 })
             })
             .collect();
-        json!({"workers": rows, "idle_timeout_ms": v.plan.flow_idle_ms})
+        json!({"workers": rows, "idle_timeout_ms": v.plan.flow_idle_ms,
+               "protect_ms": v.plan.flow_protect_ms})
     }
 
     fn workers<E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone>(

@@ -41,7 +41,9 @@ fn restart_needed(old: &Plan, new: &Plan) -> Vec<&'static str> {
     check(old.fib6 != new.fib6, "router.fib6");
     check(old.lookup != new.lookup, "router.lookup");
     check(
-        old.flow_entries != new.flow_entries || old.flow_idle_ms != new.flow_idle_ms,
+        old.flow_entries != new.flow_entries
+            || old.flow_idle_ms != new.flow_idle_ms
+            || old.flow_protect_ms != new.flow_protect_ms,
         "router.flow_table",
     );
     check(old.batch != new.batch, "router.batch");

@@ -257,7 +257,7 @@ where
             capacity: plan.flow_entries,
             idle_timeout: plan.flow_idle_ms,
             seed: seed(),
-            ..FlowConfig::default()
+            protect: plan.flow_protect_ms,
         }),
         report_offload: fast.iter().any(Option::is_some),
         ..WorkerConfig::default()

@@ -588,6 +588,7 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
         lookup,
         flow_entries: if r.flow_table { r.flow_entries } else { 0 },
         flow_idle_ms: r.flow_idle_ms,
+        flow_protect_ms: r.flow_protect_ms,
         batch: r.batch,
         busy_poll_us: r.busy_poll_us,
         worker_priority: u8::try_from(r.worker_priority).unwrap_or(0),

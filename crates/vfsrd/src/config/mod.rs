@@ -13,6 +13,8 @@
 //! lookup = "auto"          # Poptrie's bulk lookup: auto | avx512 | avx2 | portable (a
 //!                          # path this CPU lacks falls back to auto's choice, logged)
 //! flow_table = true
+//! flow_protect_ms = 1000   # a flow used this recently is never evicted for a new one (the
+//!                          # new flow goes uncached: counted as flow_refused); 0: plain LRU
 //! batch = 32
 //! busy_poll_us = 0         # keep polling empty queues this long before sleeping
 //! worker_priority = 10     # SCHED_FIFO priority of the workers (0: ordinary scheduling)
@@ -187,6 +189,8 @@ pub struct Plan {
     pub flow_entries: usize,
     /// Flow idle timeout.
     pub flow_idle_ms: u32,
+    /// Flow eviction protection window.
+    pub flow_protect_ms: u32,
     /// Batch size.
     pub batch: usize,
     /// Busy-poll time before sleeping.
@@ -425,14 +429,16 @@ rcvbuf = 100
         let p = parse(GOOD, Some(2)).unwrap();
         assert_eq!((p.worker_priority, p.control_priority), (10, 20));
         assert_eq!(p.busy_poll_us, 0);
+        assert_eq!((p.flow_idle_ms, p.flow_protect_ms), (30_000, 1_000));
         assert!(!p.fast_path);
         assert!(p.interfaces.iter().all(|i| i.busy_poll));
         let text = GOOD.replacen(
             "[router]",
-            "[router]\nworker_priority = 0\ncontrol_priority = 99\nfast_path = true",
+            "[router]\nworker_priority = 0\ncontrol_priority = 99\nfast_path = true\nflow_protect_ms = 0",
             1,
         );
         let p = parse(&text, Some(2)).unwrap();
+        assert_eq!(p.flow_protect_ms, 0);
         assert_eq!((p.worker_priority, p.control_priority), (0, 99));
         assert!(p.fast_path);
         let e = errors("[router]\nworker_priority = 100\ncontrol_priority = 250\n[[interface]]\nname = \"a\"\n");

@@ -154,6 +154,9 @@ pub struct RouterSection {
     pub flow_entries: usize,
     /// Flow idle timeout, milliseconds.
     pub flow_idle_ms: u32,
+    /// Milliseconds a flow entry is kept from eviction after its last use (0: plain least
+    /// recently used eviction).
+    pub flow_protect_ms: u32,
     /// Packets per receive batch.
     pub batch: usize,
     /// Microseconds a worker keeps polling an empty queue before it sleeps in `poll`.
@@ -182,6 +185,7 @@ impl Default for RouterSection {
             flow_table: true,
             flow_entries: 1 << 16,
             flow_idle_ms: 30_000,
+            flow_protect_ms: vfsr_flow::DEFAULT_PROTECT,
             batch: 32,
             busy_poll_us: 0,
             worker_priority: 10,
