@@ -147,10 +147,21 @@ impl fmt::Display for NhId {
 }
 
 /// An immutable next-hop table: index → entry. Index 0 never has an entry.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+///
+/// Equality compares the entries, not the serial.
+#[derive(Clone, Debug, Default)]
 pub struct NhSnapshot {
     entries: Vec<Option<NhEntry>>,
+    serial: u64,
 }
+
+impl PartialEq for NhSnapshot {
+    fn eq(&self, o: &Self) -> bool {
+        self.entries == o.entries
+    }
+}
+
+impl Eq for NhSnapshot {}
 
 impl NhSnapshot {
     /// An empty table.
@@ -163,7 +174,15 @@ impl NhSnapshot {
         if let Some(first) = entries.first_mut() {
             *first = None;
         }
-        NhSnapshot { entries }
+        NhSnapshot { entries, serial: 0 }
+    }
+
+    /// The publication this snapshot came from: 0 for one not published (or the publisher's
+    /// initial one), then 1, 2, ... per [`NhPublisher::publish`] (never repeats, unlike an
+    /// address), as the neighbor tables number theirs.
+    #[inline]
+    pub fn serial(&self) -> u64 {
+        self.serial
     }
 
     /// The entry at `index`, if there is one.
@@ -206,15 +225,6 @@ pub struct NhReader {
 /// long: a held guard keeps its snapshot alive.
 pub struct NhGuard(Guard<Arc<NhSnapshot>>);
 
-impl NhGuard {
-    /// The snapshot as the shared pointer it is published as (to tell two loads apart by
-    /// [`Arc::ptr_eq`], or to keep it).
-    #[inline]
-    pub fn shared(&self) -> &Arc<NhSnapshot> {
-        &self.0
-    }
-}
-
 impl Deref for NhGuard {
     type Target = NhSnapshot;
     #[inline]
@@ -239,7 +249,9 @@ impl NhPublisher {
     }
 
     /// Makes `snapshot` the current one; readers see it from their next load on.
-    pub fn publish(&self, snapshot: NhSnapshot) {
+    pub fn publish(&self, mut snapshot: NhSnapshot) {
+        // The one writer: nothing publishes between this load and the store.
+        snapshot.serial = self.cell.load().serial.wrapping_add(1);
         self.cell.store(Arc::new(snapshot));
     }
 
@@ -281,6 +293,20 @@ mod tests {
             version: 0,
             forward,
         })
+    }
+
+    #[test]
+    fn publications_are_numbered_and_the_number_is_not_the_table() {
+        let p = NhPublisher::new(NhSnapshot::new());
+        let r = p.reader();
+        assert_eq!(r.load().serial(), 0);
+        let table = || NhSnapshot::from_entries(vec![None, entry(1, Forward::Blackhole)]);
+        for want in 1..=3 {
+            // The same table each time: a new publication all the same.
+            p.publish(table());
+            assert_eq!(r.load().serial(), want);
+        }
+        assert_eq!(*p.current(), table());
     }
 
     #[test]

@@ -51,7 +51,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use vfsr_cpu::prefetch;
-use vfsr_fib::nexthop::{NhReader, NhSnapshot};
+use vfsr_fib::nexthop::NhReader;
 use vfsr_fib::FibReader;
 use vfsr_flow::{FlowConfig, FlowHasher, FlowKey, FlowTable, HashFields, KeyMode};
 use vfsr_lpm::Lpm;
@@ -174,37 +174,29 @@ impl Adj {
 #[derive(Debug)]
 struct World {
     serial: u32,
-    fib4: u64,
-    fib6: u64,
-    /// The next-hop snapshot seen last, held so its address cannot come back for another.
-    nh: Option<Arc<NhSnapshot>>,
+    /// The FIB versions and the next-hop snapshot's serial seen last.
+    seen: [u64; 3],
 }
 
 impl Default for World {
     fn default() -> Self {
         World {
             serial: 1,
-            fib4: 0,
-            fib6: 0,
-            nh: None,
+            seen: [0; 3],
         }
     }
 }
 
 impl World {
-    /// Moves the serial if anything changed since the last batch; true when it wrapped
-    /// (to 1: 0 is never current).
+    /// Moves the serial if the neighbor epochs moved or the FIB versions or next-hop serial
+    /// differ from the last batch's; true when it wrapped (to 1: 0 is never current).
     #[inline]
-    fn advance(&mut self, epochs: bool, fib4: u64, fib6: u64, nh: &Arc<NhSnapshot>) -> bool {
-        let same_nh = self.nh.as_ref().is_some_and(|s| Arc::ptr_eq(s, nh));
-        if !epochs && same_nh && fib4 == self.fib4 && fib6 == self.fib6 {
+    fn advance(&mut self, epochs: bool, fib4: u64, fib6: u64, nh: u64) -> bool {
+        let seen = [fib4, fib6, nh];
+        if !epochs && seen == self.seen {
             return false;
         }
-        self.fib4 = fib4;
-        self.fib6 = fib6;
-        if !same_nh {
-            self.nh = Some(Arc::clone(nh));
-        }
+        self.seen = seen;
         self.serial = self.serial.wrapping_add(1);
         if self.serial == 0 {
             self.serial = 1;
@@ -472,7 +464,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let nh = self.nh.load();
         if self
             .world
-            .advance(epochs_moved, fib4.version, fib6.version, nh.shared())
+            .advance(epochs_moved, fib4.version, fib6.version, nh.serial())
         {
             // The serial wrapped: an entry last checked 2^32 serials ago would pass as
             // current. None may survive that.
@@ -659,22 +651,19 @@ mod tests {
 
     #[test]
     fn the_world_serial_moves_with_each_input_and_skips_zero_when_it_wraps() {
-        let nh1 = Arc::new(NhSnapshot::new());
-        let nh2 = Arc::new(NhSnapshot::new());
         let mut w = World::default();
-        assert!(!w.advance(false, 0, 0, &nh1));
         let first = w.serial;
         assert_ne!(first, 0);
         // Nothing changed: the serial stays.
-        assert!(!w.advance(false, 0, 0, &nh1));
+        assert!(!w.advance(false, 0, 0, 0));
         assert_eq!(w.serial, first);
-        // Each input alone moves it: an equal but newly published next-hop snapshot too.
+        // Each input alone moves it.
         let mut last = first;
         for (epochs, fib4, fib6, nh) in [
-            (true, 0, 0, &nh1),
-            (false, 1, 0, &nh1),
-            (false, 1, 1, &nh1),
-            (false, 1, 1, &nh2),
+            (true, 0, 0, 0),
+            (false, 1, 0, 0),
+            (false, 1, 1, 0),
+            (false, 1, 1, 1),
         ] {
             assert!(!w.advance(epochs, fib4, fib6, nh));
             assert_eq!(w.serial, last + 1);
@@ -682,9 +671,9 @@ mod tests {
         }
         // The last serial before the wrap, then the wrap: reported, and never 0.
         w.serial = u32::MAX - 1;
-        assert!(!w.advance(true, 1, 1, &nh2));
+        assert!(!w.advance(true, 1, 1, 1));
         assert_eq!(w.serial, u32::MAX);
-        assert!(w.advance(true, 1, 1, &nh2));
+        assert!(w.advance(true, 1, 1, 1));
         assert_eq!(w.serial, 1);
     }
 }
