@@ -1097,28 +1097,24 @@ mod tests {
         assert_eq!((c.hits, c.stale_refreshes), (1, 1));
     }
 
-    #[test]
-    fn a_bucket_matches_a_signature_in_exactly_the_ways_that_hold_it() {
-        let mut x = 0x2545_f491_4f6c_dd1du64;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        for _ in 0..10_000 {
-            // Few distinct values, so that several ways often hold the one asked for.
-            let mut head = BucketHead::default();
-            for s in head.sig.iter_mut() {
-                *s = (next() % 4) as u32;
-            }
-            let sig = (next() % 4) as u32;
+    proptest::proptest! {
+        /// Few distinct signatures, so that several ways often hold the one asked for.
+        #[test]
+        fn a_bucket_matches_a_signature_in_exactly_the_ways_that_hold_it(
+            sigs in proptest::array::uniform8(0u32..4),
+            sig in 0u32..4,
+        ) {
+            let head = BucketHead { sig: sigs, ..BucketHead::default() };
             let want = head.matching_scalar(sig);
-            assert_eq!(head.matching(sig), want, "{:?} for {sig}", head.sig);
-            for (w, &s) in head.sig.iter().enumerate() {
-                assert_eq!(want >> w & 1 == 1, s == sig);
+            proptest::prop_assert_eq!(head.matching(sig), want);
+            for (w, &s) in sigs.iter().enumerate() {
+                proptest::prop_assert_eq!(want >> w & 1 == 1, s == sig);
             }
         }
+    }
+
+    #[test]
+    fn a_bucket_matches_the_extreme_signatures() {
         let head = BucketHead {
             sig: [u32::MAX, 7, 7, 0, 1, 7, 2, 7],
             ..BucketHead::default()
