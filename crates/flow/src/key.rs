@@ -92,7 +92,7 @@ pub enum KeyMode {
 /// in one 40-byte representation. Fields the mode does not use are zero.
 ///
 /// The last eight bytes (ports, protocol, family, mode and a zero byte) are laid out as the
-/// little-endian word [`FlowKey::meta`] builds, so that on x86-64 the word is one load.
+/// little-endian word `FlowKey::meta` builds, so that on x86-64 the word is one load.
 #[derive(Clone, Copy, Debug, Eq)]
 #[repr(C)]
 pub struct FlowKey {

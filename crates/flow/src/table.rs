@@ -19,6 +19,11 @@
 //!   │ last_used: t0  t1  t2  -   t4  -   -   -     │       │ way 1: {key, value}      │
 //!   └──────────────────────────────────────────────┘       │ ...  (None where sig = 0)│
 //!                                                          └──────────────────────────┘
+//!                                                           side[b*8 .. b*8+8] (optional)
+//!                                                          ┌──────────────────────────┐
+//!                                                          │ way 0: side part         │
+//!                                                          │ ...                      │
+//!                                                          └──────────────────────────┘
 //!   used bitmap: one bit per bucket, set while the bucket holds an entry
 //!   GC cursor:   the next bucket an incremental gc() call looks at
 //! ```
@@ -26,8 +31,15 @@
 //! A lookup reads the bucket's head line and compares the eight signatures; only a way whose
 //! signature matches has its key compared, in the slot array. A miss therefore costs one cache
 //! line (a false signature match happens once in 2^29 lookups), a hit the head line plus the
-//! entry's line. A hit refreshes the way's `last_used` tick, which lives in the line already
-//! read.
+//! entry's line: entries are aligned to lines, and a key (40 bytes) with a value of up to 24
+//! bytes is one line. A hit refreshes the way's `last_used` tick, which lives in the line
+//! already read.
+//!
+//! A table made [`FlowTable::with_side`] keeps a second part per entry, `S`, in an array of
+//! its own, for what a caller reads only now and then: the forwarding worker keeps there the
+//! versions a decision was made from, which it compares only after something changed, and
+//! keeps in the entry only where the packet goes. With a million flows, entries of one line
+//! instead of two or three forwarded 1.05 times as fast (`docs/bench/zen5.md`).
 //!
 //! ## Time
 //!
@@ -335,7 +347,11 @@ const fn line_offsets(size: usize) -> [usize; 3] {
     [0, if last < 64 { last } else { 64 }, last]
 }
 
+/// A way's key and value, aligned to a cache line: with a value of up to 24 bytes an entry
+/// is exactly one line, so a hit reads two lines (the head and the entry), no more. What a
+/// caller checks only now and then goes in the side array ([`FlowTable`]'s `S`).
 #[derive(Clone, Copy, Debug)]
+#[repr(align(64))]
 struct Entry<V> {
     key: FlowKey,
     value: V,
@@ -390,9 +406,12 @@ fn signature(hash: u64) -> u32 {
 /// A per-worker flow table (see the module doc). Each worker owns one and mutates it through
 /// `&mut self`; nothing in it is atomic or locked, and nothing is meant to be shared.
 #[derive(Clone, Debug)]
-pub struct FlowTable<V: Copy> {
+pub struct FlowTable<V: Copy, S: Copy + Default = ()> {
     heads: Vec<BucketHead>,
     slots: Vec<Option<Entry<V>>>,
+    /// Per way, the part of an entry's value kept apart (see [`FlowTable::lookup_hashed`]);
+    /// meaningful only while the way holds an entry. Nothing is allocated for `S = ()`.
+    side: Vec<S>,
     used: Vec<u64>,
     mask: usize,
     len: usize,
@@ -404,14 +423,32 @@ pub struct FlowTable<V: Copy> {
 }
 
 impl<V: Copy> FlowTable<V> {
-    /// An empty table as configured.
+    /// An empty table as configured, without a side part.
     pub fn new(config: FlowConfig) -> Self {
+        Self::with_side(config)
+    }
+
+    /// An empty table of `capacity` entries with the default timeout and seed.
+    pub fn with_capacity(capacity: usize) -> Self {
+        Self::new(FlowConfig {
+            capacity,
+            ..FlowConfig::default()
+        })
+    }
+}
+
+impl<V: Copy, S: Copy + Default> FlowTable<V, S> {
+    /// An empty table as configured, whose entries each have a side part `S`, kept in an
+    /// array of its own (see [`FlowTable::lookup_hashed`]).
+    pub fn with_side(config: FlowConfig) -> Self {
         let buckets = Self::buckets_for(config.capacity);
         let heads = huge_vec(buckets, BucketHead::default());
         let slots = huge_vec(buckets * WAYS, None);
+        let side = huge_vec(buckets * WAYS, S::default());
         FlowTable {
             heads,
             slots,
+            side,
             used: vec![0; buckets.div_ceil(64)],
             mask: buckets - 1,
             len: 0,
@@ -421,14 +458,6 @@ impl<V: Copy> FlowTable<V> {
             hasher: FlowHasher::new(config.seed),
             counters: FlowCounters::default(),
         }
-    }
-
-    /// An empty table of `capacity` entries with the default timeout and seed.
-    pub fn with_capacity(capacity: usize) -> Self {
-        Self::new(FlowConfig {
-            capacity,
-            ..FlowConfig::default()
-        })
     }
 
     /// Buckets for a requested capacity: a power of two, at least 1.
@@ -468,6 +497,7 @@ impl<V: Copy> FlowTable<V> {
     pub fn memory_bytes(&self) -> usize {
         self.heads.capacity() * std::mem::size_of::<BucketHead>()
             + self.slots.capacity() * std::mem::size_of::<Option<Entry<V>>>()
+            + self.side.capacity() * std::mem::size_of::<S>()
             + self.used.capacity() * std::mem::size_of::<u64>()
     }
 
@@ -558,14 +588,6 @@ impl<V: Copy> FlowTable<V> {
     }
 
     #[inline]
-    fn value_mut(&mut self, b: usize, w: usize) -> Option<&mut V> {
-        match self.slots.get_mut(b * WAYS + w) {
-            Some(Some(e)) => Some(&mut e.value),
-            _ => None,
-        }
-    }
-
-    #[inline]
     fn set_value(&mut self, b: usize, w: usize, value: V) {
         if let Some(Some(e)) = self.slots.get_mut(b * WAYS + w) {
             e.value = value;
@@ -590,12 +612,23 @@ impl<V: Copy> FlowTable<V> {
     }
 
     /// Fills the free way `w` of bucket `b`.
-    fn store_at(&mut self, b: usize, w: usize, sig: u32, entry: Entry<V>, last_used: Tick) {
+    fn store_at(
+        &mut self,
+        b: usize,
+        w: usize,
+        sig: u32,
+        entry: Entry<V>,
+        side: S,
+        last_used: Tick,
+    ) {
         let Some(slot) = self.slots.get_mut(b * WAYS + w) else {
             return;
         };
         if slot.replace(entry).is_none() {
             self.len += 1;
+        }
+        if let Some(x) = self.side.get_mut(b * WAYS + w) {
+            *x = side;
         }
         if let Some(head) = self.heads.get_mut(b) {
             if let (Some(s), Some(t)) = (head.sig.get_mut(w), head.last_used.get_mut(w)) {
@@ -634,6 +667,7 @@ impl<V: Copy> FlowTable<V> {
         sig: u32,
         key: FlowKey,
         value: V,
+        side: S,
         now: Tick,
     ) -> Insert<V> {
         let (w, age) = self.victim(b, now);
@@ -660,7 +694,7 @@ impl<V: Copy> FlowTable<V> {
             },
         };
         self.counters.inserts += 1;
-        self.store_at(b, w, sig, Entry { key, value }, now);
+        self.store_at(b, w, sig, Entry { key, value }, side, now);
         result
     }
 
@@ -731,9 +765,11 @@ impl<V: Copy> FlowTable<V> {
     ///
     /// The check is handed the stored value itself, so it may record in it that it passed (a
     /// stamp that lets the next check end early); what it writes stays, whatever it returns,
-    /// and is in the value the lookup returns.
+    /// and is in the value the lookup returns. It is handed the entry's side part as well, by
+    /// reference: a check that reads it only now and then (after a change) leaves its line
+    /// unread the rest of the time. What a failing check wants of the side, it copies out.
     #[inline]
-    pub fn lookup_hashed<F: FnOnce(&mut V) -> bool>(
+    pub fn lookup_hashed<F: FnOnce(&mut V, &mut S) -> bool>(
         &mut self,
         key: &FlowKey,
         h: u64,
@@ -744,10 +780,23 @@ impl<V: Copy> FlowTable<V> {
         self.lookup_at(b, sig, key, now, valid)
     }
 
-    /// [`FlowTable::insert`] for a key whose [`FlowTable::hash`] is `h`.
+    /// [`FlowTable::insert`] for a key whose [`FlowTable::hash`] is `h` (the side part left
+    /// at its default).
     pub fn insert_hashed(&mut self, key: FlowKey, h: u64, value: V, now: Tick) -> Insert<V> {
+        self.insert_hashed_side(key, h, value, S::default(), now)
+    }
+
+    /// [`FlowTable::insert_hashed`] with the entry's side part.
+    pub fn insert_hashed_side(
+        &mut self,
+        key: FlowKey,
+        h: u64,
+        value: V,
+        side: S,
+        now: Tick,
+    ) -> Insert<V> {
         let (b, sig) = self.place_hash(h);
-        self.insert_at(b, sig, key, value, now)
+        self.insert_at(b, sig, key, value, side, now)
     }
 
     /// Looks `key` up at time `now`. A valid entry is a [`Lookup::Hit`] and its last-used
@@ -761,11 +810,11 @@ impl<V: Copy> FlowTable<V> {
         valid: F,
     ) -> Lookup<V> {
         let (b, sig) = self.place(key);
-        self.lookup_at(b, sig, key, now, |v: &mut V| valid(v))
+        self.lookup_at(b, sig, key, now, |v: &mut V, _: &mut S| valid(v))
     }
 
     #[inline]
-    fn lookup_at<F: FnOnce(&mut V) -> bool>(
+    fn lookup_at<F: FnOnce(&mut V, &mut S) -> bool>(
         &mut self,
         b: usize,
         sig: u32,
@@ -778,9 +827,12 @@ impl<V: Copy> FlowTable<V> {
             if self.is_expired(now, last) {
                 self.remove_at(b, w);
                 self.counters.expirations += 1;
-            } else if let Some(slot) = self.value_mut(b, w) {
-                let ok = valid(slot);
-                let v = *slot;
+            } else if let (Some(Some(e)), Some(side)) = (
+                self.slots.get_mut(b * WAYS + w),
+                self.side.get_mut(b * WAYS + w),
+            ) {
+                let ok = valid(&mut e.value, side);
+                let v = e.value;
                 if ok {
                     // Most hits fall in the same tick as the last one: no store then.
                     if last != now {
@@ -823,26 +875,37 @@ impl<V: Copy> FlowTable<V> {
     /// is stored ([`Insert::Refused`]).
     pub fn insert(&mut self, key: FlowKey, value: V, now: Tick) -> Insert<V> {
         let (b, sig) = self.place(&key);
-        self.insert_at(b, sig, key, value, now)
+        self.insert_at(b, sig, key, value, S::default(), now)
     }
 
-    fn insert_at(&mut self, b: usize, sig: u32, key: FlowKey, value: V, now: Tick) -> Insert<V> {
+    fn insert_at(
+        &mut self,
+        b: usize,
+        sig: u32,
+        key: FlowKey,
+        value: V,
+        side: S,
+        now: Tick,
+    ) -> Insert<V> {
         if let Some(w) = self.find(b, sig, &key) {
             if self.is_expired(now, self.last_used(b, w)) {
                 self.remove_at(b, w);
                 self.counters.expirations += 1;
                 self.counters.inserts += 1;
-                self.store_at(b, w, sig, Entry { key, value }, now);
+                self.store_at(b, w, sig, Entry { key, value }, side, now);
                 return Insert::New;
             }
             let old = self.value_at(b, w);
             self.set_value(b, w, value);
+            if let Some(x) = self.side.get_mut(b * WAYS + w) {
+                *x = side;
+            }
             self.touch(b, w, now);
             if let Some(old) = old {
                 return Insert::Replaced(old);
             }
         }
-        self.insert_absent(b, sig, key, value, now)
+        self.insert_absent(b, sig, key, value, side, now)
     }
 
     /// Lookup and refresh in one probe. A valid entry is returned (a hit). Otherwise
@@ -882,7 +945,7 @@ impl<V: Copy> FlowTable<V> {
         }
         self.counters.misses += 1;
         let new = compute(None)?;
-        self.insert_absent(b, sig, *key, new, now);
+        self.insert_absent(b, sig, *key, new, S::default(), now);
         Some(new)
     }
 
@@ -986,19 +1049,29 @@ impl<V: Copy> FlowTable<V> {
         let old_heads =
             std::mem::replace(&mut self.heads, huge_vec(buckets, BucketHead::default()));
         let old_slots = std::mem::replace(&mut self.slots, huge_vec(buckets * WAYS, None));
+        let old_side = std::mem::replace(&mut self.side, huge_vec(buckets * WAYS, S::default()));
         self.used = vec![0; buckets.div_ceil(64)];
         self.mask = buckets - 1;
         self.len = 0;
         self.cursor = 0;
         let mut evicted = 0;
-        for (ways, head) in old_slots.chunks_exact(WAYS).zip(old_heads.iter()) {
-            for (slot, &last) in ways.iter().zip(head.last_used.iter()) {
+        let sides = old_side
+            .chunks_exact(WAYS)
+            .map(Some)
+            .chain(std::iter::repeat(None));
+        for ((ways, head), sides) in old_slots
+            .chunks_exact(WAYS)
+            .zip(old_heads.iter())
+            .zip(sides)
+        {
+            for (w, (slot, &last)) in ways.iter().zip(head.last_used.iter()).enumerate() {
                 let Some(e) = slot else { continue };
                 if self.is_expired(now, last) {
                     self.counters.expirations += 1;
                     continue;
                 }
-                if let Some(loser) = self.rehash_place(*e, last, now) {
+                let side = sides.and_then(|x| x.get(w)).copied().unwrap_or_default();
+                if let Some(loser) = self.rehash_place(*e, side, last, now) {
                     self.counters.evictions += 1;
                     evicted += 1;
                     on_evict(loser.key, loser.value);
@@ -1010,17 +1083,17 @@ impl<V: Copy> FlowTable<V> {
 
     /// Places an entry during a resize, keeping the most recently used entries of a full
     /// bucket; the entry that does not fit, if any.
-    fn rehash_place(&mut self, e: Entry<V>, last: Tick, now: Tick) -> Option<Entry<V>> {
+    fn rehash_place(&mut self, e: Entry<V>, side: S, last: Tick, now: Tick) -> Option<Entry<V>> {
         let (b, sig) = self.place(&e.key);
         let (w, lru_age) = self.victim(b, now);
         match lru_age {
             None => {
-                self.store_at(b, w, sig, e, last);
+                self.store_at(b, w, sig, e, side, last);
                 None
             }
             Some(lru_age) if lru_age > now.wrapping_sub(last) => {
                 let loser = self.remove_at(b, w);
-                self.store_at(b, w, sig, e, last);
+                self.store_at(b, w, sig, e, side, last);
                 loser
             }
             Some(_) => Some(e),
@@ -1080,14 +1153,14 @@ mod tests {
         let h = t.hash(&k);
         t.insert(k, 10, 1);
         // The check passes and stamps: the stamp is in the hit and in the table.
-        let hit = t.lookup_hashed(&k, h, 2, |v| {
+        let hit = t.lookup_hashed(&k, h, 2, |v, _| {
             *v += 1;
             true
         });
         assert_eq!(hit, Lookup::Hit(11));
         assert_eq!(t.peek(&k, 2), Some(11));
         // A failing check's writes stay too; the entry is stale, not removed.
-        let stale = t.lookup_hashed(&k, h, 3, |v| {
+        let stale = t.lookup_hashed(&k, h, 3, |v, _| {
             *v = 20;
             false
         });
@@ -1095,6 +1168,60 @@ mod tests {
         assert_eq!(t.peek(&k, 3), Some(20));
         let c = t.counters();
         assert_eq!((c.hits, c.stale_refreshes), (1, 1));
+    }
+
+    #[test]
+    fn the_side_part_travels_with_its_entry() {
+        let mut t: FlowTable<u32, u64> = FlowTable::with_side(FlowConfig {
+            capacity: 64,
+            seed: 1,
+            protect: 0,
+            ..FlowConfig::default()
+        });
+        let hashed = |t: &FlowTable<u32, u64>, i: u32| (key(i), t.hash(&key(i)));
+        for i in 0..40u32 {
+            let (k, h) = hashed(&t, i);
+            t.insert_hashed_side(k, h, i, 1000 + u64::from(i), 1);
+        }
+        let side_of = |t: &mut FlowTable<u32, u64>, i: u32| {
+            let (k, h) = hashed(t, i);
+            let mut seen = None;
+            let r = t.lookup_hashed(&k, h, 2, |_, s| {
+                seen = Some(*s);
+                true
+            });
+            (r, seen)
+        };
+        let present: Vec<u32> = (0..40).filter(|&i| t.peek(&key(i), 2).is_some()).collect();
+        assert!(present.len() > 30, "{} of 40 kept", present.len());
+        for &i in &present {
+            assert_eq!(
+                side_of(&mut t, i),
+                (Lookup::Hit(i), Some(1000 + u64::from(i)))
+            );
+        }
+        // A check may rewrite the side; replacing the entry replaces it.
+        let (k, h) = hashed(&t, present[0]);
+        t.lookup_hashed(&k, h, 2, |_, s| {
+            *s = 7;
+            true
+        });
+        assert_eq!(side_of(&mut t, present[0]).1, Some(7));
+        t.insert_hashed_side(k, h, 5, 8, 2);
+        assert_eq!(side_of(&mut t, present[0]), (Lookup::Hit(5), Some(8)));
+        // Plain inserts leave the default; a way reused by another key carries the new side.
+        t.invalidate(&key(present[1]));
+        t.insert(key(present[1]), 6, 2);
+        assert_eq!(side_of(&mut t, present[1]), (Lookup::Hit(6), Some(0)));
+        // A resize moves every side with its entry.
+        t.resize(1024, 2);
+        for &i in &present[2..] {
+            assert_eq!(
+                side_of(&mut t, i),
+                (Lookup::Hit(i), Some(1000 + u64::from(i)))
+            );
+        }
+        t.check_invariants();
     }
 
     proptest::proptest! {
@@ -1174,14 +1301,14 @@ mod tests {
             let h = b.hash(&k);
             assert_eq!(
                 a.lookup(&k, 2, |_| true),
-                b.lookup_hashed(&k, h, 2, |_| true)
+                b.lookup_hashed(&k, h, 2, |_, _| true)
             );
         }
         // A wrong hash finds nothing rather than a wrong entry.
         let k = key(5);
         let wrong = b.hash(&key(6));
         assert!(matches!(
-            b.lookup_hashed(&k, wrong, 2, |_| true),
+            b.lookup_hashed(&k, wrong, 2, |_, _| true),
             Lookup::Miss | Lookup::Hit(5)
         ));
         assert_eq!(a.len(), b.len());
@@ -1273,8 +1400,17 @@ mod tests {
             MAX_CAPACITY
         );
         assert_eq!(FlowTable::<u32>::buckets_for(9), 2);
-        // Entries are the key and the value; the key's niches make the Option free.
-        assert_eq!(std::mem::size_of::<Option<Entry<u64>>>(), 48);
+        // Entries are the key and the value, a line each up to 24 bytes of value; the key's
+        // niches make the Option free.
+        assert_eq!(std::mem::size_of::<Option<Entry<u64>>>(), 64);
+        assert_eq!(std::mem::size_of::<Option<Entry<[u32; 6]>>>(), 64);
+        assert_eq!(std::mem::align_of::<Option<Entry<[u32; 6]>>>(), 64);
+        // A side part takes no room in the entry; `()` none at all.
+        let s = FlowTable::<u32, [u64; 6]>::with_side(FlowConfig {
+            capacity: 1024,
+            ..FlowConfig::default()
+        });
+        assert_eq!(s.memory_bytes() - t.memory_bytes(), 1024 * 48);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::stage::rewrite::{decrement_hop_limit, decrement_ttl4, set_macs};
 use crate::stage::route::{route, single, RouteOutcome};
 
 use super::neighbor::{epoch_of, neigh_current};
-use super::{FlowSlot, FlowState, FlowValue, Work, Worker};
+use super::{FlowMade, FlowSlot, FlowState, FlowValue, Work, Worker};
 
 impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     /// The flow table's answer for `key`, checked against the current snapshots.
@@ -37,18 +37,21 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let epochs = &self.epochs;
         let v6 = fkey.family() == vfsr_flow::Family::V6;
         let world = self.world.serial;
-        let valid = |v: &mut FlowValue| {
+        let mut stale = None;
+        let valid = |v: &mut FlowValue, m: &mut FlowMade| {
             if v.world == world {
                 return true;
             }
-            let current = v.fib_version == fib_version
-                && entry_matches(nh, v.member, v.member_gen, v.member_version)
-                && (v.route_nh == v.member
-                    || entry_matches(nh, v.route_nh, v.route_gen, v.route_version))
-                && (epoch_of(epochs, v.oif) == v.neigh_epoch
-                    || neigh_current(arp, nd, v6, v.oif, v.neigh_id, v.neigh_gen));
+            let current = m.fib_version == fib_version
+                && entry_matches(nh, m.member, m.member_gen, m.member_version)
+                && (m.route_nh == m.member
+                    || entry_matches(nh, m.route_nh, m.route_gen, m.route_version))
+                && (epoch_of(epochs, v.oif) == m.neigh_epoch
+                    || neigh_current(arp, nd, v6, v.oif, m.neigh_id, m.neigh_gen));
             if current {
                 v.world = world;
+            } else {
+                stale = Some(*m);
             }
             current
         };
@@ -57,9 +60,10 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 self.counters.event(Event::FlowHit, 1);
                 FlowState::Hit(v)
             }
-            Lookup::Stale(v) => {
+            Lookup::Stale(_) => {
                 self.counters.event(Event::FlowStale, 1);
-                FlowState::Stale(v)
+                // The check that found it stale copied out what it was made from.
+                stale.map_or(FlowState::None, FlowState::Stale)
             }
             Lookup::Miss => {
                 self.counters.event(Event::FlowMiss, 1);
@@ -92,10 +96,20 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     FlowState::Stale(v) => Some(v),
                     _ => None,
                 };
-                match self.decide(batch, w, stale, fib_version, nh, ports, fib4, fib6, now_ns) {
-                    Ok(v) => {
+                let memo = match stale {
+                    None => self.remembered(w.nh, fib_version, nh),
+                    Some(_) => None,
+                };
+                let decided = match memo {
+                    Some(d) => Ok(d),
+                    None => {
+                        self.decide(batch, w, stale, fib_version, nh, ports, fib4, fib6, now_ns)
+                    }
+                };
+                match decided {
+                    Ok((v, made)) => {
                         if let (Some(f), Some(slot)) = (self.flow.as_mut(), slot) {
-                            f.insert_hashed(slot.fkey, slot.fhash, v, now);
+                            f.insert_hashed_side(slot.fkey, slot.fhash, v, made, now);
                         }
                         v
                     }
@@ -112,26 +126,36 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     /// Anything else (a group, a connected route, a memo made before a change) returns `None`
     /// and takes the full path, which checks and refreshes the memo.
     #[inline]
-    fn remembered(&self, index: u32, fib_version: u64, nh: &NhSnapshot) -> Option<FlowValue> {
+    fn remembered(
+        &self,
+        index: u32,
+        fib_version: u64,
+        nh: &NhSnapshot,
+    ) -> Option<(FlowValue, FlowMade)> {
         let a = self.adj.get(index as usize)?;
         let e = nh.get(index)?;
         let current =
             a.made_for(index, e.gen, e.version) && a.epoch == epoch_of(&self.epochs, a.ifindex);
-        current.then_some(FlowValue {
-            world: self.world.serial,
-            fib_version,
-            neigh_gen: a.gen,
-            route_nh: index,
-            route_gen: e.gen,
-            route_version: e.version,
-            member: index,
-            member_gen: e.gen,
-            member_version: e.version,
-            oif: a.ifindex,
-            neigh_id: a.id,
-            neigh_epoch: a.epoch,
-            mac: a.mac,
-        })
+        current.then_some((
+            FlowValue {
+                world: self.world.serial,
+                oif: a.ifindex,
+                mac: a.mac,
+                single: true,
+            },
+            FlowMade {
+                fib_version,
+                neigh_gen: a.gen,
+                route_nh: index,
+                route_gen: e.gen,
+                route_version: e.version,
+                member: index,
+                member_gen: e.gen,
+                member_version: e.version,
+                neigh_id: a.id,
+                neigh_epoch: a.epoch,
+            },
+        ))
     }
 
     /// Route, ECMP and neighbor for a packet the flow table did not answer: the value to
@@ -141,19 +165,14 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         &mut self,
         batch: &mut Batch,
         w: &Work,
-        stale: Option<FlowValue>,
+        stale: Option<FlowMade>,
         fib_version: u64,
         nh: &NhSnapshot,
         ports: &Ports,
         fib4: &E4,
         fib6: &E6,
         now_ns: u64,
-    ) -> Result<FlowValue, Verdict> {
-        if stale.is_none() {
-            if let Some(v) = self.remembered(w.nh, fib_version, nh) {
-                return Ok(v);
-            }
-        }
+    ) -> Result<(FlowValue, FlowMade), Verdict> {
         let (route_gen, route_version) = nh.get(w.nh).map_or((0, 0), |e| (e.gen, e.version));
         let outcome = route(w.nh, nh);
         let single_out = match outcome {
@@ -231,21 +250,26 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             self.neighbor_lookup(ifindex, target)
         };
         match found {
-            NeighOutcome::Resolved { mac, id, gen } => Ok(FlowValue {
-                world: self.world.serial,
-                fib_version,
-                neigh_gen: gen,
-                route_nh: w.nh,
-                route_gen,
-                route_version,
-                member,
-                member_gen,
-                member_version,
-                oif: ifindex,
-                neigh_id: id,
-                neigh_epoch: epoch_of(&self.epochs, ifindex),
-                mac,
-            }),
+            NeighOutcome::Resolved { mac, id, gen } => Ok((
+                FlowValue {
+                    world: self.world.serial,
+                    oif: ifindex,
+                    mac,
+                    single: w.nh == member,
+                },
+                FlowMade {
+                    fib_version,
+                    neigh_gen: gen,
+                    route_nh: w.nh,
+                    route_gen,
+                    route_version,
+                    member,
+                    member_gen,
+                    member_version,
+                    neigh_id: id,
+                    neigh_epoch: epoch_of(&self.epochs, ifindex),
+                },
+            )),
             NeighOutcome::Miss => {
                 // The control plane holds it; it goes out with TTL already decremented.
                 if let Some(p) = batch.packets.get_mut(w.idx as usize) {

@@ -17,9 +17,10 @@
 //! published next-hop table, and each port's ARP and ND snapshots through per-worker caches
 //! (one atomic read per use while nothing changed). It never waits for the control plane.
 //!
-//! **Flow entries are checked, not trusted.** An entry holds the FIB version it was made
-//! under, the route's and the member's next-hop generation and version, and the neighbor's
-//! `(id, gen)`. A hit is used only if all still match; otherwise the entry is stale and is
+//! **Flow entries are checked, not trusted.** An entry holds where the packet goes (port and
+//! MAC) in the flow table's line, and in the table's side array what that was made from: the
+//! FIB version, the route's and the member's next-hop generation and version, and the
+//! neighbor's `(id, gen)`. A hit is used only if all still match; otherwise the entry is stale and is
 //! recomputed, and the flow keeps its ECMP member if the member is still in the route's
 //! group (stateful ECMP), even when the group itself changed. The check is done in full only
 //! once per change: an entry found current is stamped with the worker's `World` serial, which
@@ -109,11 +110,27 @@ impl Default for WorkerConfig {
     }
 }
 
-/// What a flow entry caches: the forwarding decision and the versions it was made from.
+/// What a flow entry caches for a hit: where the packet goes. It shares the entry's cache
+/// line with the key (16 bytes of the 24 a one-line entry leaves), so a hit reads the bucket's
+/// head line and this one; what the decision was made from is in the table's side array.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct FlowValue {
     /// The worker's [`World`] serial when the entry was last found valid.
     world: u32,
+    oif: u32,
+    mac: MacAddr,
+    /// The route is a single next hop (not an ECMP group): a hit may be offloaded.
+    single: bool,
+}
+
+// The entry of a flow (key and value) is one cache line.
+const _: () = assert!(std::mem::size_of::<FlowValue>() <= 24);
+
+/// What a flow entry's decision was made from, in the flow table's side array: read only
+/// when the entry's `world` stamp is not the current serial (after a change), and for a stale
+/// entry's recomputation (stateful ECMP keeps its member).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct FlowMade {
     fib_version: u64,
     neigh_gen: u64,
     /// The FIB's answer (a single next hop or a group).
@@ -124,11 +141,9 @@ struct FlowValue {
     member: u32,
     member_gen: u32,
     member_version: u32,
-    oif: u32,
     neigh_id: u32,
     /// The egress port's epoch when the neighbor was looked up (or last checked).
     neigh_epoch: u32,
-    mac: MacAddr,
 }
 
 /// What a worker knows of a port's neighbor snapshots at the start of a batch.
@@ -284,7 +299,7 @@ enum FlowState {
     /// No flow table, or a miss.
     None,
     /// A stale entry: recompute, keeping its member if possible.
-    Stale(FlowValue),
+    Stale(FlowMade),
     /// A valid entry: use it.
     Hit(FlowValue),
 }
@@ -304,7 +319,7 @@ pub struct Worker<E4, E6> {
     /// an epoch that moves when either changes. A cached neighbor reference made in the
     /// current epoch needs no further check.
     epochs: Vec<PortEpoch>,
-    flow: Option<FlowTable<FlowValue>>,
+    flow: Option<FlowTable<FlowValue, FlowMade>>,
     world: World,
     hasher: FlowHasher,
     groups: EcmpGroups,
@@ -347,7 +362,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let seed = config.flow.map_or(0, |f| f.seed);
         let cap = config.batch_size.max(1);
         Worker {
-            flow: config.flow.map(FlowTable::new),
+            flow: config.flow.map(FlowTable::with_side),
             world: World::default(),
             hasher: FlowHasher::new(seed ^ 0x6563_6d70),
             groups: EcmpGroups::new(),

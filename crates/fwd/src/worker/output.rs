@@ -59,7 +59,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 }
                 set_macs(frame, v.mac, port.mac);
                 p.oif = v.oif;
-                if self.config.report_offload && v.route_nh == v.member {
+                if self.config.report_offload && v.single {
                     batch.offload.push(w.idx);
                 }
                 self.counters.forwarded();
