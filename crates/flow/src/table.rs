@@ -338,10 +338,11 @@ impl BucketHead {
 
 /// Byte offsets, from the start of an entry of `size` bytes, whose cache lines are every line
 /// the entry spans wherever it starts, for entries up to 129 bytes: the first byte, 64 bytes
-/// on and the last byte. An entry of 104 bytes (this table's with the forwarding path's
-/// value) spans three lines when it starts past byte 24 of one, half the slots; asking for the
-/// first and last lines only left the middle one to a miss in the lookup (with a million flows,
-/// one to memory: 1.29-1.34 times the forwarding rate once it was asked for too, AMD EPYC Zen 5).
+/// on and the last byte. Entries are aligned to lines now, so one of 64 bytes is asked for
+/// once; when they were 104 bytes packed end to end, half of them spanned three lines, and
+/// asking for the first and last only had left the middle one to a miss in the lookup (with a
+/// million flows, one to memory: 1.29-1.34 times the forwarding rate once it was asked for
+/// too, AMD EPYC Zen 5).
 const fn line_offsets(size: usize) -> [usize; 3] {
     let last = size.saturating_sub(1);
     [0, if last < 64 { last } else { 64 }, last]
