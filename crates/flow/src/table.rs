@@ -912,7 +912,8 @@ impl<V: Copy, S: Copy + Default> FlowTable<V, S> {
     /// Lookup and refresh in one probe. A valid entry is returned (a hit). Otherwise
     /// `compute` is called with the stale value (`Some`) or nothing (a miss) and its answer is
     /// cached (unless a miss's bucket refuses it, see the module doc) and returned; `None`
-    /// from `compute` caches nothing (and drops a stale entry).
+    /// from `compute` caches nothing (and drops a stale entry). The side part, in a table that
+    /// has one, is not seen: a refreshed entry keeps its side, a new one gets the default.
     pub fn resolve<F, C>(&mut self, key: &FlowKey, now: Tick, valid: F, compute: C) -> Option<V>
     where
         F: FnOnce(&V) -> bool,
