@@ -83,8 +83,8 @@ pub struct FwdBenchArgs {
     /// figures and the profile come from the median pass (the upper middle one).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub passes: u32,
-    /// Packets per batch.
-    #[arg(long, default_value_t = 32)]
+    /// Packets per batch (vfsrd's default `router.batch`).
+    #[arg(long, default_value_t = 64)]
     pub batch: usize,
     /// Seed of the traffic.
     #[arg(long, default_value_t = 1)]

@@ -97,7 +97,7 @@ pub struct WorkerConfig {
 impl Default for WorkerConfig {
     fn default() -> Self {
         WorkerConfig {
-            batch_size: 32,
+            batch_size: 64,
             flow: Some(FlowConfig::default()),
             flow_key: KeyMode::FiveTuple,
             ecmp_fields: HashFields::FiveTuple,

@@ -15,7 +15,7 @@
 //! flow_table = true
 //! flow_protect_ms = 1000   # a flow used this recently is never evicted for a new one (the
 //!                          # new flow goes uncached: counted as flow_refused); 0: plain LRU
-//! batch = 32
+//! batch = 64               # frames per receive batch, 1..=256
 //! busy_poll_us = 0         # keep polling empty queues this long before sleeping
 //! worker_priority = 10     # SCHED_FIFO priority of the workers (0: ordinary scheduling)
 //! control_priority = 20    # and of the control plane, whose punts are rate-limited

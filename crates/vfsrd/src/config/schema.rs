@@ -157,7 +157,8 @@ pub struct RouterSection {
     /// Milliseconds a flow entry is kept from eviction after its last use (0: plain least
     /// recently used eviction).
     pub flow_protect_ms: u32,
-    /// Packets per receive batch.
+    /// Packets per receive batch (64 by default: with many flows the flow table's two trips to
+    /// memory are paid once per batch, so larger batches pay; see docs/bench/zen5.md).
     pub batch: usize,
     /// Microseconds a worker keeps polling an empty queue before it sleeps in `poll`.
     pub busy_poll_us: u64,
@@ -186,7 +187,7 @@ impl Default for RouterSection {
             flow_entries: 1 << 16,
             flow_idle_ms: 30_000,
             flow_protect_ms: vfsr_flow::DEFAULT_PROTECT,
-            batch: 32,
+            batch: 64,
             busy_poll_us: 0,
             worker_priority: 10,
             control_priority: 20,
