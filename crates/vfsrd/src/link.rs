@@ -1,6 +1,6 @@
 //! What the control plane talks through: a [`Link`] sends and receives single frames (a raw
-//! socket on a port, a TAP device, or memory in tests), the [`Inbox`] carries what the
-//! workers hand over, and a [`Wake`] eventfd lets a worker wake the control plane once per
+//! socket on a port, a TAP device, or memory in tests), [`ToControl`] is what the workers
+//! hand over (through a bounded channel, the inbox), and a [`Wake`] eventfd lets a worker wake the control plane once per
 //! batch instead of once per packet.
 
 use std::collections::VecDeque;

@@ -22,21 +22,21 @@
 //! ```
 //!
 //! The receive half of the frames always belongs to the fill ring (or to the kernel, or
-//! sits in the rx ring): [`XdpPort::recv`] takes up to `max` descriptors from the rx ring,
-//! copies each frame into a [`Packet`] from the pool, and hands all those frames back to
-//! the fill ring in one batch. The transmit half is a free list: [`XdpPort::send`] reclaims
+//! sits in the rx ring): [`XdpPort::recv`](port::XdpPort) takes up to `max` descriptors from the rx ring,
+//! copies each frame into a [`Packet`](vfsr_packet::Packet) from the pool, and hands all those frames back to
+//! the fill ring in one batch. The transmit half is a free list: [`XdpPort::send`](port::XdpPort) reclaims
 //! what the completion ring returned, copies each frame into a free one and submits the
 //! batch with one producer update. No frame, no ring slot: the frame is counted in
-//! [`IoStats::tx_dropped`], never waited for.
+//! [`IoStats::tx_dropped`](crate::IoStats::tx_dropped), never waited for.
 //!
 //! System calls are made only when the kernel asks for them (`XDP_USE_NEED_WAKEUP`): a
 //! `recvfrom` when the fill ring's need-wakeup flag is set, a `sendto(MSG_DONTWAIT)` when
 //! the transmit ring's is. In copy mode the transmit flag is always set (the kernel sends
 //! copy-mode frames from inside `sendto`, at most 32 per call, so a longer batch takes
 //! several calls); in zero-copy mode the driver's interrupt path usually sends without one.
-//! Every call is counted in [`IoStats::kicks`].
+//! Every call is counted in [`IoStats::kicks`](crate::IoStats::kicks).
 //!
-//! The copy into a [`Packet`] is deliberate: the forwarding pipeline owns its buffers
+//! The copy into a [`Packet`](vfsr_packet::Packet) is deliberate: the forwarding pipeline owns its buffers
 //! (they cross stages, get rewritten, may be queued for a neighbour), and for the 64-byte
 //! frames that set the packet rate a 64-byte copy is a small part of the per-packet cost,
 //! while it keeps the UMEM frames cycling through the fill ring without waiting for the
@@ -64,7 +64,7 @@
 //! [`XdpConfig::busy_poll`], the worker runs that context itself (preferred busy polling,
 //! kernel 5.11+: `SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL_BUDGET`, the device's
 //! `napi_defer_hard_irqs` and `gro_flush_timeout`, restored when the interface closes):
-//! each [`Backend::recv`] polls the device for one budget of frames, so the kernel never
+//! each [`Backend::recv`](crate::Backend::recv) polls the device for one budget of frames, so the kernel never
 //! fills a ring the worker cannot empty. Since kernel 6.13 a socket learns the NAPI context
 //! to poll only at bind time and only in zero-copy mode, so copy-mode sockets (every veth)
 //! do not busy-poll; there the router keeps its worker ahead of the NAPI thread by

@@ -46,7 +46,7 @@ unsafe impl Send for XdpPort {}
 impl XdpPort {
     /// Opens a socket on `ifname` queue `queue` with `frames` UMEM frames of `frame_size`
     /// bytes, trying zero-copy first if `zero_copy`. It receives nothing until an
-    /// [`XdpInterface`] (or another XDP program) redirects to it.
+    /// [`XdpInterface`](super::XdpInterface) (or another XDP program) redirects to it.
     pub fn open(
         ifname: &str,
         queue: u32,

@@ -98,7 +98,7 @@
 //!
 //! An update has three things to bring in line: the chain (entries and parent links), the
 //! leaves (one per distinct address, naming its longest prefix) and the empty slots
-//! (representatives). [`LpmUpdate::update`] takes a batch in three passes, all reading the
+//! (representatives). [`LpmUpdate::update`](crate::LpmUpdate::update) takes a batch in three passes, all reading the
 //! route map after the changes:
 //!
 //! 1. **Entries.** A new prefix takes a free chain entry (or one at the end), a withdrawn one
@@ -348,7 +348,7 @@ struct Entry<K: Key> {
 }
 
 /// Level- and path-compressed trie with Linux's fill-factor rule, built from a table and kept
-/// in line with it by [`LpmUpdate::update`].
+/// in line with it by [`LpmUpdate::update`](crate::LpmUpdate::update).
 #[derive(Clone, Debug)]
 pub struct LcTrie<K: Key> {
     root: Slot,

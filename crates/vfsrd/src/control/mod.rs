@@ -16,7 +16,8 @@
 //! pings to the router) cannot crowd out BGP or ssh. Frames reach this thread two ways: the
 //! XDP program passes control traffic to the kernel, where the port's raw socket reads it
 //! (it never waits behind transit traffic in a worker's ring), and workers hand over what
-//! their own classification punts (AF_PACKET ports) through the [`Inbox`](crate::link).
+//! their own classification punts (AF_PACKET ports) through the inbox, a bounded channel
+//! of [`ToControl`].
 
 pub mod frames;
 
