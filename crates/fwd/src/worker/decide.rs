@@ -96,6 +96,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     FlowState::Stale(v) => Some(v),
                     _ => None,
                 };
+                // A miss tries the gateway's memo first; a stale entry takes the full path,
+                // which may keep its ECMP member.
                 let memo = match stale {
                     None => self.remembered(w.nh, fib_version, nh),
                     Some(_) => None,
@@ -158,8 +160,9 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         ))
     }
 
-    /// Route, ECMP and neighbor for a packet the flow table did not answer: the value to
-    /// cache, or the packet's final verdict.
+    /// Route, ECMP and neighbor for a packet the flow table did not answer and the gateway
+    /// memo ([`Worker::remembered`]) could not: the value to cache with what it was made from,
+    /// or the packet's final verdict.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn decide(
         &mut self,
