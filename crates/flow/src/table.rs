@@ -595,6 +595,13 @@ impl<V: Copy, S: Copy + Default> FlowTable<V, S> {
         }
     }
 
+    #[inline]
+    fn set_side(&mut self, b: usize, w: usize, side: S) {
+        if let Some(x) = self.side.get_mut(b * WAYS + w) {
+            *x = side;
+        }
+    }
+
     /// Empties way `w` of bucket `b`, keeping `len` and the used bitmap right.
     fn remove_at(&mut self, b: usize, w: usize) -> Option<Entry<V>> {
         let old = self.slots.get_mut(b * WAYS + w).and_then(Option::take)?;
@@ -628,9 +635,7 @@ impl<V: Copy, S: Copy + Default> FlowTable<V, S> {
         if slot.replace(entry).is_none() {
             self.len += 1;
         }
-        if let Some(x) = self.side.get_mut(b * WAYS + w) {
-            *x = side;
-        }
+        self.set_side(b, w, side);
         if let Some(head) = self.heads.get_mut(b) {
             if let (Some(s), Some(t)) = (head.sig.get_mut(w), head.last_used.get_mut(w)) {
                 *s = sig;
@@ -898,9 +903,7 @@ impl<V: Copy, S: Copy + Default> FlowTable<V, S> {
             }
             let old = self.value_at(b, w);
             self.set_value(b, w, value);
-            if let Some(x) = self.side.get_mut(b * WAYS + w) {
-                *x = side;
-            }
+            self.set_side(b, w, side);
             self.touch(b, w, now);
             if let Some(old) = old {
                 return Insert::Replaced(old);
@@ -1057,22 +1060,17 @@ impl<V: Copy, S: Copy + Default> FlowTable<V, S> {
         self.len = 0;
         self.cursor = 0;
         let mut evicted = 0;
-        let sides = old_side
+        // The side array is as long as the slots (a vector of `()` too has a length).
+        let old_ways = old_slots
             .chunks_exact(WAYS)
-            .map(Some)
-            .chain(std::iter::repeat(None));
-        for ((ways, head), sides) in old_slots
-            .chunks_exact(WAYS)
-            .zip(old_heads.iter())
-            .zip(sides)
-        {
-            for (w, (slot, &last)) in ways.iter().zip(head.last_used.iter()).enumerate() {
+            .zip(old_side.chunks_exact(WAYS));
+        for ((ways, sides), head) in old_ways.zip(old_heads.iter()) {
+            for ((slot, &side), &last) in ways.iter().zip(sides).zip(head.last_used.iter()) {
                 let Some(e) = slot else { continue };
                 if self.is_expired(now, last) {
                     self.counters.expirations += 1;
                     continue;
                 }
-                let side = sides.and_then(|x| x.get(w)).copied().unwrap_or_default();
                 if let Some(loser) = self.rehash_place(*e, side, last, now) {
                     self.counters.evictions += 1;
                     evicted += 1;
