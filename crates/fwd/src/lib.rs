@@ -68,4 +68,4 @@ pub use counters::{Counters, DropReason, Event, Outcome, PuntClass, SharedCounte
 pub use packet::{Batch, Packet, Verdict, DEFAULT_BUFFER};
 pub use port::{Port, Ports};
 pub use profile::{Profile, Stage};
-pub use worker::{Worker, WorkerConfig};
+pub use worker::{Worker, WorkerConfig, DEFAULT_BATCH};

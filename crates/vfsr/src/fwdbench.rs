@@ -84,7 +84,7 @@ pub struct FwdBenchArgs {
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub passes: u32,
     /// Packets per batch (vfsrd's default `router.batch`).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = vfsr_fwd::DEFAULT_BATCH)]
     pub batch: usize,
     /// Seed of the traffic.
     #[arg(long, default_value_t = 1)]

@@ -94,10 +94,15 @@ pub struct WorkerConfig {
     pub report_offload: bool,
 }
 
+/// Packets per batch a runtime hands a worker unless configured otherwise (vfsrd's
+/// `router.batch`, `vfsr fwd bench --batch`): with many flows the flow table's two trips to
+/// memory are paid once per batch, so a larger batch pays (`docs/bench/zen5.md`).
+pub const DEFAULT_BATCH: usize = 64;
+
 impl Default for WorkerConfig {
     fn default() -> Self {
         WorkerConfig {
-            batch_size: 64,
+            batch_size: DEFAULT_BATCH,
             flow: Some(FlowConfig::default()),
             flow_key: KeyMode::FiveTuple,
             ecmp_fields: HashFields::FiveTuple,

@@ -157,8 +157,7 @@ pub struct RouterSection {
     /// Milliseconds a flow entry is kept from eviction after its last use (0: plain least
     /// recently used eviction).
     pub flow_protect_ms: u32,
-    /// Packets per receive batch (64 by default: with many flows the flow table's two trips to
-    /// memory are paid once per batch, so larger batches pay; see docs/bench/zen5.md).
+    /// Packets per receive batch ([`vfsr_fwd::DEFAULT_BATCH`] by default).
     pub batch: usize,
     /// Microseconds a worker keeps polling an empty queue before it sleeps in `poll`.
     pub busy_poll_us: u64,
@@ -187,7 +186,7 @@ impl Default for RouterSection {
             flow_entries: 1 << 16,
             flow_idle_ms: 30_000,
             flow_protect_ms: vfsr_flow::DEFAULT_PROTECT,
-            batch: 64,
+            batch: vfsr_fwd::DEFAULT_BATCH,
             busy_poll_us: 0,
             worker_priority: 10,
             control_priority: 20,
