@@ -13,7 +13,19 @@
 //          ├─ IPv4 to one of our addresses (local4) ────────┤
 //          ├─ IPv6 to ff00::/8, fe80::/10 or ours (local6) ─┼──▶ XDP_PASS (control plane)
 //          ├─ ICMPv6 133..137 (RS, RA, NS, NA, redirect) ───┘
+//          │     (ARP/ND and ICMP over their rate ────────────────▶ XDP_DROP, counted)
 //          └─ everything else, malformed frames included ─────▶ xsks[rx_queue] (worker)
+//
+// Two control classes are policed here, before the kernel sees them: ARP and neighbor
+// discovery (ARP, ICMPv6 133..137) and ICMP to the router (IPv4 protocol 1, ICMPv6 other than
+// ND and MLD). A flood of them with random sources would otherwise cost the kernel's receive
+// path and the control plane's raw socket a read per frame, ahead of the BGP or ssh segment
+// queued behind it, before the control plane's own token bucket dropped it. Each class has
+// one token bucket per CPU (police_cfg, set by user space from the `[punt]` rates, the same
+// arithmetic as the control plane's bucket); a frame without a token is dropped and counted
+// (CNT_POLICED_*). What passes still meets the control plane's bucket, the exact limit: with
+// n CPUs receiving, the program lets through at most n times the rate. Other control frames
+// (routing protocols, ssh, frames with IPv6 extension headers) are not policed here.
 //
 // A malformed frame (too short for its headers) goes to the worker on purpose: the worker
 // parses with the same rules as for every frame and counts the drop under a named reason.
@@ -51,7 +63,17 @@
 #define CNT_XSK_MISSING 2
 #define CNT_FAST_FORWARDED 3
 #define CNT_FAST_STALE 4
-#define CNT_MAX 5
+#define CNT_POLICED_ARP_ND 5
+#define CNT_POLICED_ICMP 6
+#define CNT_MAX 7
+
+// What control_class found: not control, or control of a class (the policed ones by their
+// key in police_cfg).
+#define CTL_NONE -1
+#define CTL_ARP_ND 0
+#define CTL_ICMP 1
+#define CTL_OTHER 2
+#define POLICED_CLASSES 2
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -129,6 +151,36 @@ struct {
 	__type(value, struct fast_ctl);
 } fastctl SEC(".maps");
 
+// A policed class's bucket, written by user space (vfsr_io::xdp::Policer). Credit is
+// counted as in the control plane's TokenBucket: a token costs 10^9 units and each
+// nanosecond adds `rate` units, so every integer rate is exact.
+struct police_cfg {
+	__u32 on;	// 0: not policed (a program user space has not configured)
+	__u32 rate;	// tokens per second (0: drop every frame of the class)
+	__u64 cap;	// burst x 10^9
+	__u64 fill_ns;	// nanoseconds that fill an empty bucket (cap / rate, rounded up)
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, POLICED_CLASSES);
+	__type(key, __u32);
+	__type(value, struct police_cfg);
+} police_cfg SEC(".maps");
+
+// Each CPU's bucket: no atomics in the receive path.
+struct police_state {
+	__u64 credit;
+	__u64 last;	// bpf_ktime_get_ns() of the last refill; 0 before the first frame
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, POLICED_CLASSES);
+	__type(key, __u32);
+	__type(value, struct police_state);
+} police_state SEC(".maps");
+
 // Egress devices by the router's port number.
 struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP);
@@ -154,56 +206,105 @@ static __always_inline int pass_control(void)
 	return XDP_PASS;
 }
 
-// True when the frame is control traffic for the kernel.
-static __always_inline int is_control(void *data, void *end)
+// The class of a control frame for the kernel (CTL_*), or CTL_NONE for transit. The test
+// is the pipeline's: the class follows its punt_class for frames without IPv6 extension
+// headers (those are CTL_OTHER here and classified by the control plane).
+static __always_inline int control_class(void *data, void *end)
 {
 	struct ethhdr *eth = data;
 
 	if ((void *)(eth + 1) > end)
-		return 0;
-	// Group bit of the destination: broadcast and every multicast.
-	if (eth->h_dest[0] & 1)
-		return 1;
-
+		return CTL_NONE;
 	__u16 proto = eth->h_proto;
 
 	if (proto == bpf_htons(ETH_P_ARP))
-		return 1;
+		return CTL_ARP_ND;
+	// Group bit of the destination: broadcast and every multicast.
+	int group = eth->h_dest[0] & 1;
 
 	if (proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
 
 		if ((void *)(ip + 1) > end)
-			return 0;
+			return group ? CTL_OTHER : CTL_NONE;
 		__u32 dst = ip->daddr;
 
-		return bpf_map_lookup_elem(&local4, &dst) != NULL;
+		if (!group && bpf_map_lookup_elem(&local4, &dst) == NULL)
+			return CTL_NONE;
+		return ip->protocol == IPPROTO_ICMP ? CTL_ICMP : CTL_OTHER;
 	}
 
 	if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 
 		if ((void *)(ip6 + 1) > end)
-			return 0;
+			return group ? CTL_OTHER : CTL_NONE;
+		int control = group;
 		__u8 d0 = ip6->daddr.in6_u.u6_addr8[0];
 		__u8 d1 = ip6->daddr.in6_u.u6_addr8[1];
 
 		// ff00::/8 multicast, fe80::/10 link-local.
 		if (d0 == 0xff || (d0 == 0xfe && (d1 & 0xc0) == 0x80))
-			return 1;
+			control = 1;
+		int icmp_type = -1;
+
 		if (ip6->nexthdr == IPPROTO_ICMPV6) {
 			struct icmp6hdr *icmp = (void *)(ip6 + 1);
 
-			if ((void *)(icmp + 1) <= end && icmp->icmp6_type >= 133 &&
-			    icmp->icmp6_type <= 137)
-				return 1;
+			if ((void *)(icmp + 1) <= end)
+				icmp_type = icmp->icmp6_type;
 		}
-		struct addr6 key;
+		if (icmp_type >= 133 && icmp_type <= 137)
+			return CTL_ARP_ND;
+		if (!control) {
+			struct addr6 key;
 
-		__builtin_memcpy(key.b, ip6->daddr.in6_u.u6_addr8, 16);
-		return bpf_map_lookup_elem(&local6, &key) != NULL;
+			__builtin_memcpy(key.b, ip6->daddr.in6_u.u6_addr8, 16);
+			if (bpf_map_lookup_elem(&local6, &key) == NULL)
+				return CTL_NONE;
+		}
+		if (icmp_type < 0 || (icmp_type >= 130 && icmp_type <= 132) || icmp_type == 143)
+			return CTL_OTHER;
+		return CTL_ICMP;
 	}
-	return 0;
+	return group ? CTL_OTHER : CTL_NONE;
+}
+
+// Takes a token from class `cls`'s bucket on this CPU: 1 when the frame may pass.
+static __always_inline int police(int cls)
+{
+	if (cls != CTL_ARP_ND && cls != CTL_ICMP)
+		return 1;
+	__u32 key = cls;
+	struct police_cfg *cfg = bpf_map_lookup_elem(&police_cfg, &key);
+	struct police_state *st = bpf_map_lookup_elem(&police_state, &key);
+
+	if (!cfg || !st || !cfg->on)
+		return 1;
+	if (cfg->rate == 0)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+
+	if (st->last == 0) {
+		// The first frame on this CPU: a full bucket.
+		st->credit = cfg->cap;
+		st->last = now;
+	} else if (now > st->last) {
+		__u64 elapsed = now - st->last;
+
+		// elapsed < fill_ns keeps elapsed x rate below cap + rate: no overflow.
+		if (elapsed >= cfg->fill_ns)
+			st->credit = cfg->cap;
+		else
+			st->credit += elapsed * cfg->rate;
+		if (st->credit > cfg->cap)
+			st->credit = cfg->cap;
+		st->last = now;
+	}
+	if (st->credit < 1000000000ULL)
+		return 0;
+	st->credit -= 1000000000ULL;
+	return 1;
 }
 
 static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
@@ -364,8 +465,15 @@ int xsk_steer(struct xdp_md *ctx)
 
 	if (fast >= 0)
 		return fast;
-	if (is_control(data, end))
+	int cls = control_class(data, end);
+
+	if (cls != CTL_NONE) {
+		if (!police(cls)) {
+			count(cls == CTL_ARP_ND ? CNT_POLICED_ARP_ND : CNT_POLICED_ICMP);
+			return XDP_DROP;
+		}
 		return pass_control();
+	}
 	if (!bpf_map_lookup_elem(&xsks, &q)) {
 		count(CNT_XSK_MISSING);
 		return XDP_PASS;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use vfsr_io::bpf::{self, BpfObject, XdpMode};
 use vfsr_io::raw::RawSocket;
-use vfsr_io::xdp::{self, AttachMode, XdpConfig, XdpPort};
+use vfsr_io::xdp::{self, AttachMode, PolicedClass, Policer, XdpConfig, XdpPort};
 use vfsr_io::{Backend, Kind};
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
@@ -588,6 +588,101 @@ fn steering_decisions_one_frame_at_a_time() {
     assert!(bpf::map_delete(local4, &LOCAL4.octets()).unwrap());
     assert!(!bpf::map_delete(local4, &LOCAL4.octets()).unwrap());
     assert_eq!(steer(&obj, &ipv4(PORT_MAC, LOCAL4, 1, 64)), transit);
+}
+
+/// Runs the steering program `n` times on `frame` (one call, so on one CPU) and returns
+/// the last verdict with how many frames were passed as control and how many policed
+/// (ARP/ND, ICMP).
+fn run_n(obj: &BpfObject, frame: &[u8], n: u32) -> (u32, u64, [u64; 2]) {
+    let prog = obj.prog_fd("xsk_steer").unwrap();
+    let counters = obj.map_fd("counters").unwrap();
+    let cpus = bpf::possible_cpus().unwrap();
+    let read = |slot: u32| -> u64 {
+        let mut buf = vec![0u8; cpus * 8];
+        assert!(bpf::map_lookup(counters, &slot.to_ne_bytes(), &mut buf).unwrap());
+        buf.chunks_exact(8)
+            .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
+            .sum()
+    };
+    let before = [read(1), read(5), read(6)];
+    let (ret, _) = bpf::prog_test_run(prog, frame, n, 0, None).unwrap();
+    let after = [read(1), read(5), read(6)];
+    (
+        ret,
+        after[0] - before[0],
+        [after[1] - before[1], after[2] - before[2]],
+    )
+}
+
+/// Keeps the calling thread on the CPU it runs on: the program's buckets are per CPU.
+fn pin_here() {
+    // SAFETY: plain queries and a set built on the stack.
+    unsafe {
+        let cpu = libc::sched_getcpu();
+        assert!(cpu >= 0);
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu as usize, &mut set);
+        assert_eq!(
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+            0
+        );
+    }
+}
+
+#[test]
+fn control_classes_are_policed_in_the_program() {
+    if !is_root() {
+        return;
+    }
+    const XDP_DROP: u32 = 1;
+    let handle = std::thread::spawn(|| {
+        pin_here();
+        let obj = BpfObject::load("xsk_steer", bpf::objects::XSK_STEER).unwrap();
+        bpf::map_update(obj.map_fd("local4").unwrap(), &LOCAL4.octets(), &[1]).unwrap();
+        bpf::map_update(obj.map_fd("local6").unwrap(), &LOCAL6.octets(), &[1]).unwrap();
+        let police = Policer::for_object("test", &obj).unwrap();
+        let v6 = |dst: &str, nh: u8, p: &[u8]| ipv6(PORT_MAC, dst.parse().unwrap(), nh, p);
+        let mut echo4 = ipv4(PORT_MAC, LOCAL4, 1, 64);
+        echo4[23] = 1;
+        let echo6 = ipv6(PORT_MAC, LOCAL6, 58, &[128, 0, 0, 0, 0, 0, 0, 0]);
+        let ns = v6("fd00:9::9", 58, &[135, 0, 0, 0, 0, 0, 0, 0]);
+        let mld = v6("ff02::16", 58, &[143, 0, 0, 0, 0, 0, 0, 0]);
+
+        // Until user space sets a class, nothing is policed.
+        assert_eq!(run_n(&obj, &arp_request(), 10), (XDP_PASS, 10, [0, 0]));
+
+        // ARP/ND at 1/s with a burst of 3: three pass, the rest are dropped and counted;
+        // a Neighbor Solicitation takes from the same bucket.
+        police.set(PolicedClass::ArpNd, 1, 3).unwrap();
+        assert_eq!(run_n(&obj, &arp_request(), 10), (XDP_DROP, 3, [7, 0]));
+        assert_eq!(run_n(&obj, &ns, 5), (XDP_DROP, 0, [5, 0]));
+        // ICMP has its own bucket, not set yet.
+        assert_eq!(run_n(&obj, &echo4, 5), (XDP_PASS, 5, [0, 0]));
+
+        // ICMP at 0/s: every echo to the router dropped, IPv4 and IPv6; MLD (a routing
+        // protocol's class) and other traffic to the router still pass, transit still
+        // goes to the queue.
+        police.set(PolicedClass::Icmp, 0, 0).unwrap();
+        assert_eq!(run_n(&obj, &echo4, 3), (XDP_DROP, 0, [0, 3]));
+        assert_eq!(run_n(&obj, &echo6, 3), (XDP_DROP, 0, [0, 3]));
+        assert_eq!(run_n(&obj, &mld, 2), (XDP_PASS, 2, [0, 0]));
+        assert_eq!(
+            run_n(&obj, &ipv4(PORT_MAC, LOCAL4, 1, 64), 2),
+            (XDP_PASS, 2, [0, 0])
+        );
+        assert_eq!(
+            steer(&obj, &ipv4(PORT_MAC, Ipv4Addr::new(10, 9, 0, 7), 1, 64)),
+            "xsk_missing"
+        );
+
+        // A new rate takes effect at once: a large one lets a burst of 50 through.
+        police.set(PolicedClass::Icmp, 1_000_000, 100).unwrap();
+        assert_eq!(run_n(&obj, &echo6, 50), (XDP_PASS, 50, [0, 0]));
+
+        let c = police.counters().unwrap();
+        assert_eq!((c.arp_nd, c.icmp), (12, 6));
+    });
+    handle.join().unwrap();
 }
 
 #[test]

@@ -111,7 +111,7 @@ pub struct FastPath {
 // the switch is turned on.
 unsafe impl Send for FastPath {}
 
-fn dup(fd: RawFd, what: &str) -> Result<OwnedFd, IoError> {
+pub(super) fn dup(fd: RawFd, what: &str) -> Result<OwnedFd, IoError> {
     // SAFETY: duplicating a descriptor we hold; the copy is owned below.
     let d = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
     if d < 0 {

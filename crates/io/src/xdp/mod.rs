@@ -86,16 +86,19 @@
 //! ([`XdpInterface`], [`open`]); `port.rs` the port and its receive and transmit paths;
 //! `socket.rs` a socket's setup (UMEM registration, rings, bind); `ring.rs` the shared
 //! rings and mappings; `busypoll.rs` preferred busy polling; `ethtool.rs` what ethtool and
-//! sysfs tell of the interface; `fast.rs` the XDP fast path's maps.
+//! sysfs tell of the interface; `fast.rs` the XDP fast path's maps; `police.rs` the
+//! program's buckets for control classes.
 
 mod busypoll;
 mod ethtool;
 mod fast;
+mod police;
 mod port;
 mod ring;
 mod socket;
 
 pub use fast::{FastCounters, FastEntry, FastPath};
+pub use police::{PolicedClass, PolicedCounters, Policer};
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, RawFd};
@@ -262,6 +265,8 @@ pub struct SteerCounters {
     pub fast_forwarded: u64,
     /// Frames whose fast-path entry was stale.
     pub fast_stale: u64,
+    /// Control frames dropped by the program's policing (see [`Policer`]).
+    pub policed: PolicedCounters,
 }
 
 /// The steering program on one interface. Dropping it detaches the program.
@@ -360,7 +365,14 @@ impl XdpInterface {
             xsk_missing: read(CNT_XSK_MISSING)?,
             fast_forwarded: read(fast::CNT_FAST_FORWARDED)?,
             fast_stale: read(fast::CNT_FAST_STALE)?,
+            policed: police::read_policed(self.counters)?,
         })
+    }
+
+    /// A handle on the program's buckets for control classes (see [`Policer`]); until one
+    /// is set, the program polices nothing.
+    pub fn policer(&self) -> Result<Policer, IoError> {
+        Policer::for_object(&self.name, &self.obj)
     }
 
     /// Turns the program's fast path on (see [`FastPath`]): `mac` is this port's MAC,
