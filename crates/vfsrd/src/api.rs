@@ -513,9 +513,14 @@ fn control_since(now: &ControlCounters, base: &ControlCounters) -> ControlCounte
     for (x, y) in limited.iter_mut().zip(base.rate_limited.iter()) {
         *x = x.wrapping_sub(*y);
     }
+    let mut policed = now.policed_xdp;
+    for (x, y) in policed.iter_mut().zip(base.policed_xdp.iter()) {
+        *x = x.wrapping_sub(*y);
+    }
     ControlCounters {
         frames_in: d(now.frames_in, base.frames_in),
         rate_limited: limited,
+        policed_xdp: policed,
         arp_answered: d(now.arp_answered, base.arp_answered),
         ns_answered: d(now.ns_answered, base.ns_answered),
         neighbors_learned: d(now.neighbors_learned, base.neighbors_learned),

@@ -80,9 +80,15 @@ impl PuntRates {
                 .get(k)
                 .map_or(0, |r| r.load(Ordering::Relaxed))
                 .min(u64::from(u32::MAX)) as u32;
-            TokenBucket::new(rate, (rate / 10).max(16))
+            TokenBucket::new(rate, burst_of(rate))
         })
     }
+}
+
+/// The burst a punt class's bucket holds at `rate` per second (the workers', the control
+/// plane's and the XDP programs'): a tenth of a second's worth, at least 16.
+pub fn burst_of(rate: u32) -> u32 {
+    (rate / 10).max(16)
 }
 
 /// The `[punt]` rate of class `k` ([`PuntClass::index`]).

@@ -24,7 +24,7 @@
 //! | `vfsr_port_{rx,tx}_bytes_total` | counter | `port` (the kernel's interface counters) |
 //! | `vfsr_drops_total` | counter | `reason`, `port` (ingress) |
 //! | `vfsr_packets_total` | counter | `outcome`, `worker` |
-//! | `vfsr_punts_total`, `vfsr_punts_rate_limited_total` | counter | `class` |
+//! | `vfsr_punts_total`, `vfsr_punts_rate_limited_total`, `vfsr_punts_policed_xdp_total` | counter | `class` |
 //! | `vfsr_worker_{rx_packets,batches,sleeps,punts_limited,cpu_seconds}_total` | counter | `worker`, `core` |
 //! | `vfsr_worker_busy_ratio` | gauge | `worker`, `core` |
 //! | `vfsr_flow_entries`, `vfsr_flow_capacity` | gauge | `worker` |
@@ -532,20 +532,27 @@ impl MetricsServer {
                 .iter()
                 .map(|c| (l1("class", c.name()), sum.punted(*c))),
         );
+        // A per-class array of the control plane's counters, labelled by class.
+        let by_class = |a: &[u64; PuntClass::COUNT]| {
+            PuntClass::ALL
+                .iter()
+                .map(|c| {
+                    (
+                        l1("class", c.name()),
+                        a.get(c.index()).copied().unwrap_or(0),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        x.counter(
+            "punts_policed_xdp",
+            "Control frames the ports' XDP programs dropped by the class's limit (arp_nd, icmp).",
+            by_class(&control.counters.policed_xdp),
+        );
         x.counter(
             "punts_rate_limited",
             "Control frames dropped by the control plane's per-class limits.",
-            PuntClass::ALL.iter().map(|c| {
-                (
-                    l1("class", c.name()),
-                    control
-                        .counters
-                        .rate_limited
-                        .get(c.index())
-                        .copied()
-                        .unwrap_or(0),
-                )
-            }),
+            by_class(&control.counters.rate_limited),
         );
 
         // Workers.

@@ -15,7 +15,7 @@ use serde_json::{json, Map, Value};
 use vfsr_flow::FlowConfig;
 use vfsr_fwd::{Counters, DropReason, Outcome, PuntClass, SharedCounters, WorkerConfig};
 use vfsr_io::rss::{Rss, STANDARD_KEY};
-use vfsr_io::xdp::FastPath;
+use vfsr_io::xdp::{FastPath, Policer};
 use vfsr_io::{Backend, IoStats};
 use vfsr_lpm::LpmUpdate;
 use vfsr_wire::MacAddr;
@@ -50,6 +50,8 @@ pub struct PortIo {
     pub keep: Vec<Box<dyn Any + Send>>,
     /// The port's XDP fast path, when it has one.
     pub fast: Option<FastPath>,
+    /// The buckets its XDP program polices control classes with, when it has one.
+    pub police: Option<Policer>,
     /// The port's kernel interfaces (its own, its TAP's), when it has them: their link state
     /// is followed and routes through them are routes out of the port.
     pub kernel: Option<KernelIds>,
@@ -185,6 +187,7 @@ where
     let mut keep = Vec::new();
     // The XDP fast paths: port by port, and the MTU of each egress they can send by.
     let fast: Vec<Option<FastPath>> = ports.iter_mut().map(|p| p.fast.take()).collect();
+    let policers: Vec<Policer> = ports.iter_mut().filter_map(|p| p.police.take()).collect();
     // Indexed by pipeline port number (0 unused): 0 where the fast path cannot send.
     let fast_mtu: Vec<u16> = std::iter::once(0)
         .chain(
@@ -332,6 +335,7 @@ where
         );
     }
     control.set_fast_paths(ctl_fast);
+    control.set_policers(policers);
     // The control plane's thread takes its priority only now, after every worker started
     // (threads inherit the policy of the one that spawns them).
     if let Err(e) = realtime(plan.control_priority) {
@@ -403,6 +407,7 @@ where
             }
         }
         if api.is_some() || metrics.is_some() {
+            control.read_policed(Duration::from_millis(100));
             let mut view = View {
                 control: &mut control,
                 plan: &mut live_plan,
@@ -434,6 +439,7 @@ where
         if let Some(path) = &opts.stats {
             if Instant::now() >= next_stats {
                 next_stats += Duration::from_secs(1);
+                control.read_policed(Duration::ZERO);
                 let mut v = stats_json(
                     &Counters::sum(shared.iter().map(|s| s.as_ref())),
                     &control.counters,
@@ -465,6 +471,7 @@ where
         }
     }
     if let Some(path) = &opts.stats {
+        control.read_policed(Duration::ZERO);
         let mut v = stats_json(
             &counters,
             &control.counters,

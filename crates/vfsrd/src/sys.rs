@@ -272,6 +272,7 @@ fn open_xdp(itf: &Interface, mac: MacAddr, batch: usize) -> Result<PortIo> {
         .map(|(a, _)| *a)
         .collect::<Vec<Ipv6Addr>>();
     let (iface, ports) = vfsr_io::xdp::open(&cfg)?;
+    let police = iface.policer()?;
     let wire = Wire::open(&itf.name, true)?;
     Ok(PortIo {
         mac,
@@ -283,6 +284,7 @@ fn open_xdp(itf: &Interface, mac: MacAddr, batch: usize) -> Result<PortIo> {
         tap: None,
         keep: vec![Box::new(iface)],
         fast: None,
+        police: Some(police),
         kernel: None,
     })
 }
@@ -306,6 +308,7 @@ fn open_packet(itf: &Interface, mac: MacAddr, fanout: u16) -> Result<PortIo> {
         tap: None,
         keep: Vec::new(),
         fast: None,
+        police: None,
         kernel: None,
     })
 }

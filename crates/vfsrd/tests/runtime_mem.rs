@@ -74,6 +74,7 @@ fn start(config: &str) -> Rig {
             tap: None,
             keep: Vec::new(),
             fast: None,
+            police: None,
             kernel: None,
         });
         wires.push(wire);

@@ -62,11 +62,11 @@
 //! metrics = "127.0.0.1:9108"  # Prometheus endpoint at /metrics ("off": none)
 //!
 //! [punt]                   # packets per second punted to the control plane, per class
-//! arp_nd = 2000
-//! routing = 10000
+//! arp_nd = 2000            # arp_nd and icmp are also policed in AF_XDP ports' XDP program
+//! routing = 10000          # (per receiving CPU), before the kernel sees the frames
 //! icmp = 1000
 //! local = 10000
-//! slow_path = 1000
+//! slow_path = 2000
 //! ```
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

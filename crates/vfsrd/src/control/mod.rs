@@ -24,13 +24,13 @@ pub mod frames;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use vfsr_fwd::ratelimit::TokenBucket;
 use vfsr_fwd::stage::classify::punt_class;
 use vfsr_fwd::{Packet, PuntClass};
-use vfsr_io::xdp::FastPath;
+use vfsr_io::xdp::{FastPath, PolicedClass, Policer};
 use vfsr_lpm::LpmUpdate;
 use vfsr_neigh::{Event, Outcome, Solicit};
 use vfsr_router::Router;
@@ -115,6 +115,10 @@ pub struct ControlCounters {
     /// Frames dropped by a class's rate limit, per class (arp_nd, routing, icmp, local,
     /// slow_path).
     pub rate_limited: [u64; PuntClass::COUNT],
+    /// Frames the ports' XDP programs dropped by the class's limit before the kernel saw
+    /// them, per class as `rate_limited` (only arp_nd and icmp are policed there; see
+    /// `vfsr_io::xdp::Policer`). Read from the programs' maps, not counted here.
+    pub policed_xdp: [u64; PuntClass::COUNT],
     /// ARP requests for our addresses answered.
     pub arp_answered: u64,
     /// Neighbor Solicitations for our addresses answered.
@@ -178,6 +182,12 @@ pub struct Control<E4: LpmUpdate<u32>, E6: LpmUpdate<u128>> {
     coalesce: bool,
     /// The workers' punt rates.
     worker_rates: Option<Arc<crate::dataplane::PuntRates>>,
+    /// The `[punt]` rates in force.
+    punt: PuntSection,
+    /// The ports' XDP policers, set to the `[punt]` rates of the classes they police.
+    policers: Vec<Policer>,
+    /// When the policers' counters were last read.
+    policed_read: Option<Instant>,
 }
 
 impl<E4, E6> Control<E4, E6>
@@ -212,6 +222,9 @@ where
             extra_fds: Vec::new(),
             coalesce: false,
             worker_rates: None,
+            punt: *punt,
+            policers: Vec::new(),
+            policed_read: None,
         }
     }
 
@@ -219,9 +232,58 @@ where
     /// rates, the workers'.
     pub fn set_punt(&mut self, punt: &PuntSection) {
         self.limits = punt_limits(punt);
+        self.punt = *punt;
         if let Some(r) = &self.worker_rates {
             r.set(punt);
         }
+        self.apply_policing();
+    }
+
+    /// Gives the control plane the ports' XDP policers and sets them to the `[punt]` rates:
+    /// each CPU's bucket gets the class's rate and burst, so the kernel path carries at most
+    /// that many frames of the class per receiving CPU to this thread's own limit.
+    pub fn set_policers(&mut self, policers: Vec<Policer>) {
+        self.policers = policers;
+        self.apply_policing();
+    }
+
+    fn apply_policing(&mut self) {
+        for p in &self.policers {
+            for class in PolicedClass::ALL {
+                let punt = match class {
+                    PolicedClass::ArpNd => PuntClass::ArpNd,
+                    PolicedClass::Icmp => PuntClass::Icmp,
+                };
+                let rate = crate::dataplane::rate_of(&self.punt, punt.index());
+                if let Err(e) = p.set(class, rate, crate::dataplane::burst_of(rate)) {
+                    // The control plane's own limit still holds; only the early drop is lost.
+                    tracing::warn!(port = %p.name(), error = %e, "XDP policing not set");
+                }
+            }
+        }
+    }
+
+    /// Reads the XDP policers' counters into [`ControlCounters::policed_xdp`], unless they
+    /// were read less than `max_age` ago.
+    pub fn read_policed(&mut self, max_age: Duration) {
+        if self.policers.is_empty()
+            || self
+                .policed_read
+                .is_some_and(|t| !max_age.is_zero() && t.elapsed() < max_age)
+        {
+            return;
+        }
+        self.policed_read = Some(Instant::now());
+        let mut sum = [0u64; PuntClass::COUNT];
+        for p in &self.policers {
+            let Ok(c) = p.counters() else { continue };
+            for (class, n) in [(PuntClass::ArpNd, c.arp_nd), (PuntClass::Icmp, c.icmp)] {
+                if let Some(s) = sum.get_mut(class.index()) {
+                    *s += n;
+                }
+            }
+        }
+        self.counters.policed_xdp = sum;
     }
 
     /// The rates the workers limit punts by, changed by [`Control::set_punt`].
@@ -723,7 +785,7 @@ where
 fn punt_limits(punt: &PuntSection) -> [TokenBucket; PuntClass::COUNT] {
     std::array::from_fn(|k| {
         let rate = crate::dataplane::rate_of(punt, k);
-        TokenBucket::new(rate, (rate / 10).max(16))
+        TokenBucket::new(rate, crate::dataplane::burst_of(rate))
     })
 }
 
