@@ -1,7 +1,8 @@
 //! `vfsr stress`: a short run of four cases (malformed frames, an ARP flood, TTL-1 transit
 //! and SIGKILL) between network namespaces, checking what does not depend on the machine's
 //! speed: vfsrd never crashed, every frame the worker received is in its books, the ICMP
-//! errors stayed within the rate limit, and after SIGKILL the next vfsrd took over and left
+//! errors stayed within the rate limit, the ARP flood was policed in the XDP program and
+//! the control plane took no more than its limit, and after SIGKILL the next vfsrd took over and left
 //! the ports' sysctls, XDP programs and TAPs as they were before any vfsrd.
 //!
 //! Needs root, network namespaces and the vfsrd binary built next to vfsr
@@ -99,6 +100,14 @@ fn short_stress_run_keeps_the_books_and_restores_the_ports() {
     assert!(check_ok(malformed, "all dropped by name"));
     let arp = case(doc, "arp");
     assert!(check_ok(arp, "neighbor table bounded"));
+    // The XDP program dropped most of the flood by its arp_nd bucket, and what reached the
+    // control plane stayed within the class's limit.
+    assert!(
+        check_ok(arp, "policed before the kernel"),
+        "{}",
+        arp["checks"]
+    );
+    assert!(check_ok(arp, "punt limit held"), "{}", arp["checks"]);
     let kill = case(doc, "sigkill");
     assert!(check_ok(kill, "next start"), "{}", kill["checks"]);
     assert!(check_ok(kill, "ports restored"), "{}", kill["checks"]);

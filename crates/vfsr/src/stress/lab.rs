@@ -25,9 +25,8 @@ use vfsr_io::Backend;
 use vfsrd::harness::Vfsrd;
 
 use super::error::Error;
-use crate::vethbench::{
-    self, Generator, Lab3, RrOutcome, RrPace, Scheduling, GEN_CORE, ROUTER_CORE,
-};
+pub(crate) use crate::vethbench::GEN_CORE;
+use crate::vethbench::{self, Generator, Lab3, RrOutcome, RrPace, Scheduling, ROUTER_CORE};
 
 /// The legitimate flow's rate: well below what the router forwards, so any loss is the
 /// case's doing.
@@ -57,6 +56,8 @@ pub(crate) struct Lab {
     rr_server: Option<JoinHandle<()>>,
     pub(crate) exe: PathBuf,
     pub(crate) backend: String,
+    /// The core the floods' sender runs on.
+    pub(crate) flood_core: usize,
     pub(crate) mac_a: [u8; 6],
     pub(crate) mac_gen: [u8; 6],
     pub(crate) tag: String,
@@ -116,6 +117,7 @@ impl Lab {
             rr_server: Some(rr_server),
             exe,
             backend: backend.to_string(),
+            flood_core: GEN_CORE,
             mac_a,
             mac_gen,
             tag: TAG.into(),
@@ -341,6 +343,7 @@ impl FloodSent {
 /// namespace on core 0 at `SCHED_IDLE`. Returns when done: the loop is bounded by its time.
 pub(crate) fn flood(
     l: &Lab3,
+    core: usize,
     frames: Arc<Vec<Vec<u8>>>,
     pps: u64,
     secs: f64,
@@ -349,7 +352,7 @@ pub(crate) fn flood(
         return Ok(FloodSent::default());
     }
     l.lab.in_ns("gen", move || -> Result<FloodSent, Error> {
-        let _ = vfsr_cpu::pin(GEN_CORE);
+        let _ = vfsr_cpu::pin(core);
         let _ = vfsr_cpu::idle(0);
         let cfg = PacketConfig {
             block_size: 1 << 16,
@@ -448,6 +451,10 @@ pub(crate) fn control_delta(before: &Value, after: &Value) -> Value {
     m.insert(
         "rate_limited".into(),
         vethbench::rate_limited_delta(before, after),
+    );
+    m.insert(
+        "policed_xdp".into(),
+        vethbench::policed_xdp_delta(before, after),
     );
     m.insert(
         "punts_limited_by_workers".into(),

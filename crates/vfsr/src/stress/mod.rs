@@ -132,6 +132,12 @@ pub struct StressArgs {
     /// Seed of the floods' random addresses.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// The core the floods' sender runs on. Over veth the receiving port's work (its XDP
+    /// program, the kernel's receive path) runs on the sender's core, so 0 (the default)
+    /// puts a flood's receive work beside the control plane; 1 puts it on the worker's
+    /// core, where a NIC's receive interrupts for the worker's queue would run.
+    #[arg(long, default_value_t = lab::GEN_CORE)]
+    flood_core: usize,
 }
 
 /// The idle window's figures every case is divided by.
@@ -311,6 +317,9 @@ pub(crate) fn run(a: &StressArgs) -> Result<(), Error> {
     if cpus < 2 {
         return Err(Error::TooFewCores);
     }
+    if a.flood_core >= cpus {
+        return Err(Error::FloodCore(a.flood_core, cpus));
+    }
     crate::interrupt::on_interrupt("stopping the stress run", || {
         INTERRUPTED.store(true, Ordering::Relaxed);
         std::thread::sleep(Duration::from_secs(20));
@@ -319,9 +328,10 @@ pub(crate) fn run(a: &StressArgs) -> Result<(), Error> {
     });
     let cpu = crate::machine::cpu_model();
     println!(
-        "vfsr stress: {cpu}, {cpus} cores; vfsrd {} backend, control plane core 0, worker core 1; \
-         {:.0} s per case; legitimate flow {} kpps; cases: {}",
+        "vfsr stress: {cpu}, {cpus} cores; vfsrd {} backend, control plane core 0, worker core 1, \
+         floods sent from core {}; {:.0} s per case; legitimate flow {} kpps; cases: {}",
         a.backend,
+        a.flood_core,
         a.seconds,
         lab::LEGIT_PPS / 1000,
         cases.join(", ")
@@ -330,6 +340,7 @@ pub(crate) fn run(a: &StressArgs) -> Result<(), Error> {
     let limit = Duration::from_secs_f64(300.0 + cases.len() as f64 * (a.seconds * 4.0 + 60.0));
     let t_run = Instant::now();
     let mut lab = Lab::build(exe, &a.backend, limit)?;
+    lab.flood_core = a.flood_core;
     lab.start_vfsrd()?;
     lab.legit_on();
     // Let the next hop resolve and the flow settle.
@@ -382,7 +393,7 @@ pub(crate) fn run(a: &StressArgs) -> Result<(), Error> {
             "machine": crate::machine::facts(),
             "config": {"seconds": a.seconds, "backend": a.backend, "seed": a.seed,
                        "legit_pps": lab::LEGIT_PPS, "rr_interval_ms": 2,
-                       "control_core": 0, "worker_core": 1,
+                       "control_core": 0, "worker_core": 1, "flood_core": a.flood_core,
                        "control_priority": lab::CONTROL_PRIORITY,
                        "worker_priority": lab::WORKER_PRIORITY,
                        "targets": {"legit_ratio_min": LEGIT_MIN, "cp_p99_ratio_max": 1.5,
@@ -504,6 +515,16 @@ impl Window {
             r.imbalance = Some(imb);
             r.note("books", books);
             r.note("control", lab::control_delta(&self.stats0, &self.stats1));
+            // The control plane thread's CPU time over the window: what the case cost it.
+            let cpu = |v: &Value| v["cpu_seconds"]["control"].as_f64();
+            if let (Some(a), Some(b)) = (cpu(&self.stats0), cpu(&self.stats1)) {
+                let secs = self.stats_secs();
+                let used = (b - a).max(0.0);
+                r.note(
+                    "control_cpu",
+                    json!({"seconds": used, "share": (secs > 0.0).then(|| used / secs)}),
+                );
+            }
         }
         r.note(
             "flood",
@@ -784,7 +805,7 @@ fn flood_case(
             (10_000, 10_001),
             64,
         );
-        lab::flood(&lab.l, Arc::new(vec![keep]), 50, 1.0)?;
+        lab::flood(&lab.l, lab.flood_core, Arc::new(vec![keep]), 50, 1.0)?;
     }
     let flows0 = lab.api(&Request::ShowFlows).unwrap_or(Value::Null);
     let stop = Arc::new(AtomicBool::new(false));
@@ -792,7 +813,7 @@ fn flood_case(
         .as_ref()
         .map(|(p, f, a)| watch_neighbors(lab.socket(), p.clone(), f, a.clone(), Arc::clone(&stop)));
     let w = window(lab, secs, |lab| {
-        let s = lab::flood(&lab.l, Arc::clone(&pool), 0, secs);
+        let s = lab::flood(&lab.l, lab.flood_core, Arc::clone(&pool), 0, secs);
         stop.store(true, Ordering::Relaxed);
         s
     });
@@ -817,10 +838,23 @@ fn flood_case(
             );
             let punt_limit = 2000.0;
             let taken = w.control("frames_in") as f64;
-            let limited = lab::control_delta(&w.stats0, &w.stats1)["rate_limited"]["arp_nd"]
-                .as_u64()
-                .unwrap_or(0);
+            let delta = lab::control_delta(&w.stats0, &w.stats1);
+            let limited = delta["rate_limited"]["arp_nd"].as_u64().unwrap_or(0);
+            let policed = delta["policed_xdp"]["arp_nd"].as_u64().unwrap_or(0);
             r.note("arp_nd_limited", json!(limited));
+            r.note("arp_nd_policed_xdp", json!(policed));
+            if lab.backend == "xdp" {
+                // The flood runs at a hundred times the limit or more: the XDP program must
+                // have dropped more of it than the control plane took in.
+                r.check(
+                    "policed before the kernel",
+                    policed as f64 > taken,
+                    format!(
+                        "{policed} of {} flooded frames dropped by the XDP program's arp_nd bucket, {taken:.0} taken in by the control plane",
+                        w.sent.frames
+                    ),
+                );
+            }
             let bound = punt_limit * w.stats_secs() + 200.0 + 1000.0;
             r.check(
                 "punt limit held",
@@ -876,6 +910,21 @@ fn flood_case(
             r.note("flow_table", json!({"capacity": cap, "entries": entries, "inserts": inserts, "evictions": evicted, "refusals": refused}));
         }
         "echo" => {
+            let policed = lab::control_delta(&w.stats0, &w.stats1)["policed_xdp"]["icmp"]
+                .as_u64()
+                .unwrap_or(0);
+            r.note("icmp_policed_xdp", json!(policed));
+            if lab.backend == "xdp" {
+                let taken = w.control("frames_in");
+                r.check(
+                    "policed before the kernel",
+                    policed > taken,
+                    format!(
+                        "{policed} of {} echo requests dropped by the XDP program's icmp bucket, {taken} taken in by the control plane",
+                        w.sent.frames
+                    ),
+                );
+            }
             let replies = w.control("echo_replies") as f64;
             let bound = 1000.0 * w.stats_secs() + 100.0;
             r.check(
@@ -1025,7 +1074,7 @@ fn punt_case(
             };
             let s0 = fresh(lab, &stats_before);
             let pps = (limit * times) as u64;
-            let sent = lab::flood(&lab.l, Arc::new(frames.clone()), pps, per)?;
+            let sent = lab::flood(&lab.l, lab.flood_core, Arc::new(frames.clone()), pps, per)?;
             std::thread::sleep(Duration::from_millis(1100));
             let s1 = fresh(lab, &s0);
             stats_before = s1.clone();
@@ -1448,6 +1497,9 @@ fn print_case(r: &CaseResult) {
         mib(r.rss.2),
         r.imbalance.map_or("-".into(), |i| if i == 0 { "balanced".into() } else { format!("off by {i}") })
     );
+    if let Some(s) = r.extra["control_cpu"]["share"].as_f64() {
+        println!("  control plane thread: {:.1} % of its core", s * 100.0);
+    }
     for c in &r.checks {
         println!(
             "  [{}] {}: {}",

@@ -36,9 +36,20 @@ const PUNT_CLASSES: [&str; 5] = ["arp_nd", "routing", "icmp", "local", "slow_pat
 /// The frames vfsrd's control plane rate-limited between two stats documents, by punt
 /// class: `{"arp_nd": n, "routing": n, ...}`.
 pub(crate) fn rate_limited_delta(before: &Value, after: &Value) -> Value {
+    per_class_delta(before, after, "rate_limited")
+}
+
+/// The frames the ports' XDP programs policed between two stats documents, by punt class
+/// (`control.policed_xdp`).
+pub(crate) fn policed_xdp_delta(before: &Value, after: &Value) -> Value {
+    per_class_delta(before, after, "policed_xdp")
+}
+
+/// The growth of the per-class array `control.<key>` between two stats documents.
+fn per_class_delta(before: &Value, after: &Value, key: &str) -> Value {
     let mut limited = serde_json::Map::new();
     for (i, class) in PUNT_CLASSES.iter().enumerate() {
-        let get = |v: &Value| v["control"]["rate_limited"][i].as_u64().unwrap_or(0);
+        let get = |v: &Value| v["control"][key][i].as_u64().unwrap_or(0);
         limited.insert(
             (*class).into(),
             Value::from(get(after).saturating_sub(get(before))),
@@ -111,5 +122,15 @@ mod tests {
         assert_eq!(d["slow_path"], 9);
         // A counter that went backwards (a restarted vfsrd) is 0, not a wrap.
         assert_eq!(rate_limited_delta(&a, &b)["slow_path"], 0);
+        let b =
+            json!({"control": {"policed_xdp": [5, 0, 1, 0, 0], "rate_limited": [9, 9, 9, 9, 9]}});
+        let a =
+            json!({"control": {"policed_xdp": [8, 0, 6, 0, 0], "rate_limited": [9, 9, 9, 9, 9]}});
+        let d = policed_xdp_delta(&b, &a);
+        assert_eq!(
+            (d["arp_nd"].as_u64(), d["icmp"].as_u64()),
+            (Some(3), Some(5))
+        );
+        assert_eq!(rate_limited_delta(&b, &a)["arp_nd"], 0);
     }
 }

@@ -61,7 +61,7 @@ use serde_json::{json, Value};
 use vfsr_io::bpf::{self, BpfObject};
 use vfsrd::netlab;
 
-pub(crate) use daemon::{rate_limited_delta, vfsrd_exe};
+pub(crate) use daemon::{policed_xdp_delta, rate_limited_delta, vfsrd_exe};
 pub(crate) use error::Error;
 pub(crate) use generator::{destinations, Generator, Scheduling};
 pub(crate) use latency::{echo_server, percentile, rr_client, RrOutcome, RrPace};
