@@ -58,6 +58,8 @@ pub(crate) struct Lab {
     pub(crate) backend: String,
     /// The core the floods' sender runs on.
     pub(crate) flood_core: usize,
+    /// The floods' rate (0: as fast as the ring takes them).
+    pub(crate) flood_pps: u64,
     pub(crate) mac_a: [u8; 6],
     pub(crate) mac_gen: [u8; 6],
     pub(crate) tag: String,
@@ -118,6 +120,7 @@ impl Lab {
             exe,
             backend: backend.to_string(),
             flood_core: GEN_CORE,
+            flood_pps: 0,
             mac_a,
             mac_gen,
             tag: TAG.into(),

@@ -138,6 +138,10 @@ pub struct StressArgs {
     /// core, where a NIC's receive interrupts for the worker's queue would run.
     #[arg(long, default_value_t = lab::GEN_CORE)]
     flood_core: usize,
+    /// The floods' rate in frames per second (0, the default: as fast as the sender's ring
+    /// takes them). A fixed rate compares two builds at the same offered load.
+    #[arg(long, default_value_t = 0)]
+    flood_pps: u64,
 }
 
 /// The idle window's figures every case is divided by.
@@ -329,9 +333,14 @@ pub(crate) fn run(a: &StressArgs) -> Result<(), Error> {
     let cpu = crate::machine::cpu_model();
     println!(
         "vfsr stress: {cpu}, {cpus} cores; vfsrd {} backend, control plane core 0, worker core 1, \
-         floods sent from core {}; {:.0} s per case; legitimate flow {} kpps; cases: {}",
+         floods sent from core {} at {}; {:.0} s per case; legitimate flow {} kpps; cases: {}",
         a.backend,
         a.flood_core,
+        if a.flood_pps == 0 {
+            "the highest rate".to_string()
+        } else {
+            format!("{} kpps", a.flood_pps as f64 / 1e3)
+        },
         a.seconds,
         lab::LEGIT_PPS / 1000,
         cases.join(", ")
@@ -341,6 +350,7 @@ pub(crate) fn run(a: &StressArgs) -> Result<(), Error> {
     let t_run = Instant::now();
     let mut lab = Lab::build(exe, &a.backend, limit)?;
     lab.flood_core = a.flood_core;
+    lab.flood_pps = a.flood_pps;
     lab.start_vfsrd()?;
     lab.legit_on();
     // Let the next hop resolve and the flow settle.
@@ -393,7 +403,7 @@ pub(crate) fn run(a: &StressArgs) -> Result<(), Error> {
             "machine": crate::machine::facts(),
             "config": {"seconds": a.seconds, "backend": a.backend, "seed": a.seed,
                        "legit_pps": lab::LEGIT_PPS, "rr_interval_ms": 2,
-                       "control_core": 0, "worker_core": 1, "flood_core": a.flood_core,
+                       "control_core": 0, "worker_core": 1, "flood_core": a.flood_core, "flood_pps": a.flood_pps,
                        "control_priority": lab::CONTROL_PRIORITY,
                        "worker_priority": lab::WORKER_PRIORITY,
                        "targets": {"legit_ratio_min": LEGIT_MIN, "cp_p99_ratio_max": 1.5,
@@ -813,7 +823,13 @@ fn flood_case(
         .as_ref()
         .map(|(p, f, a)| watch_neighbors(lab.socket(), p.clone(), f, a.clone(), Arc::clone(&stop)));
     let w = window(lab, secs, |lab| {
-        let s = lab::flood(&lab.l, lab.flood_core, Arc::clone(&pool), 0, secs);
+        let s = lab::flood(
+            &lab.l,
+            lab.flood_core,
+            Arc::clone(&pool),
+            lab.flood_pps,
+            secs,
+        );
         stop.store(true, Ordering::Relaxed);
         s
     });
@@ -1079,9 +1095,12 @@ fn punt_case(
             let s1 = fresh(lab, &s0);
             stats_before = s1.clone();
             let g = |v: &Value, k: &str| v["control"][k].as_u64().unwrap_or(0);
-            let lim = |v: &Value| v["control"]["rate_limited"][*idx].as_u64().unwrap_or(0);
+            let of_class = |v: &Value, key: &str| v["control"][key][*idx].as_u64().unwrap_or(0);
+            let grew = |key: &str| of_class(&s1, key).saturating_sub(of_class(&s0, key));
             let wl = |v: &Value| v["punts_limited"].as_u64().unwrap_or(0);
-            let limited = lim(&s1).saturating_sub(lim(&s0)) + wl(&s1).saturating_sub(wl(&s0));
+            let limited = grew("rate_limited") + wl(&s1).saturating_sub(wl(&s0));
+            // Dropped by the port's XDP program before the kernel (arp_nd and icmp).
+            let policed = grew("policed_xdp");
             let taken = g(&s1, "frames_in").saturating_sub(g(&s0, "frames_in"));
             let span = (s1["uptime_s"].as_f64().unwrap_or(0.0)
                 - s0["uptime_s"].as_f64().unwrap_or(0.0))
@@ -1089,7 +1108,8 @@ fn punt_case(
             rows.push(
                 json!({"class": cname, "limit_pps": limit, "offered_pps": sent.pps(),
                              "times_limit": times, "sent": sent.frames,
-                             "control_frames_in": taken, "rate_limited": limited, "seconds": span}),
+                             "control_frames_in": taken, "rate_limited": limited,
+                             "policed_xdp": policed, "seconds": span}),
             );
             total.frames += sent.frames;
             total.secs += sent.secs;
@@ -1105,19 +1125,20 @@ fn punt_case(
         let times = row["times_limit"].as_f64().unwrap_or(0.0);
         let sent = row["sent"].as_u64().unwrap_or(0) as f64;
         let limited = row["rate_limited"].as_u64().unwrap_or(0) as f64;
+        let policed = row["policed_xdp"].as_u64().unwrap_or(0) as f64;
         let span = row["seconds"].as_f64().unwrap_or(per);
-        let passed = (sent - limited).max(0.0);
+        let passed = (sent - limited - policed).max(0.0);
         let bound = limit * per + burst(limit) + limit * 0.05 * span;
         if times > 1.0 {
             r.check(
                 &format!("{cname} at 2x"),
-                limited > 0.0 && passed <= bound,
-                format!("{sent:.0} sent, {limited:.0} rate-limited, {passed:.0} passed (limit {limit:.0}/s over {per:.1} s + burst: {bound:.0})"),
+                limited + policed > 0.0 && passed <= bound,
+                format!("{sent:.0} sent, {policed:.0} policed in XDP, {limited:.0} rate-limited, {passed:.0} passed (limit {limit:.0}/s over {per:.1} s + burst: {bound:.0})"),
             );
         } else {
             r.note(
                 &format!("{cname} at 1x"),
-                json!({"sent": sent, "rate_limited": limited}),
+                json!({"sent": sent, "rate_limited": limited, "policed_xdp": policed}),
             );
         }
     }
