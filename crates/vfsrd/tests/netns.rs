@@ -8,8 +8,10 @@
 //!                 └            └ r4 ── eth0 n2   10.4.0.2 ┘ an ECMP route's two next hops
 //! ```
 //!
-//! Runs once over AF_XDP and once over AF_PACKET. Needs root and network namespaces; skips
-//! with a printed reason otherwise. The namespaces are deleted even when a check fails.
+//! Runs once over AF_XDP and once over AF_PACKET; a last test pings the router beyond its
+//! ICMP punt limit (policed in the XDP program) and reloads a higher one. Needs root and
+//! network namespaces; skips with a printed reason otherwise. The namespaces are deleted even
+//! when a check fails.
 
 use std::collections::HashSet;
 use std::io::{Read, Write};
@@ -405,4 +407,70 @@ fn over_af_xdp_with_the_fast_path() {
 #[test]
 fn over_af_packet() {
     the_router_forwards_and_answers("vp", "packet", false);
+}
+
+/// ICMP to the router beyond `[punt] icmp` is dropped by the port's XDP program and counted
+/// there (`control.policed_xdp`), and a reload with a higher limit lets every ping through.
+#[test]
+fn echo_beyond_the_punt_limit_is_policed_in_xdp_and_a_reload_lifts_it() {
+    if let Some(why) = skip_reason() {
+        println!("skipped: {why}");
+        return;
+    }
+    let _turn = one_at_a_time();
+    let mut lab = NetLab::new("pol");
+    for ns in ["h1", "rt"] {
+        lab.add_ns(ns).unwrap();
+    }
+    lab.veth("h1", "eth0", "rt", "r1").unwrap();
+    lab.ip("h1", &["addr", "add", "10.1.0.2/24", "dev", "eth0"])
+        .unwrap();
+    let config = |icmp: u32| {
+        format!(
+            "[router]\ncontrol_core = 0\nworkers = [1]\n\n\
+             [[interface]]\nname = \"r1\"\nbackend = \"xdp\"\naddresses = [\"10.1.0.1/24\"]\n\n\
+             [punt]\nicmp = {icmp}\n"
+        )
+    };
+    let d = Vfsrd::start(&lab, "rt", Path::new(VFSRD), "pol", &config(2))
+        .expect("vfsrd starts and says ready");
+    let icmp_policed = |d: &Vfsrd| -> u64 {
+        std::thread::sleep(Duration::from_millis(1200));
+        d.stats()["control"]["policed_xdp"][2].as_u64().unwrap_or(0)
+    };
+    let pings = |n: u32| -> u32 {
+        let count = n.to_string();
+        let argv = [
+            "ping", "-n", "-q", "-c", &count, "-i", "0.005", "-W", "1", "10.1.0.1",
+        ];
+        let o = lab.exec("h1", &argv).unwrap();
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        println!("{text}");
+        received(&text)
+    };
+
+    // 100 echo requests in about half a second at 2/s with a burst of 16: the burst is
+    // answered (one bucket per receiving CPU in the program, the control plane's own after
+    // it), most of the rest is dropped in XDP.
+    let answered = pings(100);
+    let policed = icmp_policed(&d);
+    assert!(
+        (10..=24).contains(&answered),
+        "{answered} of 100 answered at icmp = 2/s"
+    );
+    assert!(policed >= 60, "{policed} echo requests policed in XDP");
+
+    // A reload with a high limit: every ping answered, nothing more policed.
+    std::fs::write(d.config_path(), config(100_000)).unwrap();
+    d.signal(libc::SIGHUP);
+    assert!(
+        d.logged("reloaded", Duration::from_secs(5)).is_some(),
+        "vfsrd did not say it reloaded"
+    );
+    assert_eq!(pings(50), 50, "every ping answered after the reload");
+    assert_eq!(
+        icmp_policed(&d),
+        policed,
+        "nothing policed after the reload"
+    );
 }
