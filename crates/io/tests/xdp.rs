@@ -616,17 +616,9 @@ fn run_n(obj: &BpfObject, frame: &[u8], n: u32) -> (u32, u64, [u64; 2]) {
 
 /// Keeps the calling thread on the CPU it runs on: the program's buckets are per CPU.
 fn pin_here() {
-    // SAFETY: plain queries and a set built on the stack.
-    unsafe {
-        let cpu = libc::sched_getcpu();
-        assert!(cpu >= 0);
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu as usize, &mut set);
-        assert_eq!(
-            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
-            0
-        );
-    }
+    // SAFETY: a plain query.
+    let cpu = unsafe { libc::sched_getcpu() };
+    vfsr_cpu::pin(usize::try_from(cpu).unwrap()).unwrap();
 }
 
 #[test]
