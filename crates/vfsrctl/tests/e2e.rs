@@ -316,6 +316,12 @@ fn every_command_against_a_live_router() {
     assert_eq!(r.ping("198.51.100.1", 5, "0.01"), 5);
     let j = r.json(&["show", "counters"]);
     assert_eq!(j["workers"][0]["counters"]["outcome.forwarded"], 10, "{j}");
+    // The control plane's per-class counters are named by class.
+    for key in ["rate_limited", "policed_xdp"] {
+        for class in ["arp_nd", "routing", "icmp", "local", "slow_path"] {
+            assert!(j["control"][key][class].is_u64(), "{key}.{class}: {j}");
+        }
+    }
 
     // Runtime routes: 192.0.2.0/24 has none, gets one through s2, loses it.
     assert_eq!(r.ping("192.0.2.1", 2, "0.05"), 0);

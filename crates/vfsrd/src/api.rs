@@ -31,7 +31,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use vfsr_api::{parse_request, Answer, Request, MAX_REQUEST};
 use vfsr_fib::nexthop::Forward;
-use vfsr_fwd::{Counters, DropReason, Event, SharedCounters};
+use vfsr_fwd::{Counters, DropReason, Event, PuntClass, SharedCounters};
 use vfsr_io::xdp::FastPath;
 use vfsr_lpm::{LpmUpdate, Prefix};
 use vfsr_rib::{IpPrefix, RibFamily, Source};
@@ -428,8 +428,19 @@ impl ApiServer {
         let control = control_since(&v.control.counters, &self.base_control);
         let mut cm = Map::new();
         if let Value::Object(o) = json!(control) {
-            for (k, x) in o {
+            for (k, mut x) in o {
+                // Per-class arrays (rate_limited, policed_xdp) by class name.
+                if let Some(a) = x.as_array().filter(|a| a.len() == PuntClass::COUNT) {
+                    let named: Map<String, Value> = PuntClass::ALL
+                        .iter()
+                        .zip(a)
+                        .map(|(c, n)| (c.name().to_string(), n.clone()))
+                        .collect();
+                    x = Value::Object(named);
+                }
                 let zero = x.as_u64() == Some(0)
+                    || x.as_object()
+                        .is_some_and(|m| m.values().all(|n| n.as_u64() == Some(0)))
                     || x.as_array()
                         .is_some_and(|a| a.iter().all(|n| n.as_u64() == Some(0)));
                 if !(nonzero && zero) {
