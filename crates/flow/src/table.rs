@@ -1,6 +1,6 @@
 //! The per-core flow table: a fixed-size, set-associative cache of forwarding decisions.
 //!
-//! This is the flow table of the FreeBSD seed (Li & Macy, PRESTO '09, section 4.1, Figure 8):
+//! This is FreeBSD's flowtable (Li & Macy, PRESTO '09, section 4.1, Figure 8):
 //! a hash of the connection (or of the destination) leads to an entry caching the route and
 //! the link-layer entry, kept until it has been idle for a timeout (30 s by default), one table
 //! per CPU so nothing is locked, and a bitmap of used buckets so garbage collection skips the

@@ -32,8 +32,8 @@
 // With no socket registered for the queue, bpf_redirect_map falls back to XDP_PASS and the
 // frame is counted as xsk_missing.
 //
-// The fast path (off until user space sets fastctl.on): a destination flow table as in the
-// seed's FreeBSD flowtable (section 4.2: "hashing the destination IP, the cached L3 entry
+// The fast path (off until user space sets fastctl.on): a destination flow table as in
+// FreeBSD's flowtable (Li & Macy, section 4.2: "hashing the destination IP, the cached L3 entry
 // supplies the output interface and the cached L2 entry the destination MAC"), kept in the
 // receive hook. The worker's pipeline decides every packet it sees; when a decision depends
 // on the destination alone (one next hop, its MAC resolved, the packet fits the MTU), the
