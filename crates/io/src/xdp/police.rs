@@ -63,6 +63,16 @@ pub struct PolicedCounters {
     pub icmp: u64,
 }
 
+impl PolicedCounters {
+    /// The count of `class`.
+    pub fn get(&self, class: PolicedClass) -> u64 {
+        match class {
+            PolicedClass::ArpNd => self.arp_nd,
+            PolicedClass::Icmp => self.icmp,
+        }
+    }
+}
+
 /// The value written to `police_cfg` for `rate` tokens per second and `burst` stored: the
 /// switch, the rate, the cap (`burst` × 10^9 credit units) and the nanoseconds that fill an
 /// empty bucket. A burst of 0 is taken as 1, as the control plane's bucket takes it.

@@ -30,7 +30,7 @@ use serde::Serialize;
 use vfsr_fwd::ratelimit::TokenBucket;
 use vfsr_fwd::stage::classify::punt_class;
 use vfsr_fwd::{Packet, PuntClass};
-use vfsr_io::xdp::{FastPath, PolicedClass, Policer};
+use vfsr_io::xdp::{FastPath, PolicedClass, PolicedCounters, Policer};
 use vfsr_lpm::LpmUpdate;
 use vfsr_neigh::{Event, Outcome, Solicit};
 use vfsr_router::Router;
@@ -186,6 +186,9 @@ pub struct Control<E4: LpmUpdate<u32>, E6: LpmUpdate<u128>> {
     punt: PuntSection,
     /// The ports' XDP policers, set to the `[punt]` rates of the classes they police.
     policers: Vec<Policer>,
+    /// Each policer's counters as last read (kept when a read fails, so that the sum never
+    /// goes back).
+    policed_last: Vec<PolicedCounters>,
     /// When the policers' counters were last read.
     policed_read: Option<Instant>,
 }
@@ -224,6 +227,7 @@ where
             worker_rates: None,
             punt: *punt,
             policers: Vec::new(),
+            policed_last: Vec::new(),
             policed_read: None,
         }
     }
@@ -243,6 +247,7 @@ where
     /// each CPU's bucket gets the class's rate and burst, so the kernel path carries at most
     /// that many frames of the class per receiving CPU to this thread's own limit.
     pub fn set_policers(&mut self, policers: Vec<Policer>) {
+        self.policed_last = vec![PolicedCounters::default(); policers.len()];
         self.policers = policers;
         self.apply_policing();
     }
@@ -250,11 +255,7 @@ where
     fn apply_policing(&mut self) {
         for p in &self.policers {
             for class in PolicedClass::ALL {
-                let punt = match class {
-                    PolicedClass::ArpNd => PuntClass::ArpNd,
-                    PolicedClass::Icmp => PuntClass::Icmp,
-                };
-                let rate = crate::dataplane::rate_of(&self.punt, punt.index());
+                let rate = crate::dataplane::rate_of(&self.punt, punt_class_of(class).index());
                 if let Err(e) = p.set(class, rate, crate::dataplane::burst_of(rate)) {
                     // The control plane's own limit still holds; only the early drop is lost.
                     tracing::warn!(port = %p.name(), error = %e, "XDP policing not set");
@@ -275,11 +276,13 @@ where
         }
         self.policed_read = Some(Instant::now());
         let mut sum = [0u64; PuntClass::COUNT];
-        for p in &self.policers {
-            let Ok(c) = p.counters() else { continue };
-            for (class, n) in [(PuntClass::ArpNd, c.arp_nd), (PuntClass::Icmp, c.icmp)] {
-                if let Some(s) = sum.get_mut(class.index()) {
-                    *s += n;
+        for (p, last) in self.policers.iter().zip(self.policed_last.iter_mut()) {
+            if let Ok(c) = p.counters() {
+                *last = c;
+            }
+            for class in PolicedClass::ALL {
+                if let Some(s) = sum.get_mut(punt_class_of(class).index()) {
+                    *s += last.get(class);
                 }
             }
         }
@@ -779,6 +782,14 @@ where
                 self.after6(i, a, o);
             }
         }
+    }
+}
+
+/// The control plane's class of a class the XDP program polices.
+fn punt_class_of(class: PolicedClass) -> PuntClass {
+    match class {
+        PolicedClass::ArpNd => PuntClass::ArpNd,
+        PolicedClass::Icmp => PuntClass::Icmp,
     }
 }
 
