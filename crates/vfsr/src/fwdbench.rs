@@ -26,12 +26,12 @@
 //! packet, with their sum beside the ticks read around each whole step and the wall-clock
 //! figure, so that the three can be seen to agree.
 //!
-//! Each worker thread is pinned to its own core (one worker: the last core; two: cores 0 and
-//! 1), warms up for a tenth of the run and at least one pass over the flows, then counts
-//! packets for `--seconds`. With `--passes N` every run is repeated N times, the runs taking
-//! turns, and reported as the median with the minimum and maximum: the host's speed drifts
-//! between runs, and interleaving spreads the drift over all of them. Every design's packets must all be forwarded (checked from the
-//! counters), or the run fails.
+//! Each worker thread is pinned to its own core (one worker: the last core; two: cores 0 and 1),
+//! warms up for a tenth of the run and at least one pass over the flows, then counts packets for
+//! `--seconds`. With `--passes N` every run is repeated N times, the runs taking turns, and
+//! reported as the median with the minimum and maximum: the host's speed drifts between runs, and
+//! interleaving spreads the drift over all of them. Every design's packets must all be forwarded
+//! (checked from the counters), or the run fails.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;

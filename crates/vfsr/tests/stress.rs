@@ -1,9 +1,9 @@
-//! `vfsr stress`: a short run of four cases (malformed frames, an ARP flood, TTL-1 transit
-//! and SIGKILL) between network namespaces, checking what does not depend on the machine's
-//! speed: vfsrd never crashed, every frame the worker received is in its books, the ICMP
-//! errors stayed within the rate limit, the ARP flood was policed in the XDP program and
-//! the control plane took no more than its limit, and after SIGKILL the next vfsrd took over and left
-//! the ports' sysctls, XDP programs and TAPs as they were before any vfsrd.
+//! `vfsr stress`: a short run of four cases (malformed frames, an ARP flood, TTL-1 transit and
+//! SIGKILL) between network namespaces, checking what does not depend on the machine's speed: vfsrd
+//! never crashed, every frame the worker received is in its books, the ICMP errors stayed within
+//! the rate limit, the ARP flood was policed in the XDP program and the control plane took no more
+//! than its limit, and after SIGKILL the next vfsrd took over and left the ports' sysctls, XDP
+//! programs and TAPs as they were before any vfsrd.
 //!
 //! Needs root, network namespaces and the vfsrd binary built next to vfsr
 //! (`cargo build -p vfsrd`); skips with a printed reason otherwise.

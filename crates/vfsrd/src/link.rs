@@ -1,7 +1,7 @@
-//! What the control plane talks through: a [`Link`] sends and receives single frames (a raw
-//! socket on a port, a TAP device, or memory in tests), [`ToControl`] is what the workers
-//! hand over (through a bounded channel, the inbox), and a [`Wake`] eventfd lets a worker wake the control plane once per
-//! batch instead of once per packet.
+//! What the control plane talks through: a [`Link`] sends and receives single frames (a raw socket
+//! on a port, a TAP device, or memory in tests), [`ToControl`] is what the workers hand over
+//! (through a bounded channel, the inbox), and a [`Wake`] eventfd lets a worker wake the control
+//! plane once per batch instead of once per packet.
 
 use std::collections::VecDeque;
 use std::net::IpAddr;

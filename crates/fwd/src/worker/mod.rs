@@ -17,15 +17,15 @@
 //! published next-hop table, and each port's ARP and ND snapshots through per-worker caches
 //! (one atomic read per use while nothing changed). It never waits for the control plane.
 //!
-//! **Flow entries are checked, not trusted.** An entry holds where the packet goes (port and
-//! MAC) in the flow table's line, and in the table's side array what that was made from: the
-//! FIB version, the route's and the member's next-hop generation and version, and the
-//! neighbor's `(id, gen)`. A hit is used only if all still match; otherwise the entry is
-//! stale and is recomputed, and the flow keeps its ECMP member if the member is still in the
-//! route's group (stateful ECMP), even when the group itself changed. The check is done in full only
-//! once per change: an entry found current is stamped with the worker's `World` serial, which
-//! moves when a FIB version, the next-hop snapshot or a port's neighbor snapshot does, and an
-//! entry bearing the current serial is current without looking further.
+//! **Flow entries are checked, not trusted.** An entry holds where the packet goes (port and MAC)
+//! in the flow table's line, and in the table's side array what that was made from: the FIB
+//! version, the route's and the member's next-hop generation and version, and the neighbor's `(id,
+//! gen)`. A hit is used only if all still match; otherwise the entry is stale and is recomputed,
+//! and the flow keeps its ECMP member if the member is still in the route's group (stateful ECMP),
+//! even when the group itself changed. The check is done in full only once per change: an entry
+//! found current is stamped with the worker's `World` serial, which moves when a FIB version, the
+//! next-hop snapshot or a port's neighbor snapshot does, and an entry bearing the current serial is
+//! current without looking further.
 //!
 //! **Counting.** Every packet ends in one [`Outcome`](crate::counters::Outcome); drops carry
 //! a [`DropReason`]. After each batch the worker copies its counters to its

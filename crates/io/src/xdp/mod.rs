@@ -21,13 +21,13 @@
 //!        └──── recv copies it, gives it back ─┘              └──── completion ring ◀────┘
 //! ```
 //!
-//! The receive half of the frames always belongs to the fill ring (or to the kernel, or
-//! sits in the rx ring): [`XdpPort::recv`](port::XdpPort) takes up to `max` descriptors from the rx ring,
-//! copies each frame into a [`Packet`](vfsr_packet::Packet) from the pool, and hands all those frames back to
-//! the fill ring in one batch. The transmit half is a free list: [`XdpPort::send`](port::XdpPort) reclaims
-//! what the completion ring returned, copies each frame into a free one and submits the
-//! batch with one producer update. No frame, no ring slot: the frame is counted in
-//! [`IoStats::tx_dropped`](crate::IoStats::tx_dropped), never waited for.
+//! The receive half of the frames always belongs to the fill ring (or to the kernel, or sits in the
+//! rx ring): [`XdpPort::recv`](port::XdpPort) takes up to `max` descriptors from the rx ring,
+//! copies each frame into a [`Packet`](vfsr_packet::Packet) from the pool, and hands all those
+//! frames back to the fill ring in one batch. The transmit half is a free list:
+//! [`XdpPort::send`](port::XdpPort) reclaims what the completion ring returned, copies each frame
+//! into a free one and submits the batch with one producer update. No frame, no ring slot: the
+//! frame is counted in [`IoStats::tx_dropped`](crate::IoStats::tx_dropped), never waited for.
 //!
 //! System calls are made only when the kernel asks for them (`XDP_USE_NEED_WAKEUP`): a
 //! `recvfrom` when the fill ring's need-wakeup flag is set, a `sendto(MSG_DONTWAIT)` when

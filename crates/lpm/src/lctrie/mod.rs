@@ -96,9 +96,9 @@
 //!
 //! ## Updates
 //!
-//! An update has three things to bring in line: the chain (entries and parent links), the
-//! leaves (one per distinct address, naming its longest prefix) and the empty slots
-//! (representatives). [`LpmUpdate::update`](crate::LpmUpdate::update) takes a batch in three passes, all reading the
+//! An update has three things to bring in line: the chain (entries and parent links), the leaves
+//! (one per distinct address, naming its longest prefix) and the empty slots (representatives).
+//! [`LpmUpdate::update`](crate::LpmUpdate::update) takes a batch in three passes, all reading the
 //! route map after the changes:
 //!
 //! 1. **Entries.** A new prefix takes a free chain entry (or one at the end), a withdrawn one
