@@ -429,8 +429,8 @@ impl ApiServer {
         let mut cm = Map::new();
         if let Value::Object(o) = json!(control) {
             for (k, mut x) in o {
-                // Per-class arrays (rate_limited, policed_xdp) by class name.
-                if let Some(a) = x.as_array().filter(|a| a.len() == PuntClass::COUNT) {
+                // The per-class arrays, by class name.
+                if let (true, Some(a)) = (PER_CLASS.contains(&k.as_str()), x.as_array()) {
                     let named: Map<String, Value> = PuntClass::ALL
                         .iter()
                         .zip(a)
@@ -440,9 +440,7 @@ impl ApiServer {
                 }
                 let zero = x.as_u64() == Some(0)
                     || x.as_object()
-                        .is_some_and(|m| m.values().all(|n| n.as_u64() == Some(0)))
-                    || x.as_array()
-                        .is_some_and(|a| a.iter().all(|n| n.as_u64() == Some(0)));
+                        .is_some_and(|m| m.values().all(|n| n.as_u64() == Some(0)));
                 if !(nonzero && zero) {
                     cm.insert(k, x);
                 }
@@ -518,20 +516,21 @@ fn since(now: &Counters, base: &Counters) -> Counters {
     c
 }
 
+/// [`ControlCounters`]' per-class arrays, shown by class name in `show counters`.
+const PER_CLASS: [&str; 2] = ["rate_limited", "policed_xdp"];
+
 fn control_since(now: &ControlCounters, base: &ControlCounters) -> ControlCounters {
     let d = |a: u64, b: u64| a.wrapping_sub(b);
-    let mut limited = now.rate_limited;
-    for (x, y) in limited.iter_mut().zip(base.rate_limited.iter()) {
-        *x = x.wrapping_sub(*y);
-    }
-    let mut policed = now.policed_xdp;
-    for (x, y) in policed.iter_mut().zip(base.policed_xdp.iter()) {
-        *x = x.wrapping_sub(*y);
-    }
+    let per_class = |mut a: [u64; PuntClass::COUNT], b: [u64; PuntClass::COUNT]| {
+        for (x, y) in a.iter_mut().zip(b) {
+            *x = x.wrapping_sub(y);
+        }
+        a
+    };
     ControlCounters {
         frames_in: d(now.frames_in, base.frames_in),
-        rate_limited: limited,
-        policed_xdp: policed,
+        rate_limited: per_class(now.rate_limited, base.rate_limited),
+        policed_xdp: per_class(now.policed_xdp, base.policed_xdp),
         arp_answered: d(now.arp_answered, base.arp_answered),
         ns_answered: d(now.ns_answered, base.ns_answered),
         neighbors_learned: d(now.neighbors_learned, base.neighbors_learned),

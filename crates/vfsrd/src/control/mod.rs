@@ -267,11 +267,7 @@ where
     /// Reads the XDP policers' counters into [`ControlCounters::policed_xdp`], unless they
     /// were read less than `max_age` ago.
     pub fn read_policed(&mut self, max_age: Duration) {
-        if self.policers.is_empty()
-            || self
-                .policed_read
-                .is_some_and(|t| !max_age.is_zero() && t.elapsed() < max_age)
-        {
+        if self.policers.is_empty() || self.policed_read.is_some_and(|t| t.elapsed() < max_age) {
             return;
         }
         self.policed_read = Some(Instant::now());
