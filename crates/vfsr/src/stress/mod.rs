@@ -855,23 +855,11 @@ fn flood_case(
             );
             let punt_limit = 2000.0;
             let taken = w.control("frames_in") as f64;
-            let delta = lab::control_delta(&w.stats0, &w.stats1);
-            let limited = delta["rate_limited"]["arp_nd"].as_u64().unwrap_or(0);
-            let policed = delta["policed_xdp"]["arp_nd"].as_u64().unwrap_or(0);
+            let limited = lab::control_delta(&w.stats0, &w.stats1)["rate_limited"]["arp_nd"]
+                .as_u64()
+                .unwrap_or(0);
             r.note("arp_nd_limited", json!(limited));
-            r.note("arp_nd_policed_xdp", json!(policed));
-            if lab.backend == "xdp" && w.sent.pps() > 10.0 * punt_limit {
-                // A flood of ten times the limit or more (at full rate, a hundred times): the
-                // XDP program must have dropped more of it than the control plane took in.
-                r.check(
-                    "policed before the kernel",
-                    policed as f64 > taken,
-                    format!(
-                        "{policed} of {} flooded frames dropped by the XDP program's arp_nd bucket, {taken:.0} taken in by the control plane",
-                        w.sent.frames
-                    ),
-                );
-            }
+            check_policed(&mut r, lab, &w, "arp_nd", punt_limit);
             let bound = punt_limit * w.stats_secs() + 200.0 + 1000.0;
             r.check(
                 "punt limit held",
@@ -927,22 +915,7 @@ fn flood_case(
             r.note("flow_table", json!({"capacity": cap, "entries": entries, "inserts": inserts, "evictions": evicted, "refusals": refused}));
         }
         "echo" => {
-            let policed = lab::control_delta(&w.stats0, &w.stats1)["policed_xdp"]["icmp"]
-                .as_u64()
-                .unwrap_or(0);
-            r.note("icmp_policed_xdp", json!(policed));
-            // As for ARP: checked when the flood is ten times the icmp limit (1000/s) or more.
-            if lab.backend == "xdp" && w.sent.pps() > 10_000.0 {
-                let taken = w.control("frames_in");
-                r.check(
-                    "policed before the kernel",
-                    policed > taken,
-                    format!(
-                        "{policed} of {} echo requests dropped by the XDP program's icmp bucket, {taken} taken in by the control plane",
-                        w.sent.frames
-                    ),
-                );
-            }
+            check_policed(&mut r, lab, &w, "icmp", 1000.0);
             let replies = w.control("echo_replies") as f64;
             let bound = 1000.0 * w.stats_secs() + 100.0;
             r.check(
@@ -1056,6 +1029,28 @@ fn punt_classes(lab: &Lab, rng: &mut Rng) -> Vec<PuntStep> {
         ("routing (bgp)", 1, 10_000.0, bgp),
         ("slow_path (router alert)", 4, 2000.0, alert),
     ]
+}
+
+/// Notes what the port's XDP program dropped of a flood of punt class `class` (limit
+/// `limit` per second) and, on AF_XDP and for a flood of ten times the limit or more (at full
+/// rate, a hundred times), checks that it dropped more than the control plane took in.
+fn check_policed(r: &mut CaseResult, lab: &Lab, w: &Window, class: &str, limit: f64) {
+    let policed = lab::control_delta(&w.stats0, &w.stats1)["policed_xdp"][class]
+        .as_u64()
+        .unwrap_or(0);
+    r.note(&format!("{class}_policed_xdp"), json!(policed));
+    if lab.backend == "xdp" && w.sent.pps() > 10.0 * limit {
+        let taken = w.control("frames_in");
+        r.check(
+            "policed before the kernel",
+            policed > taken,
+            format!(
+                "{policed} of {} flooded frames dropped by the XDP program's {class} bucket, \
+                 {taken} taken in by the control plane",
+                w.sent.frames
+            ),
+        );
+    }
 }
 
 fn punt_case(
