@@ -26,6 +26,7 @@ mod jsonfile;
 mod livedemo;
 mod lookup;
 mod machine;
+mod neighbench;
 mod replay;
 mod report;
 mod soak;
@@ -65,6 +66,9 @@ enum Command {
     /// The forwarding pipeline.
     #[command(subcommand)]
     Fwd(FwdCommand),
+    /// Neighbor (ARP and ND) tables.
+    #[command(subcommand)]
+    Neigh(NeighCommand),
     /// Route intake from FRR's zebra (FPM).
     #[command(subcommand)]
     Fpm(FpmCommand),
@@ -91,6 +95,13 @@ enum Command {
 enum FwdCommand {
     /// Mpps per worker for the legacy, split and split+flow designs on frames in memory.
     Bench(fwdbench::FwdBenchArgs),
+}
+
+#[derive(Subcommand)]
+enum NeighCommand {
+    /// The control plane's cost per neighbor created under a scan (publication included)
+    /// and the workers' cost per lookup, per family and table capacity.
+    Bench(neighbench::NeighBenchArgs),
 }
 
 #[derive(Subcommand)]
@@ -160,6 +171,7 @@ fn main() -> ExitCode {
         Command::Lpm(LpmCommand::Bench(a)) => bench::run(&a).map_err(Box::from),
         Command::Fib(FibCommand::Bench(a)) => fibbench::run(&a).map_err(Box::from),
         Command::Fwd(FwdCommand::Bench(a)) => fwdbench::run(&a).map_err(Box::from),
+        Command::Neigh(NeighCommand::Bench(a)) => neighbench::run(&a).map_err(Box::from),
         Command::Replay(a) => replay::run(&a).map_err(Box::from),
         Command::Fpm(FpmCommand::Bench(a)) => fpmbench::run(&a).map_err(Box::from),
         Command::Cp(CpCommand::Bench(a)) => cpbench::run(&a).map_err(Box::from),
