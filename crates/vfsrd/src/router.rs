@@ -57,6 +57,7 @@ pub fn port_specs(plan: &Plan, macs: &[MacAddr]) -> Vec<PortSpec> {
                 .mtu(itf.mtu);
             s.addrs4 = itf.addrs4.clone();
             s.addrs6 = itf.addrs6.clone();
+            s.neighbors.capacity = itf.neighbors;
             if !s.addrs6.iter().any(|(a, _)| is_link_local(a)) {
                 s.addrs6.push((link_local(*mac), 64));
             }
@@ -216,6 +217,7 @@ addresses = ["10.1.0.1/24"]
 [[interface]]
 name = "b"
 addresses = ["10.2.0.1/24", "fd00:2::1/64"]
+neighbors = 20000
 [[route]]
 prefix = "10.9.0.0/16"
 via = ["10.2.0.3", "10.2.0.2"]
@@ -252,6 +254,8 @@ via = "172.16.0.1"
         let specs = port_specs(&plan, &macs);
         assert!(specs[0].addrs6.iter().any(|(a, _)| is_link_local(a)));
         assert_eq!(specs[1].name, "b");
+        assert_eq!(specs[0].neighbors.capacity, vfsr_neigh::DEFAULT_CAPACITY);
+        assert_eq!(specs[1].neighbors.capacity, 20000);
     }
 
     #[test]

@@ -288,6 +288,12 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
                 ),
             ));
         }
+        if !(16..=1 << 20).contains(&s.neighbors) {
+            errs.push(ConfigError::new(
+                key("neighbors"),
+                format!("{} is outside 16..=1048576", s.neighbors),
+            ));
+        }
         if !(1280..=9000).contains(&s.mtu) {
             errs.push(ConfigError::new(
                 key("mtu"),
@@ -314,6 +320,7 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
             xdp_mode,
             zero_copy: s.zero_copy,
             busy_poll: s.busy_poll,
+            neighbors: s.neighbors as usize,
         });
     }
     // One address belongs to one interface.

@@ -32,6 +32,8 @@
 //! tap = "veth1"            # the host stack's view of the port (default "v" + name)
 //! busy_poll = true         # AF_XDP: workers run the port's receive work (preferred busy
 //!                          # polling), so a flood cannot starve them of their core
+//! neighbors = 4096         # the most ARP entries and the most ND entries (each) on the
+//!                          # port; a full table evicts failed, then stale ones
 //!
 //! [[route]]
 //! prefix = "203.0.113.0/24"
@@ -128,6 +130,8 @@ pub struct Interface {
     pub zero_copy: bool,
     /// AF_XDP preferred busy polling.
     pub busy_poll: bool,
+    /// Neighbor table capacity (per family).
+    pub neighbors: usize,
 }
 
 /// Where a checked route goes.
@@ -331,6 +335,7 @@ batch = 0
 name = "this-name-is-far-too-long"
 addresses = ["10.0.0.1/33", "x/24"]
 mtu = 100
+neighbors = 8
 [[interface]]
 name = "b"
 backend = "dpdk"
@@ -363,6 +368,7 @@ rcvbuf = 100
             "interface[0].addresses[0]: \"10.0.0.1/33\": prefix length /33 is longer than /32",
             "interface[0].addresses[1]: \"x/24\": not an IPv4 or IPv6 address before the /",
             "interface[0].mtu: 100 is outside",
+            "interface[0].neighbors: 8 is outside 16..=1048576",
             "interface[1].backend: unknown backend \"dpdk\"",
             "interface[1].queues: 2 queues but 1 worker(s)",
             "route[0].prefix: \"10.0.0.1/8\" has bits set beyond /8",

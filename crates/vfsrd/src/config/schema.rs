@@ -226,6 +226,9 @@ pub struct InterfaceSection {
     /// polling) instead of leaving it to the kernel's NAPI context.
     #[serde(default = "yes")]
     pub busy_poll: bool,
+    /// The most ARP entries, and the most ND entries, the port keeps.
+    #[serde(default = "default_neighbors")]
+    pub neighbors: u32,
 }
 
 fn yes() -> bool {
@@ -243,6 +246,9 @@ fn one() -> u32 {
 }
 fn default_mtu() -> u32 {
     1500
+}
+fn default_neighbors() -> u32 {
+    vfsr_neigh::DEFAULT_CAPACITY as u32
 }
 
 /// `[[route]]`.
