@@ -535,6 +535,7 @@ fn control_since(now: &ControlCounters, base: &ControlCounters) -> ControlCounte
         ns_answered: d(now.ns_answered, base.ns_answered),
         neighbors_learned: d(now.neighbors_learned, base.neighbors_learned),
         solicits_sent: d(now.solicits_sent, base.solicits_sent),
+        solicits_limited: d(now.solicits_limited, base.solicits_limited),
         held: d(now.held, base.held),
         released: d(now.released, base.released),
         hold_dropped: d(now.hold_dropped, base.hold_dropped),

@@ -5,6 +5,7 @@
 //! | --- | --- |
 //! | `[[route]]` | routes gone are withdrawn, new or changed ones announced (source `static`); a FIB change is published like any other, in one batch |
 //! | `[punt]` | the control plane's token buckets are rebuilt |
+//! | `[neighbor] solicit_rate` | the ports' solicitation buckets are rebuilt |
 //! | `[rib] distance` | every route of a changed source takes the new distance; best paths are recomputed |
 //! | `[rib] max_delay_us` | the FIBs' publication bound |
 //! | `[fpm]`, `[kernel]` | a source turned off stops and its routes are withdrawn; one turned on or changed is opened again (an FPM session starts over: zebra reconnects and replays) |
@@ -160,6 +161,13 @@ where
         control.set_punt(&new.punt);
         applied.push("punt: limits replaced".into());
     }
+    if current.neighbor != new.neighbor {
+        control.set_solicit_rate(new.neighbor.solicit_rate);
+        applied.push(format!(
+            "neighbor: {} solicitations per second per port",
+            new.neighbor.solicit_rate
+        ));
+    }
 
     // Route sources.
     let fpm_changed = current.fpm != new.fpm;
@@ -210,6 +218,7 @@ where
     // The live parts take the new values; the others keep the running ones.
     current.routes = new.routes.clone();
     current.punt = new.punt;
+    current.neighbor = new.neighbor;
     current.distances = new.distances;
     current.max_delay = new.max_delay;
     current.fpm = new.fpm.clone();

@@ -325,6 +325,7 @@ where
     drop(tx);
 
     let mut control = Control::new(lab, ctl_ports, rx, Arc::clone(&wake), &plan.punt);
+    control.set_solicit_rate(plan.neighbor.solicit_rate);
     control.sources = Sources::open(plan, &kernel_ids, &mut control.router)?;
     control.set_worker_rates(punt_rates);
     let mut ctl_fast = Vec::new();

@@ -144,3 +144,54 @@ fn echo_reply_comes_from_the_port_mac_whatever_the_request_was_sent_to() {
         assert_eq!(&sent[0][6..12], &US.0, "from the port's MAC, not {dst:?}");
     }
 }
+
+/// A scan of a connected subnet: every address tried is a new neighbor to solicit. The port
+/// sends at most its `[neighbor] solicit_rate` (here the burst of a fresh bucket), counts
+/// the solicitations it held back, and a new rate (a reload) takes effect at once.
+#[test]
+fn solicitations_beyond_the_ports_rate_are_counted_not_sent() {
+    let (mut c, wire) = control();
+    c.set_solicit_rate(20); // a burst of 16 (dataplane::burst_of), then 20 a second
+    let pkt = || vfsr_fwd::Packet::from_frame(&[0u8; 60], 1);
+    for k in 0..40u8 {
+        c.hold(1, Ipv4Addr::new(10, 0, 0, 100 + k).into(), pkt());
+    }
+    for k in 0..40u16 {
+        let a = Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0x100 + k);
+        c.hold(1, a.into(), pkt());
+    }
+    let sent = wire.take();
+    let arp = sent.iter().filter(|f| parse_arp(f).is_some()).count();
+    let nd = sent.iter().filter(|f| parse_nd(f).is_some()).count();
+    // IPv4 misses came first and took the whole burst; they share one bucket per port.
+    assert_eq!((arp, nd), (16, 0), "{} frames", sent.len());
+    assert_eq!(c.counters.solicits_sent, 16);
+    assert_eq!(c.counters.solicits_limited, 64);
+    assert_eq!(c.counters.held, 80, "every packet is still held");
+
+    // A reload with a new `[neighbor] solicit_rate` replaces the buckets.
+    let text = "[[interface]]\nname = \"p\"\naddresses = [\"10.0.0.1/24\", \"fd00::1/64\"]\n";
+    let mut plan = parse(text, None).unwrap();
+    let path = std::env::temp_dir().join(format!("vfsrd-solicit-{}.toml", std::process::id()));
+    std::fs::write(&path, format!("{text}[neighbor]\nsolicit_rate = 1000000\n")).unwrap();
+    let answer = vfsrd::reload::reload(&mut c, &mut plan, &path, &[], 2).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        answer
+            .to_string()
+            .contains("neighbor: 1000000 solicitations"),
+        "{answer}"
+    );
+    assert_eq!(plan.neighbor.solicit_rate, 1_000_000);
+    c.hold(1, Ipv4Addr::new(10, 0, 0, 200).into(), pkt());
+    c.hold(
+        1,
+        Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, 0x200).into(),
+        pkt(),
+    );
+    let sent = wire.take();
+    assert_eq!(sent.len(), 2, "{sent:?}");
+    assert!(parse_arp(&sent[0]).is_some_and(|a| a.target_ip == Ipv4Addr::new(10, 0, 0, 200)));
+    assert!(parse_nd(&sent[1]).is_some());
+    assert_eq!(c.counters.solicits_limited, 64);
+}

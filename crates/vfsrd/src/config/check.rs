@@ -445,6 +445,12 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
             errs.push(ConfigError::new(k, format!("{v} packets/s is not a limit")));
         }
     }
+    if !(1..=1_000_000).contains(&file.neighbor.solicit_rate) {
+        errs.push(ConfigError::new(
+            "neighbor.solicit_rate",
+            format!("{} is outside 1..=1000000", file.neighbor.solicit_rate),
+        ));
+    }
     let mut distances = [0u8; vfsr_rib::Source::COUNT];
     for src in vfsr_rib::Source::ALL {
         if let Some(d) = distances.get_mut(src.index()) {
@@ -606,6 +612,7 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
         routes,
         table,
         punt: file.punt,
+        neighbor: file.neighbor,
     })
 }
 

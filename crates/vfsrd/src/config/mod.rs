@@ -63,6 +63,11 @@
 //! group = "vfsr"           # the socket's group (default: root's)
 //! metrics = "127.0.0.1:9108"  # Prometheus endpoint at /metrics ("off": none)
 //!
+//! [neighbor]
+//! solicit_rate = 1000      # ARP requests and NS sent per second on each port, at most: a
+//!                          # scan of a connected subnet would otherwise make the router
+//!                          # send three for every address it tries
+//!
 //! [punt]                   # packets per second punted to the control plane, per class
 //! arp_nd = 2000            # arp_nd and icmp are also policed in AF_XDP ports' XDP program
 //! routing = 10000          # (per receiving CPU), before the kernel sees the frames
@@ -215,6 +220,8 @@ pub struct Plan {
     pub table: Option<TablePlan>,
     /// Punt rates.
     pub punt: PuntSection,
+    /// `[neighbor]`.
+    pub neighbor: NeighborSection,
     /// Administrative distance of each source, indexed by `vfsr_rib::Source::index`.
     pub distances: [u8; vfsr_rib::Source::COUNT],
     /// Longest delay of a route change before the workers see it.
@@ -353,6 +360,8 @@ max_delay_us = 5000000
 [fpm]
 listen = "localhost"
 resync_quiet_ms = 0
+[neighbor]
+solicit_rate = 0
 [kernel]
 table = "mine"
 exclude_protocols = ["kernel", "gated?", 300]
@@ -378,6 +387,7 @@ rcvbuf = 100
             "rib.max_delay_us: more than a second",
             "fpm.listen: \"localhost\" is not address:port",
             "fpm.resync_quiet_ms: 0 is outside",
+            "neighbor.solicit_rate: 0 is outside 1..=1000000",
             "kernel.table: unknown table \"mine\"",
             "kernel.exclude_protocols[1]: unknown protocol \"gated?\"",
             "kernel.exclude_protocols[2]: protocol 300 is more than 255",

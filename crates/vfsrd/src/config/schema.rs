@@ -23,6 +23,9 @@ pub struct File {
     /// `[punt]`.
     #[serde(default)]
     pub punt: PuntSection,
+    /// `[neighbor]`.
+    #[serde(default)]
+    pub neighbor: NeighborSection,
     /// `[rib]`.
     #[serde(default)]
     pub rib: RibSection,
@@ -334,6 +337,22 @@ impl Default for PuntSection {
             icmp: 1_000,
             local: 10_000,
             slow_path: 2_000,
+        }
+    }
+}
+
+/// `[neighbor]`: the traffic the neighbor tables make.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct NeighborSection {
+    /// ARP requests and Neighbor Solicitations sent per second on each port, at most.
+    pub solicit_rate: u32,
+}
+
+impl Default for NeighborSection {
+    fn default() -> Self {
+        NeighborSection {
+            solicit_rate: 1_000,
         }
     }
 }

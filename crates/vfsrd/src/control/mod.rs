@@ -39,7 +39,7 @@ use vfsr_wire::ethernet::{ethertype, MacAddr, HEADER_LEN};
 use vfsr_wire::icmpv6::NdRepr;
 use vfsr_wire::{ip_proto, EthernetFrame, Ipv4Packet, Ipv6Packet};
 
-use crate::config::PuntSection;
+use crate::config::{NeighborSection, PuntSection};
 use crate::link::{Link, ToControl, Wake};
 use crate::sources::Sources;
 
@@ -127,6 +127,9 @@ pub struct ControlCounters {
     pub neighbors_learned: u64,
     /// ARP requests and Neighbor Solicitations sent.
     pub solicits_sent: u64,
+    /// Solicitations not sent: the port's `[neighbor] solicit_rate` was spent (the entry's
+    /// timer goes on; a later retransmission may go out).
+    pub solicits_limited: u64,
     /// Packets held while their next hop resolves.
     pub held: u64,
     /// Held packets sent after resolution.
@@ -166,6 +169,8 @@ pub struct Control<E4: LpmUpdate<u32>, E6: LpmUpdate<u128>> {
     inbox: Receiver<ToControl>,
     wake: Arc<Wake>,
     limits: [TokenBucket; PuntClass::COUNT],
+    /// Per port: the solicitations it may still send.
+    solicit_limits: Vec<TokenBucket>,
     /// Counters.
     pub counters: ControlCounters,
     start: Instant,
@@ -209,6 +214,7 @@ where
         punt: &PuntSection,
     ) -> Self {
         let limits = punt_limits(punt);
+        let solicit_limits = solicit_buckets(ports.len(), NeighborSection::default().solicit_rate);
         Control {
             router,
             sources: Sources::none(),
@@ -216,6 +222,7 @@ where
             inbox,
             wake,
             limits,
+            solicit_limits,
             counters: ControlCounters::default(),
             start: Instant::now(),
             last_timer_ms: 0,
@@ -230,6 +237,22 @@ where
             policed_last: Vec::new(),
             policed_read: None,
         }
+    }
+
+    /// The most solicitations each port sends per second (`[neighbor] solicit_rate`; at
+    /// start and on a reload).
+    pub fn set_solicit_rate(&mut self, rate: u32) {
+        self.solicit_limits = solicit_buckets(self.ports.len(), rate);
+    }
+
+    /// Whether port `i` may send a solicitation now; counts the ones it may not.
+    fn solicit_allowed(&mut self, i: usize) -> bool {
+        let now = u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let ok = self.solicit_limits.get_mut(i).is_some_and(|b| b.allow(now));
+        if !ok {
+            self.counters.solicits_limited += 1;
+        }
+        ok
     }
 
     /// New per-class punt limits (a reload): the control plane's and, through the shared
@@ -731,12 +754,15 @@ where
         let Some(src) = port.source4(addr) else {
             return;
         };
-        let req = ArpRepr::request(port.mac, src, addr);
+        let (mac, req) = (port.mac, ArpRepr::request(port.mac, src, addr));
+        if !self.solicit_allowed(i) {
+            return;
+        }
         let dst = match s {
             Solicit::Multicast => MacAddr::BROADCAST,
             Solicit::Unicast(m) => m,
         };
-        let f = frames::arp_frame(dst, port.mac, &req);
+        let f = frames::arp_frame(dst, mac, &req);
         self.counters.solicits_sent += 1;
         self.send(i, &f);
     }
@@ -752,7 +778,8 @@ where
             Solicit::Multicast => None,
             Solicit::Unicast(m) => Some(m),
         };
-        if let Some(f) = frames::neighbor_solicit(port.mac, src, addr, to) {
+        let f = frames::neighbor_solicit(port.mac, src, addr, to);
+        if let Some(f) = f.filter(|_| self.solicit_allowed(i)) {
             self.counters.solicits_sent += 1;
             self.send(i, &f);
         }
@@ -787,6 +814,14 @@ fn punt_class_of(class: PolicedClass) -> PuntClass {
         PolicedClass::ArpNd => PuntClass::ArpNd,
         PolicedClass::Icmp => PuntClass::Icmp,
     }
+}
+
+/// One solicitation bucket per port: `rate` a second, the punt classes' burst
+/// ([`crate::dataplane::burst_of`]).
+fn solicit_buckets(ports: usize, rate: u32) -> Vec<TokenBucket> {
+    (0..ports)
+        .map(|_| TokenBucket::new(rate, crate::dataplane::burst_of(rate)))
+        .collect()
 }
 
 fn punt_limits(punt: &PuntSection) -> [TokenBucket; PuntClass::COUNT] {
