@@ -23,8 +23,9 @@
 //! (`Arc::make_mut`), and a publication rewrites only the chunks whose entries changed.
 //! A change then costs a shard and a chunk copied at most, and a publication a pointer per
 //! shard and chunk, where a copy of the table cost tens of microseconds at 4096 entries and
-//! over half a millisecond at 65536 (`vfsr neigh bench`). A reader pays one more dependent
-//! load (the chunk) and one more hash (the shard) than with one flat copy.
+//! over half a millisecond at 65536 (`vfsr neigh bench`). The index holds the entries, so a
+//! lookup by address hashes once and reads its shard's pointer, then the entry; an id
+//! (`is_current`) reads one more load, its chunk's, than a flat copy did.
 //!
 //! **Generations.** Each entry has a `gen` taken from a table-wide counter whenever the
 //! entry is created or its MAC or usability changes (becoming FAILED, being resolved, a new
@@ -358,6 +359,16 @@ struct Slot<A, P> {
 }
 
 impl<A, P> Slot<A, P> {
+    /// What the workers see of the entry in slot `id`.
+    fn entry(&self, id: u32) -> NeighborEntry {
+        NeighborEntry {
+            id,
+            gen: self.gen,
+            mac: self.nud.mac,
+            state: self.nud.state,
+        }
+    }
+
     /// The entry's place in the eviction order, if it may be evicted: FAILED before STALE,
     /// the least recently changed first.
     fn evict_key(&self, id: u32) -> Option<(u8, Tick, u32)> {
@@ -585,12 +596,7 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
             let chunk = Arc::make_mut(arc);
             let mut id = (c * CHUNK) as u32;
             for (e, s) in chunk.iter_mut().zip(from.chain(std::iter::repeat(&None))) {
-                *e = s.as_ref().map(|s| NeighborEntry {
-                    id,
-                    gen: s.gen,
-                    mac: s.nud.mac,
-                    state: s.nud.state,
-                });
+                *e = s.as_ref().map(|s| s.entry(id));
                 id = id.wrapping_add(1);
             }
         }
@@ -610,13 +616,7 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
     /// removed by the caller), its chunk is rewritten at the next publication.
     fn touch(&mut self, id: u32) {
         if let Some(s) = self.slot(id) {
-            let e = NeighborEntry {
-                id,
-                gen: s.gen,
-                mac: s.nud.mac,
-                state: s.nud.state,
-            };
-            self.index.set(s.addr, e);
+            self.index.set(s.addr, s.entry(id));
         }
         let c = id as usize / CHUNK;
         if self.listed.len() <= c {

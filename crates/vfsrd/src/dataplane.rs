@@ -80,7 +80,7 @@ impl PuntRates {
                 .get(k)
                 .map_or(0, |r| r.load(Ordering::Relaxed))
                 .min(u64::from(u32::MAX)) as u32;
-            TokenBucket::new(rate, burst_of(rate))
+            bucket_of(rate)
         })
     }
 }
@@ -89,6 +89,12 @@ impl PuntRates {
 /// plane's and the XDP programs'): a tenth of a second's worth, at least 16.
 pub fn burst_of(rate: u32) -> u32 {
     (rate / 10).max(16)
+}
+
+/// A bucket of `rate` per second with [`burst_of`] its burst: every punt class's, and each
+/// port's solicitations.
+pub fn bucket_of(rate: u32) -> TokenBucket {
+    TokenBucket::new(rate, burst_of(rate))
 }
 
 /// The `[punt]` rate of class `k` ([`PuntClass::index`]).

@@ -754,7 +754,7 @@ where
         let Some(src) = port.source4(addr) else {
             return;
         };
-        let (mac, req) = (port.mac, ArpRepr::request(port.mac, src, addr));
+        let mac = port.mac;
         if !self.solicit_allowed(i) {
             return;
         }
@@ -762,7 +762,7 @@ where
             Solicit::Multicast => MacAddr::BROADCAST,
             Solicit::Unicast(m) => m,
         };
-        let f = frames::arp_frame(dst, mac, &req);
+        let f = frames::arp_frame(dst, mac, &ArpRepr::request(mac, src, addr));
         self.counters.solicits_sent += 1;
         self.send(i, &f);
     }
@@ -816,19 +816,15 @@ fn punt_class_of(class: PolicedClass) -> PuntClass {
     }
 }
 
-/// One solicitation bucket per port: `rate` a second, the punt classes' burst
-/// ([`crate::dataplane::burst_of`]).
+/// One solicitation bucket per port, `rate` a second.
 fn solicit_buckets(ports: usize, rate: u32) -> Vec<TokenBucket> {
     (0..ports)
-        .map(|_| TokenBucket::new(rate, crate::dataplane::burst_of(rate)))
+        .map(|_| crate::dataplane::bucket_of(rate))
         .collect()
 }
 
 fn punt_limits(punt: &PuntSection) -> [TokenBucket; PuntClass::COUNT] {
-    std::array::from_fn(|k| {
-        let rate = crate::dataplane::rate_of(punt, k);
-        TokenBucket::new(rate, crate::dataplane::burst_of(rate))
-    })
+    std::array::from_fn(|k| crate::dataplane::bucket_of(crate::dataplane::rate_of(punt, k)))
 }
 
 /// The class of a control frame read from the kernel path (the pipeline's own rules). A
