@@ -11,10 +11,14 @@
 //!   resolved one at a time, with a publication after every change (what vfsrd does for a
 //!   held packet) or after every 16 (a batch). Reported as nanoseconds per change, the
 //!   publication included.
+//! - **timer round**: one `expire` call over a table full of REACHABLE entries none of
+//!   whose timers is due (a large LAN at rest; vfsrd runs a round every 50 ms per port and
+//!   family), in nanoseconds per round.
 //! - **lookup**: a worker's view: present addresses looked up in a published snapshot in a
 //!   random order, and `is_current` checks of cached `(id, gen)` pairs, in nanoseconds.
 //!
-//! Each figure is the median of `--runs` passes with the minimum and maximum beside it.
+//! `--measures` picks among `churn`, `timer` and `lookup` (all by default). Each figure is
+//! the median of `--runs` passes with the minimum and maximum beside it.
 
 use std::hint::black_box;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -23,7 +27,7 @@ use std::time::Instant;
 use clap::Args;
 use serde_json::{json, Value};
 use vfsr_bench::stats::Stats;
-use vfsr_neigh::{NeighAddr, NeighborConfig, NeighborTable};
+use vfsr_neigh::{Event, Mac, NeighAddr, NeighborConfig, NeighborTable};
 use vfsr_table::rng::Rng;
 
 /// What can stop `vfsr neigh bench`.
@@ -45,6 +49,9 @@ pub struct NeighBenchArgs {
     /// Table capacities to measure (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "4096,65536")]
     pub capacities: Vec<usize>,
+    /// Which measures to take (comma-separated).
+    #[arg(long, value_delimiter = ',', default_value = "churn,timer,lookup")]
+    pub measures: Vec<Measure>,
     /// Timed passes per measurement (the median is reported).
     #[arg(long, default_value_t = 7)]
     pub runs: usize,
@@ -54,6 +61,17 @@ pub struct NeighBenchArgs {
     /// Also write the results as JSON to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
+}
+
+/// One of the benchmark's measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Measure {
+    /// New neighbors in a full table, published after each and after every 16.
+    Churn,
+    /// A timer round with nothing due.
+    Timer,
+    /// A worker's lookup and `is_current`.
+    Lookup,
 }
 
 /// Addresses for a family: `n` distinct ones from a seeded generator.
@@ -128,6 +146,35 @@ fn churn<A: Family>(cap: usize, every: usize, runs: usize) -> Stats {
     Stats::of(&ns)
 }
 
+/// Nanoseconds per timer round over a table of `cap` REACHABLE entries, none due.
+fn timer_round<A: Family>(cap: usize, runs: usize) -> Stats {
+    let addrs: Vec<A> = distinct(cap, 13);
+    let mut t: NeighborTable<A, u32> = NeighborTable::new(NeighborConfig {
+        capacity: cap,
+        ..NeighborConfig::default()
+    });
+    let answer = Event::Advert {
+        mac: Some(Mac([2, 0, 0, 0, 0, 1])),
+        solicited: true,
+        override_flag: true,
+    };
+    for (i, a) in addrs.iter().enumerate() {
+        let _ = t.resolve(*a, i as u32, 1);
+        let _ = t.apply(*a, answer, 2);
+    }
+    t.publish();
+    let reps = (1 << 22) / cap;
+    let mut ns = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t0 = Instant::now();
+        for _ in 0..reps.max(1) {
+            black_box(t.expire(black_box(3)));
+        }
+        ns.push(t0.elapsed().as_nanos() as f64 / reps.max(1) as f64);
+    }
+    Stats::of(&ns)
+}
+
 /// Nanoseconds per lookup and per `is_current` check in a published table of `cap` entries.
 fn lookups<A: Family>(cap: usize, runs: usize) -> (Stats, Stats) {
     let addrs: Vec<A> = distinct(cap, 11);
@@ -177,16 +224,27 @@ fn stats_json(s: &Stats) -> Value {
     json!({"median": s.median, "min": s.min, "max": s.max})
 }
 
-fn family<A: Family>(name: &str, cap: usize, runs: usize, rows: &mut Vec<Value>) {
-    let each = churn::<A>(cap, 1, runs);
-    let batch = churn::<A>(cap, 16, runs);
-    let (look, cur) = lookups::<A>(cap, runs);
-    for (what, s) in [
-        ("churn, publish each change", each),
-        ("churn, publish every 16", batch),
-        ("lookup", look),
-        ("is_current", cur),
-    ] {
+fn family<A: Family>(
+    name: &str,
+    cap: usize,
+    measures: &[Measure],
+    runs: usize,
+    rows: &mut Vec<Value>,
+) {
+    let mut taken = Vec::new();
+    if measures.contains(&Measure::Churn) {
+        taken.push(("churn, publish each change", churn::<A>(cap, 1, runs)));
+        taken.push(("churn, publish every 16", churn::<A>(cap, 16, runs)));
+    }
+    if measures.contains(&Measure::Timer) {
+        taken.push(("timer round, none due", timer_round::<A>(cap, runs)));
+    }
+    if measures.contains(&Measure::Lookup) {
+        let (look, cur) = lookups::<A>(cap, runs);
+        taken.push(("lookup", look));
+        taken.push(("is_current", cur));
+    }
+    for (what, s) in taken {
         println!(
             "{name:<4} {cap:>8}  {what:<28} {:>10.1} ns  ({:.1}-{:.1})",
             s.median, s.min, s.max
@@ -214,8 +272,8 @@ pub(crate) fn run(a: &NeighBenchArgs) -> Result<(), Error> {
     let runs = a.runs.max(1);
     let mut rows = Vec::new();
     for &cap in &a.capacities {
-        family::<Ipv4Addr>("arp", cap, runs, &mut rows);
-        family::<Ipv6Addr>("nd", cap, runs, &mut rows);
+        family::<Ipv4Addr>("arp", cap, &a.measures, runs, &mut rows);
+        family::<Ipv6Addr>("nd", cap, &a.measures, runs, &mut rows);
     }
     if let Some(p) = &a.json {
         let doc = json!({"machine": facts, "core": core, "runs": runs, "results": rows});
