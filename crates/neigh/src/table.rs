@@ -39,6 +39,11 @@
 //! order as states change, so finding it takes a logarithm, not a pass over the table); if
 //! every entry is resolving or in use, the new neighbor is refused and its packet dropped
 //! (counted).
+//! **Timers.** The entries whose state runs a timer are kept in deadline order, so a timer
+//! round ([`NeighborTable::expire`]) takes the ones due and reads nothing else: its cost
+//! is the timers that fire, not the size of the table (a table of a million REACHABLE
+//! entries at rest costs a round nothing).
+//!
 //! Each neighbor holds at most `hold_capacity` packets (default 3) while INCOMPLETE; a
 //! packet beyond that pushes the oldest one out (counted). Held packets are opaque handles
 //! `P` handed back to the caller, to send or to free.
@@ -389,6 +394,8 @@ pub struct NeighborTable<A, P> {
     index: Index<A>,
     /// The entries that may be evicted, in eviction order.
     evictable: BTreeSet<(u8, Tick, u32)>,
+    /// The entries whose state runs a timer, by deadline.
+    timers: BTreeSet<(Tick, u32)>,
     /// The id array as last published (chunks shared with the snapshot until rewritten).
     chunks: Vec<Arc<Chunk>>,
     /// Chunks whose entries changed since the last publication, each once.
@@ -410,6 +417,7 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
             free: Vec::new(),
             index: Index::new(capacity),
             evictable: BTreeSet::new(),
+            timers: BTreeSet::new(),
             chunks: Vec::new(),
             dirty: Vec::new(),
             listed: Vec::new(),
@@ -537,14 +545,13 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
         }
     }
 
-    /// Fires every timer due at `now`; returns the neighbors with something to do.
+    /// Fires every timer due at `now`, earliest deadline first; returns the neighbors with
+    /// something to do.
     pub fn expire(&mut self, now: Tick) -> Vec<(A, Outcome<P>)> {
-        let due: Vec<(u32, A)> = (0u32..)
-            .zip(self.slots.iter())
-            .filter_map(|(id, s)| {
-                let s = s.as_ref()?;
-                s.nud.deadline.filter(|&d| d <= now).map(|_| (id, s.addr))
-            })
+        let due: Vec<(u32, A)> = self
+            .timers
+            .range(..=(now, u32::MAX))
+            .filter_map(|&(_, id)| Some((id, self.slot(id)?.addr)))
             .collect();
         let mut res = Vec::new();
         for (id, addr) in due {
@@ -642,6 +649,9 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
         let s = self.slots.get_mut(usize::try_from(id).ok()?)?.take()?;
         if let Some(k) = s.evict_key(id) {
             self.evictable.remove(&k);
+        }
+        if let Some(d) = s.nud.deadline {
+            self.timers.remove(&(d, id));
         }
         self.free.push(id);
         self.touch(id);
@@ -760,6 +770,14 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
             }
             if let Some(k) = new_key {
                 self.evictable.insert(k);
+            }
+        }
+        if before.deadline != after.deadline {
+            if let Some(d) = before.deadline {
+                self.timers.remove(&(d, id));
+            }
+            if let Some(d) = after.deadline {
+                self.timers.insert((d, id));
             }
         }
         if published_change || new_gen.is_some() {
@@ -1075,6 +1093,12 @@ mod tests {
             .filter_map(|(id, s)| s.as_ref()?.evict_key(id))
             .collect();
         assert_eq!(t.evictable, want);
+        // The timer order lists exactly the entries with a deadline.
+        let want: BTreeSet<(Tick, u32)> = (0u32..)
+            .zip(t.slots.iter())
+            .filter_map(|(id, s)| Some((s.as_ref()?.nud.deadline?, id)))
+            .collect();
+        assert_eq!(t.timers, want);
     }
 
     /// A snapshot published now equals what a copy of the whole table would be: every
@@ -1136,6 +1160,10 @@ mod tests {
                         for (_, o) in t.expire(now) {
                             all.transmit.extend(o.transmit);
                             all.dropped.extend(o.dropped);
+                        }
+                        // Every timer that was due has fired (each sets a later one or none).
+                        for s in t.slots.iter().flatten() {
+                            prop_assert!(s.nud.deadline.is_none_or(|d| d > now), "{}", s.addr);
                         }
                         all
                     }
