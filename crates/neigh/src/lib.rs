@@ -71,8 +71,9 @@
 //! assert!(snap.is_current(e.id, e.gen)); // what a flow table checks later
 //! ```
 //!
-//! Data-path crate: `std` and `arc-swap` only. Start reading at [`state`] (the machine and
-//! its table of advertisement rules), then [`table`].
+//! Data-path crate: `std`, `arc-swap`, `hashbrown`, `rustc-hash` and `vfsr-wire` (for the
+//! MAC type) only. Start reading at [`state`] (the machine and its table of advertisement
+//! rules), then [`table`].
 //!
 //! **No input panics.** The crate denies `unwrap`, `panic!` and unchecked indexing.
 
@@ -82,6 +83,7 @@
 #![warn(missing_docs)]
 
 mod hash;
+mod paged;
 pub mod state;
 pub mod table;
 

@@ -17,15 +17,17 @@
 //! new entry for every address it tries, and the control plane publishes after each one
 //! (a worker that misses must see the entry to hold rather than ask again). So a snapshot
 //! is not a copy of the table: the address index is split into shards by a seeded hash
-//! (about the square root of the capacity of them) and the entries by id into chunks of
-//! 64, each behind an `Arc`. A snapshot clones the two arrays of `Arc`s; the table changes
-//! a shard or chunk in place when no snapshot holds it and copies it first when one does
-//! (`Arc::make_mut`), and a publication rewrites only the chunks whose entries changed.
-//! A change then costs a shard and a chunk copied at most, and a publication a pointer per
-//! shard and chunk, where a copy of the table cost tens of microseconds at 4096 entries and
-//! over half a millisecond at 65536 (`vfsr neigh bench`). The index holds the entries, so a
-//! lookup by address hashes once and reads its shard's pointer, then the entry; an id
-//! (`is_current`) reads one more load, its chunk's, than a flat copy did.
+//! (one per 64 entries of capacity) and the entries by id into chunks of
+//! 64, each behind an `Arc`, and the shards and chunks in groups of 64 behind `Arc`s of
+//! their own ([`crate::paged`]). A snapshot clones the two arrays of groups; the table
+//! changes a group, shard or chunk in place when no snapshot holds it and copies it first
+//! when one does (`Arc::make_mut`), and a publication rewrites only the chunks whose
+//! entries changed. A change then costs a shard, a chunk and their groups copied at most,
+//! and a publication a pointer per group, where a copy of the table cost tens of
+//! microseconds at 4096 entries and over half a millisecond at 65536 (`vfsr neigh bench`).
+//! The index holds the entries, so a lookup by address hashes once and reads its shard's
+//! group, the shard's pointer, then the entry; an id (`is_current`) reads its chunk's group
+//! and the chunk, two loads more than a flat copy.
 //!
 //! **Generations.** Each entry has a `gen` taken from a table-wide counter whenever the
 //! entry is created or its MAC or usability changes (becoming FAILED, being resolved, a new
@@ -54,6 +56,7 @@
 use std::collections::{BTreeSet, VecDeque};
 
 use crate::hash::AddrHashBuilder;
+use crate::paged::Paged;
 use std::fmt::Debug;
 use std::hash::{BuildHasher, Hash};
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -149,17 +152,18 @@ struct Index<A> {
     hasher: AddrHashBuilder,
     /// Shards - 1 (their number is a power of two).
     mask: usize,
-    shards: Vec<Arc<HashTable<(A, NeighborEntry)>>>,
+    shards: Paged<HashTable<(A, NeighborEntry)>>,
     len: usize,
 }
 
 impl<A: NeighAddr> Index<A> {
-    /// About `sqrt(capacity)` shards (a power of two, 1 to 4096): a change copies a shard
-    /// of that many entries at most, a publication clones that many pointers.
+    /// A shard per [`CHUNK`] entries of capacity (a power of two, 1 to 65,536): a change
+    /// copies a shard of about that many entries at most; a publication clones a pointer per
+    /// group of shards.
     fn new(capacity: usize) -> Self {
-        let n = capacity.isqrt().next_power_of_two().clamp(1, 4096);
+        let n = (capacity / CHUNK).next_power_of_two().clamp(1, 1 << 16);
         Index {
-            shards: (0..n).map(|_| Arc::new(HashTable::new())).collect(),
+            shards: Paged::new(HashTable::new(), n),
             hasher: AddrHashBuilder::default(),
             mask: n - 1,
             len: 0,
@@ -184,10 +188,9 @@ impl<A: NeighAddr> Index<A> {
     fn set(&mut self, a: A, entry: NeighborEntry) {
         let (h, i) = self.locate(&a);
         let hasher = &self.hasher;
-        let Some(m) = self.shards.get_mut(i) else {
+        let Some(m) = self.shards.make_mut(i) else {
             return;
         };
-        let m = Arc::make_mut(m);
         match m.find_mut(h, |e| e.0 == a) {
             Some(e) => e.1 = entry,
             None => {
@@ -200,9 +203,9 @@ impl<A: NeighAddr> Index<A> {
     /// Removes `a`; a shard without it is left shared (not copied).
     fn remove(&mut self, a: &A) -> Option<u32> {
         let (h, i) = self.locate(a);
-        let m = self.shards.get_mut(i)?;
-        m.find(h, |e| e.0 == *a)?;
-        let ((_, e), _) = Arc::make_mut(m).find_entry(h, |e| e.0 == *a).ok()?.remove();
+        self.shards.get(i)?.find(h, |e| e.0 == *a)?;
+        let m = self.shards.make_mut(i)?;
+        let ((_, e), _) = m.find_entry(h, |e| e.0 == *a).ok()?.remove();
         self.len -= 1;
         Some(e.id)
     }
@@ -212,7 +215,7 @@ impl<A: NeighAddr> Index<A> {
 #[derive(Debug)]
 pub struct NeighborSnapshot<A> {
     index: Index<A>,
-    chunks: Vec<Arc<Chunk>>,
+    chunks: Paged<Chunk>,
     serial: u64,
 }
 
@@ -220,7 +223,7 @@ impl<A: NeighAddr> NeighborSnapshot<A> {
     fn empty() -> Self {
         NeighborSnapshot {
             index: Index::new(1),
-            chunks: Vec::new(),
+            chunks: Paged::new([None; CHUNK], 0),
             serial: 0,
         }
     }
@@ -397,7 +400,7 @@ pub struct NeighborTable<A, P> {
     /// The entries whose state runs a timer, by deadline.
     timers: BTreeSet<(Tick, u32)>,
     /// The id array as last published (chunks shared with the snapshot until rewritten).
-    chunks: Vec<Arc<Chunk>>,
+    chunks: Paged<Chunk>,
     /// Chunks whose entries changed since the last publication, each once.
     dirty: Vec<usize>,
     /// Per chunk: whether it is listed in `dirty`.
@@ -418,7 +421,7 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
             index: Index::new(capacity),
             evictable: BTreeSet::new(),
             timers: BTreeSet::new(),
-            chunks: Vec::new(),
+            chunks: Paged::new([None; CHUNK], 0),
             dirty: Vec::new(),
             listed: Vec::new(),
             next_gen: 1,
@@ -585,22 +588,18 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
         if self.dirty.is_empty() {
             return false;
         }
-        let need = self.slots.len().div_ceil(CHUNK);
-        if self.chunks.len() < need {
-            self.chunks.resize_with(need, || Arc::new([None; CHUNK]));
-        }
+        self.chunks.grow_to(self.slots.len().div_ceil(CHUNK));
         let mut dirty = std::mem::take(&mut self.dirty);
         for &c in &dirty {
             if let Some(l) = self.listed.get_mut(c) {
                 *l = false;
             }
-            let (Some(arc), Some(from)) = (
-                self.chunks.get_mut(c),
+            let (Some(chunk), Some(from)) = (
+                self.chunks.make_mut(c),
                 self.slots.get(c * CHUNK..).map(|s| s.iter().take(CHUNK)),
             ) else {
                 continue;
             };
-            let chunk = Arc::make_mut(arc);
             let mut id = (c * CHUNK) as u32;
             for (e, s) in chunk.iter_mut().zip(from.chain(std::iter::repeat(&None))) {
                 *e = s.as_ref().map(|s| s.entry(id));
