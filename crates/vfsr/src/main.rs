@@ -159,8 +159,30 @@ enum LpmCommand {
 #[global_allocator]
 static HEAP: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The status a shell gives a process that SIGPIPE ended (128 + 13).
+const BROKEN_PIPE_STATUS: i32 = 141;
+
+/// Output piped into a reader that stopped early (`vfsr neigh bench | head -3`) ends the
+/// run quietly, as it would end any Unix filter. The print macros the reports use panic when
+/// standard output is a closed pipe (Rust ignores SIGPIPE); this hook turns that one panic
+/// into an exit with SIGPIPE's status and leaves every other panic to the default hook.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map_or("", String::as_str);
+        if msg.starts_with("failed printing to stdout") && msg.contains("os error 32") {
+            std::process::exit(BROKEN_PIPE_STATUS);
+        }
+        default(info);
+    }));
+}
+
 fn main() -> ExitCode {
     vfsr_cpu::exit_unless_built_for_this_cpu("vfsr");
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     let r: Result<(), Box<dyn std::error::Error>> = match cli.command {
         Command::Demo(a) => demo::run(&a).map_err(Box::from),

@@ -423,3 +423,29 @@ fn fwd_bench_refuses_bad_arguments() {
         );
     }
 }
+
+#[test]
+fn a_report_piped_into_a_reader_that_stops_ends_quietly() {
+    // The neigh bench prints its machine line at once, then a line per measure once the
+    // measure is taken (milliseconds later); the pipe is closed after the first line.
+    let mut child = vfsr()
+        .args(["neigh", "bench", "--capacities", "4096"])
+        .args(["--measures", "churn", "--runs", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut first = [0u8; 16];
+    std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+    drop(stdout);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::into_raw(out.status) >> 8,
+        141,
+        "{:?} {err}",
+        out.status
+    );
+}
