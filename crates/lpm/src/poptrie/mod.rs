@@ -449,7 +449,9 @@ impl Vector {
     /// portable lookup. AVX2 runs only when chosen ([`Poptrie::set_vector`],
     /// [`Vector::prefer`]): on an AMD EPYC Zen 5
     /// it measured 1.14–1.16 times the portable lookup's rate on matched IPv4 traffic but
-    /// 0.73–0.76 times on uniform traffic (`vfsr lpm bench` row `poptrie_avx2`, same run).
+    /// 0.73–0.76 times on uniform traffic (`vfsr lpm bench` row `poptrie_avx2`, same run);
+    /// on an AMD EPYC Zen 4, 0.99–1.06 times on matched and 0.68–0.70 times on uniform
+    /// traffic (two runs, `docs/bench/zen4.md`). Neither makes it the better default.
     pub fn best() -> Vector {
         if Vector::Avx512.available() {
             Vector::Avx512
