@@ -170,12 +170,16 @@ impl<A: NeighAddr> Index<A> {
         }
     }
 
-    /// The hash of `a` and its shard: bits of the hash that the shard's table does not use
-    /// for its buckets (the low ones) or its tags (the top seven).
+    /// The hash of `a` and its shard. The shard's table takes its buckets from the hash's
+    /// low bits and its tags from the top seven, so the shard must come from neither; and
+    /// the Fx hash's middle bits hardly change between addresses of one subnet (every
+    /// address of a /16 landed in one shard when they were used). So the shard is the top
+    /// bits of the hash multiplied once more, which depend on all of its bits.
     #[inline]
     fn locate(&self, a: &A) -> (u64, usize) {
         let h = self.hasher.hash_one(a);
-        (h, (h >> 32) as usize & self.mask)
+        let mixed = h.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        (h, (mixed >> 48) as usize & self.mask)
     }
 
     #[inline]
@@ -934,6 +938,35 @@ mod tests {
         );
         assert_ne!(e4.gen, e3.gen);
         assert!(!r.load().is_current(e3.id, e3.gen));
+    }
+
+    #[test]
+    fn a_subnets_addresses_spread_over_the_shards() {
+        fn largest<A: NeighAddr>(addrs: impl Iterator<Item = A>) -> (usize, usize) {
+            let mut idx = Index::<A>::new(4096);
+            let id = |n| NeighborEntry {
+                id: n,
+                gen: 1,
+                mac: None,
+                state: State::Failed,
+            };
+            for (n, a) in (0u32..).zip(addrs) {
+                idx.set(a, id(n));
+            }
+            let sizes: Vec<usize> = (0..=idx.mask)
+                .map(|i| idx.shards.get(i).map_or(0, |s| s.len()))
+                .collect();
+            (sizes.iter().copied().max().unwrap_or(0), sizes.len())
+        }
+        // 4096 entries in 64 shards: 64 each on average.
+        let (max, shards) = largest((0..4096u32).map(|i| Ipv4Addr::from(0x0a14_0000 + i)));
+        assert_eq!(shards, 64);
+        assert!(max <= 128, "a /20 put {max} addresses in one shard");
+        let (max, _) = largest((0..4096u32).map(|i| Ipv4Addr::from(0x0a14_0000 + 7 * i)));
+        assert!(max <= 128, "{max}");
+        let base = u128::from(Ipv6Addr::new(0xfd00, 0x20, 0, 0, 0, 0, 0, 0));
+        let (max, _) = largest((0..4096u128).map(|i| Ipv6Addr::from(base + i)));
+        assert!(max <= 128, "a /116 put {max} addresses in one shard");
     }
 
     #[test]
