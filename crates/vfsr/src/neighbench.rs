@@ -7,8 +7,9 @@
 //! the workers before it goes on. This command replays that on one core, per family and
 //! per table capacity:
 //!
-//! - **churn**: the table full of FAILED entries, then half its capacity of new addresses
-//!   resolved one at a time, with a publication after every change (what vfsrd does for a
+//! - **churn**: the addresses of one subnet in order, as a scan tries them (10.0.0.0/8,
+//!   fd00:20::/64): the table full of FAILED entries for the first ones, then half its
+//!   capacity of the next ones resolved one at a time, with a publication after every change (what vfsrd does for a
 //!   held packet) or after every 16 (a batch). Reported as nanoseconds per change, the
 //!   publication included.
 //! - **timer round**: one `expire` call over a table full of REACHABLE entries none of
@@ -74,14 +75,19 @@ pub enum Measure {
     Lookup,
 }
 
-/// Addresses for a family: `n` distinct ones from a seeded generator.
+/// Addresses for a family: distinct ones from a seeded generator, or a subnet's in order.
 trait Family: NeighAddr {
     fn nth(rng: &mut Rng) -> Self;
+    /// Address `i` of the family's scanned subnet.
+    fn scanned(i: u32) -> Self;
 }
 
 impl Family for Ipv4Addr {
     fn nth(rng: &mut Rng) -> Self {
         Ipv4Addr::from(rng.next_u64() as u32)
+    }
+    fn scanned(i: u32) -> Self {
+        Ipv4Addr::from(0x0a00_0000 | (i & 0x00ff_ffff))
     }
 }
 
@@ -89,6 +95,10 @@ impl Family for Ipv6Addr {
     fn nth(rng: &mut Rng) -> Self {
         let hi = 0xfd00_0020_0000_0000_u128 << 64;
         Ipv6Addr::from(hi | u128::from(rng.next_u64()))
+    }
+    fn scanned(i: u32) -> Self {
+        let hi = 0xfd00_0020_0000_0000_u128 << 64;
+        Ipv6Addr::from(hi | u128::from(i))
     }
 }
 
@@ -127,7 +137,7 @@ fn failed_table<A: Family>(cap: usize, addrs: &[A]) -> (NeighborTable<A, u32>, u
 /// Nanoseconds per change for `n` new addresses resolved into a full table of FAILED
 /// entries, publishing after every `every` changes.
 fn churn<A: Family>(cap: usize, every: usize, runs: usize) -> Stats {
-    let addrs: Vec<A> = distinct(cap + cap / 2, 7);
+    let addrs: Vec<A> = (0..(cap + cap / 2) as u32).map(A::scanned).collect();
     let (fresh, rest) = addrs.split_at(cap);
     let mut ns = Vec::with_capacity(runs);
     for _ in 0..runs {
