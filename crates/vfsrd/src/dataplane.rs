@@ -119,9 +119,6 @@ pub struct WorkerLoop<E4, E6> {
     pub to_control: SyncSender<ToControl>,
     /// Wakes the control plane.
     pub wake: Arc<Wake>,
-    /// Wakes the control plane for held packets (which it may gather for a moment, see
-    /// `Control::step`); `None`: `wake` does.
-    pub held_wake: Option<Arc<Wake>>,
     /// Spin this long on empty queues before sleeping.
     pub busy_poll: Duration,
     /// Packets per receive call.
@@ -167,7 +164,6 @@ where
             queues,
             to_control,
             wake,
-            held_wake: None,
             busy_poll,
             batch: batch.max(1),
             stats,
@@ -318,7 +314,7 @@ where
         self.worker.recycle(generated);
 
         // Punts and holds go to the control plane; the rest of the buffers are reused.
-        let (mut woke, mut woke_held) = (false, false);
+        let mut woke = false;
         for (p, v) in batch.packets.drain(..).zip(batch.verdicts.drain(..)) {
             let msg = match v {
                 Verdict::Punt(class) => {
@@ -356,19 +352,12 @@ where
                     continue;
                 }
             };
-            let held = matches!(msg, ToControl::Resolve { .. });
             match self.to_control.try_send(msg) {
-                Ok(()) if held => woke_held = true,
                 Ok(()) => woke = true,
                 Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                     self.stats.punts_limited.fetch_add(1, Ordering::Relaxed);
                 }
             }
-        }
-        match (&self.held_wake, woke_held) {
-            (Some(h), true) => h.notify(),
-            (None, true) => woke = true,
-            _ => {}
         }
         if woke {
             self.wake.notify();

@@ -176,7 +176,6 @@ where
     let specs = router::port_specs(plan, &macs);
 
     let wake = Arc::new(Wake::new().map_err(|e| Error::os("eventfd", e))?);
-    let held_wake = Arc::new(Wake::new().map_err(|e| Error::os("eventfd", e))?);
     let (tx, rx) = sync_channel::<ToControl>(INBOX);
 
     // Split each port's queues among the workers: queue w to worker w.
@@ -290,7 +289,6 @@ where
             plan.batch,
             st,
         );
-        lp.held_wake = Some(Arc::clone(&held_wake));
         let mut installers = Vec::with_capacity(fast.len());
         for f in &fast {
             installers.push(match f {
@@ -328,7 +326,6 @@ where
 
     let mut control = Control::new(lab, ctl_ports, rx, Arc::clone(&wake), &plan.punt);
     control.set_solicit_rate(plan.neighbor.solicit_rate);
-    control.set_held_wake(held_wake);
     control.sources = Sources::open(plan, &kernel_ids, &mut control.router)?;
     control.set_worker_rates(punt_rates);
     let mut ctl_fast = Vec::new();

@@ -2,7 +2,7 @@
 //! frames are handled or counted, never a panic, and what it sends is well-formed.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 
 use proptest::prelude::*;
@@ -13,7 +13,7 @@ use vfsr_wire::MacAddr;
 use vfsrd::config::{parse, PuntSection};
 use vfsrd::control::frames::{arp_frame, link_local, neighbor_solicit, parse_arp, parse_nd};
 use vfsrd::control::{Control, CtlPort};
-use vfsrd::link::{MemLink, ToControl, Wake};
+use vfsrd::link::{MemLink, Wake};
 use vfsrd::router;
 
 type C = Control<Poptrie<u32>, Poptrie<u128>>;
@@ -22,12 +22,6 @@ const US: MacAddr = MacAddr([2, 0, 0, 0, 0, 1]);
 const THEM: MacAddr = MacAddr([2, 0, 0, 0, 0, 2]);
 
 fn control() -> (C, MemLink) {
-    let (c, wire, _) = control_with_inbox();
-    (c, wire)
-}
-
-/// A control plane and the workers' end of its inbox.
-fn control_with_inbox() -> (C, MemLink, SyncSender<ToControl>) {
     let plan = parse(
         "[[interface]]\nname = \"p\"\naddresses = [\"10.0.0.1/24\", \"fd00::1/64\"]\n",
         None,
@@ -45,7 +39,7 @@ fn control_with_inbox() -> (C, MemLink, SyncSender<ToControl>) {
         wire: Box::new(ours),
         tap: None,
     };
-    let (tx, rx) = sync_channel(4);
+    let (_tx, rx) = sync_channel(4);
     let punt = PuntSection {
         arp_nd: 1_000_000,
         routing: 1_000_000,
@@ -54,7 +48,7 @@ fn control_with_inbox() -> (C, MemLink, SyncSender<ToControl>) {
         slow_path: 1_000_000,
     };
     let c = Control::new(lab, vec![port], rx, Arc::new(Wake::new().unwrap()), &punt);
-    (c, theirs, tx)
+    (c, theirs)
 }
 
 fn seeds() -> Vec<Vec<u8>> {
@@ -200,46 +194,4 @@ fn solicitations_beyond_the_ports_rate_are_counted_not_sent() {
     assert!(parse_arp(&sent[0]).is_some_and(|a| a.target_ip == Ipv4Addr::new(10, 0, 0, 200)));
     assert!(parse_nd(&sent[1]).is_some());
     assert_eq!(c.counters.solicits_limited, 64);
-}
-
-/// Held packets come as fast as the workers' `slow_path` limit lets them, a few per worker
-/// batch: after a round that took some, the next round waits a moment for more instead of
-/// being woken for each, while every other wake-up still counts at once.
-#[test]
-fn a_round_that_took_held_packets_lets_the_next_ones_gather() {
-    let (mut c, _wire, tx) = control_with_inbox();
-    let held = Arc::new(Wake::new().unwrap());
-    c.set_held_wake(Arc::clone(&held));
-    let (watch, _) = c.next_wait(1000);
-    assert!(
-        watch.contains(&held.fd()),
-        "held packets wake a quiet control plane"
-    );
-
-    let pkt = vfsr_fwd::Packet::from_frame(&[0u8; 60], 1);
-    let nexthop = Ipv4Addr::new(10, 0, 0, 9).into();
-    tx.send(ToControl::Resolve {
-        ifindex: 1,
-        nexthop,
-        packet: pkt,
-    })
-    .unwrap();
-    held.notify();
-    c.step(1000);
-    assert_eq!(c.counters.held, 1);
-    let (watch, wait) = c.next_wait(1000);
-    assert!(!watch.contains(&held.fd()), "the next held packets gather");
-    assert!(
-        watch.contains(&c.poll_fds()[0]),
-        "other wake-ups still count"
-    );
-    assert!(
-        (0..=vfsrd::control::HELD_COALESCE_MS).contains(&wait),
-        "{wait} ms"
-    );
-
-    // A round without held packets: the next ones wake it at once again.
-    c.step(0);
-    let (watch, _) = c.next_wait(1000);
-    assert!(watch.contains(&held.fd()));
 }

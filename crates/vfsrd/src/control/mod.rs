@@ -48,10 +48,6 @@ pub const TIMER_MS: u64 = 50;
 /// The longest a round after one with route messages waits before reading the sources
 /// again (see [`Control::step`]): within the FIB's own publication bound.
 pub const COALESCE_MS: i32 = 1;
-/// The longest a round after one that took held packets waits before being woken for held
-/// packets again (see [`Control::step`]): a moment against the second or more a neighbor
-/// takes to answer or fail.
-pub const HELD_COALESCE_MS: i32 = 2;
 /// Most frames read from one source per step (the rest wait for the next step).
 const READ_BUDGET: usize = 256;
 
@@ -189,12 +185,6 @@ pub struct Control<E4: LpmUpdate<u32>, E6: LpmUpdate<u128>> {
     /// A route source had something to read in the last step: the next one waits up to
     /// [`COALESCE_MS`] without watching the sources (see [`Control::step`]).
     coalesce: bool,
-    /// The workers' wake-up for held packets, apart from `wake` (see [`Control::step`]).
-    held_wake: Option<Arc<Wake>>,
-    /// This round took held packets: the next one waits up to [`HELD_COALESCE_MS`]
-    /// without watching `held_wake`.
-    held_seen: bool,
-    held_coalesce: bool,
     /// The workers' punt rates.
     worker_rates: Option<Arc<crate::dataplane::PuntRates>>,
     /// The `[punt]` rates in force.
@@ -241,9 +231,6 @@ where
             fast_seen: 0,
             extra_fds: Vec::new(),
             coalesce: false,
-            held_wake: None,
-            held_seen: false,
-            held_coalesce: false,
             worker_rates: None,
             punt: *punt,
             policers: Vec::new(),
@@ -374,16 +361,9 @@ where
         self.start.elapsed().as_nanos() as u64
     }
 
-    /// Wakes for held packets come on `held` instead of the workers' other wake-up (the
-    /// workers must be given the same one); see [`Control::step`].
-    pub fn set_held_wake(&mut self, held: Arc<Wake>) {
-        self.held_wake = Some(held);
-    }
-
-    /// The descriptors a step waits on: the wake-up eventfds, each port's socket, each TAP.
+    /// The descriptors a step waits on: the wake-up eventfd, each port's socket, each TAP.
     pub fn poll_fds(&self) -> Vec<i32> {
         let mut v = vec![self.wake.fd()];
-        v.extend(self.held_wake.as_ref().map(|h| h.fd()));
         v.extend(self.sources.fds());
         v.extend(self.extra_fds.iter().copied());
         for p in &self.ports {
@@ -404,64 +384,22 @@ where
     /// route source was readable, the next one leaves the sources out of its wait and
     /// waits at most [`COALESCE_MS`] (the ports, TAPs and workers still wake it at once);
     /// the messages gathered meanwhile are read together.
-    ///
-    /// Held packets (a worker's misses in a neighbor table) are gathered the same way: a
-    /// scan of a connected subnet sends them as fast as the workers' `slow_path` limit
-    /// lets through, a few per worker batch, and each wake-up is a round of system calls
-    /// and a context switch (most of the control plane's time under a scan). After a round
-    /// that took some, the next one leaves the workers' wake-up for held packets out of its
-    /// wait and waits at most [`HELD_COALESCE_MS`]; punted control traffic has a wake-up of
-    /// its own and still wakes it at once.
     pub fn step(&mut self, timeout_ms: i32) {
         let sources = self.sources.fds();
-        let (watch, wait) = self.next_wait(timeout_ms);
-        self.coalesce = false;
-        self.held_coalesce = false;
-        let mut fds: Vec<libc::pollfd> = watch
+        let skip_sources = std::mem::take(&mut self.coalesce);
+        let mut fds: Vec<libc::pollfd> = self
+            .poll_fds()
             .into_iter()
+            .filter(|fd| !(skip_sources && sources.contains(fd)))
             .map(|fd| libc::pollfd {
                 fd,
                 events: libc::POLLIN,
                 revents: 0,
             })
             .collect();
-        // SAFETY: `fds` is a live, correctly sized array of pollfd.
-        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
-        if ready > 0 {
-            self.drop_dead_taps(&fds);
-            self.coalesce = fds
-                .iter()
-                .any(|f| f.revents & libc::POLLIN != 0 && sources.contains(&f.fd));
-        }
-        self.wake.drain();
-        if let Some(h) = &self.held_wake {
-            h.drain();
-        }
-        self.work();
-        let took_held = std::mem::take(&mut self.held_seen);
-        self.held_coalesce = took_held && self.held_wake.is_some();
-    }
-
-    /// What the next [`Control::step`] will wait on, and for how many milliseconds at most:
-    /// every descriptor of [`Control::poll_fds`] but the sources after a round that read
-    /// them and the held packets' wake-up after a round that took some, for the shorter
-    /// time those allow; never past the next timer round, route publication or source
-    /// timer.
-    pub fn next_wait(&self, timeout_ms: i32) -> (Vec<i32>, i32) {
-        let sources = self.sources.fds();
-        let held_fd = self.held_wake.as_ref().map(|h| h.fd());
-        let watch = self
-            .poll_fds()
-            .into_iter()
-            .filter(|fd| !(self.coalesce && sources.contains(fd)))
-            .filter(|fd| !(self.held_coalesce && held_fd == Some(*fd)))
-            .collect();
         let mut wait = timeout_ms.min((TIMER_MS as i32).max(1));
-        if self.coalesce {
+        if skip_sources {
             wait = wait.min(COALESCE_MS);
-        }
-        if self.held_coalesce {
-            wait = wait.min(HELD_COALESCE_MS);
         }
         // Route changes wait at most the publication bound; a source's timer its turn.
         let now = Instant::now();
@@ -472,7 +410,16 @@ where
             let ms = d.saturating_duration_since(now).as_millis();
             wait = wait.min(i32::try_from(ms).unwrap_or(i32::MAX));
         }
-        (watch, wait)
+        // SAFETY: `fds` is a live, correctly sized array of pollfd.
+        let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait) };
+        if ready > 0 {
+            self.drop_dead_taps(&fds);
+            self.coalesce = fds
+                .iter()
+                .any(|f| f.revents & libc::POLLIN != 0 && sources.contains(&f.fd));
+        }
+        self.wake.drain();
+        self.work();
     }
 
     /// A TAP whose device is gone polls as an error for ever (the kernel keeps the file
@@ -556,10 +503,7 @@ where
                 ifindex,
                 nexthop,
                 packet,
-            } => {
-                self.held_seen = true;
-                self.hold(ifindex, nexthop, packet);
-            }
+            } => self.hold(ifindex, nexthop, packet),
         }
     }
 
