@@ -19,7 +19,7 @@
 //! is not a copy of the table: the address index is split into shards by a seeded hash
 //! (one per 64 entries of capacity) and the entries by id into chunks of
 //! 64, each behind an `Arc`, and the shards and chunks in groups of 64 behind `Arc`s of
-//! their own ([`crate::paged`]). A snapshot clones the two arrays of groups; the table
+//! their own (`paged.rs`). A snapshot clones the two arrays of groups; the table
 //! changes a group, shard or chunk in place when no snapshot holds it and copies it first
 //! when one does (`Arc::make_mut`), and a publication rewrites only the chunks whose
 //! entries changed. A change then costs a shard, a chunk and their groups copied at most,
