@@ -41,6 +41,7 @@
 //! order as states change, so finding it takes a logarithm, not a pass over the table); if
 //! every entry is resolving or in use, the new neighbor is refused and its packet dropped
 //! (counted).
+//!
 //! **Timers.** The entries whose state runs a timer are kept in deadline order, so a timer
 //! round ([`NeighborTable::expire`]) takes the ones due and reads nothing else: its cost
 //! is the timers that fire, not the size of the table (a table of a million REACHABLE
