@@ -4,7 +4,7 @@
 //! a publication shares every part it did not change. Held in one flat array, a
 //! publication clones a pointer per part: an atomic increment each, and an atomic
 //! decrement each when the snapshot before it goes, which at a million entries (16,384
-//! chunks and 1,024 shards) is most of what publishing one new neighbor costs. Here the
+//! chunks and as many shards) is most of what publishing one new neighbor costs. Here the
 //! parts sit in groups of [`GROUP`], each group behind an `Arc` of its own: a clone copies
 //! a pointer per group, and changing a part copies its group first (64 pointers) if a
 //! snapshot still holds it. A reader pays one more dependent load (the group's).

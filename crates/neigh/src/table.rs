@@ -391,6 +391,25 @@ impl<A, P> Slot<A, P> {
             _ => None,
         }
     }
+
+    /// The entry's place in the timer order, if its state runs a timer.
+    fn timer_key(&self, id: u32) -> Option<(Tick, u32)> {
+        self.nud.deadline.map(|d| (d, id))
+    }
+}
+
+/// Moves an entry's key in one of the table's ordered sets from `old` to `new` (either may
+/// be absent: the entry enters or leaves the set).
+fn rekey<K: Ord>(set: &mut BTreeSet<K>, old: Option<K>, new: Option<K>) {
+    if old == new {
+        return;
+    }
+    if let Some(k) = old {
+        set.remove(&k);
+    }
+    if let Some(k) = new {
+        set.insert(k);
+    }
 }
 
 /// One interface's neighbor table of one family; see the module doc.
@@ -651,12 +670,8 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
 
     fn take_slot(&mut self, id: u32) -> Option<Slot<A, P>> {
         let s = self.slots.get_mut(usize::try_from(id).ok()?)?.take()?;
-        if let Some(k) = s.evict_key(id) {
-            self.evictable.remove(&k);
-        }
-        if let Some(d) = s.nud.deadline {
-            self.timers.remove(&(d, id));
-        }
+        rekey(&mut self.evictable, s.evict_key(id), None);
+        rekey(&mut self.timers, s.timer_key(id), None);
         self.free.push(id);
         self.touch(id);
         Some(s)
@@ -690,13 +705,10 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
             Some(id) => id,
             None => u32::try_from(self.slots.len()).ok()?,
         };
-        let key = slot.evict_key(id);
+        rekey(&mut self.evictable, None, slot.evict_key(id));
         match self.slots.get_mut(id as usize) {
             Some(cell) => *cell = Some(slot),
             None => self.slots.push(Some(slot)),
-        }
-        if let Some(k) = key {
-            self.evictable.insert(k);
         }
         self.touch(id);
         self.counters.created = self.counters.created.saturating_add(1);
@@ -744,13 +756,13 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
         let Some(slot) = self.slot_mut(id) else {
             return out;
         };
-        let old_key = slot.evict_key(id);
+        let (old_evict, old_timer) = (slot.evict_key(id), slot.timer_key(id));
         if after != before {
             slot.changed = now;
         }
         let published_change = after.state != before.state || after.mac != before.mac;
         slot.nud = after;
-        let new_key = slot.evict_key(id);
+        let (new_evict, new_timer) = (slot.evict_key(id), slot.timer_key(id));
         if let Some(g) = new_gen {
             slot.gen = g;
         }
@@ -768,22 +780,8 @@ impl<A: NeighAddr, P> NeighborTable<A, P> {
             }
         }
         self.counters.failed_drops = self.counters.failed_drops.saturating_add(dropped);
-        if old_key != new_key {
-            if let Some(k) = old_key {
-                self.evictable.remove(&k);
-            }
-            if let Some(k) = new_key {
-                self.evictable.insert(k);
-            }
-        }
-        if before.deadline != after.deadline {
-            if let Some(d) = before.deadline {
-                self.timers.remove(&(d, id));
-            }
-            if let Some(d) = after.deadline {
-                self.timers.insert((d, id));
-            }
-        }
+        rekey(&mut self.evictable, old_evict, new_evict);
+        rekey(&mut self.timers, old_timer, new_timer);
         if published_change || new_gen.is_some() {
             self.touch(id);
         }
@@ -1129,7 +1127,7 @@ mod tests {
         // The timer order lists exactly the entries with a deadline.
         let want: BTreeSet<(Tick, u32)> = (0u32..)
             .zip(t.slots.iter())
-            .filter_map(|(id, s)| Some((s.as_ref()?.nud.deadline?, id)))
+            .filter_map(|(id, s)| s.as_ref()?.timer_key(id))
             .collect();
         assert_eq!(t.timers, want);
     }
