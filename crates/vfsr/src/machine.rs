@@ -180,22 +180,15 @@ mod tests {
             )
         };
         let amd = "AuthenticAMD";
-        assert_eq!(
-            cpu_model_of(&info("AMD EPYC", amd, 25, 17)),
-            "AMD EPYC (Zen 4; family 25, model 17)"
-        );
-        assert_eq!(
-            cpu_model_of(&info("AMD EPYC", amd, 25, 1)),
-            "AMD EPYC (Zen 3; family 25, model 1)"
-        );
-        assert_eq!(
-            cpu_model_of(&info("AMD EPYC", amd, 26, 2)),
-            "AMD EPYC (Zen 5; family 26, model 2)"
-        );
-        assert_eq!(
-            cpu_model_of(&info("AMD EPYC", amd, 16, 2)),
-            "AMD EPYC (family 16, model 2)"
-        );
+        for (family, model, named) in [
+            (25, 17, "Zen 4; family 25, model 17"),
+            (25, 1, "Zen 3; family 25, model 1"),
+            (26, 2, "Zen 5; family 26, model 2"),
+            (16, 2, "family 16, model 2"),
+        ] {
+            let got = cpu_model_of(&info("AMD EPYC", amd, family, model));
+            assert_eq!(got, format!("AMD EPYC ({named})"));
+        }
         // A full model name says it all already; other vendors are left as named.
         let full = "AMD EPYC 7B13 64-Core Processor";
         assert_eq!(cpu_model_of(&info(full, amd, 25, 1)), full);
