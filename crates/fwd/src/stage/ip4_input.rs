@@ -152,8 +152,11 @@ pub fn ports4(ip: &[u8], meta: &Ip4Meta) -> (u16, u16) {
     if meta.later_fragment || !matches!(meta.protocol, 6 | 17 | 132 | 136) {
         return (0, 0);
     }
-    // `meta` came from a checked view of these bytes: the payload's bounds hold.
-    l4::ports(Ipv4Packet::new_unchecked(ip).into_payload()).unwrap_or((0, 0))
+    // The bounds come from `meta`, which the checked view found; reading them again from
+    // the header cost about three cycles per packet (`vfsr fwd bench`).
+    ip.get(usize::from(meta.header_len)..usize::from(meta.total_len))
+        .and_then(l4::ports)
+        .unwrap_or((0, 0))
 }
 
 #[cfg(test)]
@@ -285,6 +288,19 @@ mod tests {
             panic!("fragment dropped");
         };
         assert!(m.later_fragment && !m.df);
+        assert_eq!(ports4(&p, &m), (0, 0));
+    }
+
+    #[test]
+    fn ports_are_read_within_the_total_length() {
+        // The IP packet ends two bytes into the UDP header; the frame's padding holds what
+        // would be the destination port.
+        let mut p = udp4();
+        p[2..4].copy_from_slice(&22u16.to_be_bytes());
+        fix(&mut p);
+        let Ip4Outcome::Valid(m) = ip4_input(&p) else {
+            panic!("short packet dropped");
+        };
         assert_eq!(ports4(&p, &m), (0, 0));
     }
 }

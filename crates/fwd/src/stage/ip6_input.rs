@@ -120,12 +120,11 @@ pub fn ports6(ip: &[u8], meta: &Ip6Meta) -> (u16, u16) {
     if meta.later_fragment || !matches!(meta.upper, 6 | 17 | 132 | 136) {
         return (0, 0);
     }
-    // `meta` came from a checked view of these bytes and its walk of the chain.
-    let payload = Ipv6Packet::new_unchecked(ip).into_payload();
-    let upper = payload
-        .get(meta.upper_offset.saturating_sub(IP6_HEADER)..)
-        .unwrap_or(&[]);
-    l4::ports(upper).unwrap_or((0, 0))
+    // The bounds come from `meta` (the checked view and its walk of the chain), not from
+    // the header read again.
+    ip.get(meta.upper_offset..IP6_HEADER + usize::from(meta.payload_len))
+        .and_then(l4::ports)
+        .unwrap_or((0, 0))
 }
 
 #[cfg(test)]
@@ -170,6 +169,13 @@ mod tests {
             panic!("dropped")
         };
         assert!(m.later_fragment);
+        assert_eq!(ports6(&p, &m), (0, 0));
+        // A payload that ends two bytes into the UDP header, the rest padding.
+        let mut p = udp6(17, &[]);
+        p[4..6].copy_from_slice(&2u16.to_be_bytes());
+        let Ip6Outcome::Valid(m) = ip6_input(&p) else {
+            panic!("dropped")
+        };
         assert_eq!(ports6(&p, &m), (0, 0));
     }
 
