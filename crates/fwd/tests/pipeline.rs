@@ -773,3 +773,41 @@ fn split_worker_sees_neighbor_and_next_hop_changes_at_once() {
         b.verdicts[0]
     );
 }
+
+#[test]
+fn a_mixed_batch_ends_as_each_packet_would_alone() {
+    // IPv4 and IPv6 interleaved, with packets that end before the FIB (TTL, punt) and after
+    // it (no route, blackhole) between ones that are forwarded: each packet must get the
+    // answer of its own lookup, in either design.
+    let frames = vec![
+        udp4(HOST4, [10, 1, 2, 3], 64, 18, true),
+        udp6(HOST6, "2001:db8:a::7", 64, 10),
+        udp4(HOST4, [11, 0, 0, 1], 64, 12, false),
+        udp4(HOST4, [10, 1, 2, 4], 1, 12, false),
+        udp6(HOST6, "2001:db8:ffff::1", 64, 4),
+        udp4(HOST4, [192, 0, 2, 254], 64, 12, false),
+        udp4(HOST4, [10, 6, 0, 1], 64, 12, false),
+        udp6(HOST6, "2001:db8:a::8", 64, 10),
+        udp4([10, 1, 1, 1], HOST4, 9, 0, false),
+    ];
+    let fx = fixture();
+    for make in [split, with_flow] {
+        let alone: Vec<(Verdict, Vec<u8>)> = frames
+            .iter()
+            .map(|f| {
+                let b = run1(&mut make(&fx), f.clone());
+                (b.verdicts[0], b.packets[0].frame().to_vec())
+            })
+            .collect();
+        let forwarded = alone
+            .iter()
+            .filter(|(v, _)| matches!(v, Verdict::Forward { .. }))
+            .count();
+        assert!(forwarded >= 4, "{alone:?}");
+        let b = run(&mut make(&fx), &frames, 1_000_000_000);
+        for (i, (verdict, frame)) in alone.iter().enumerate() {
+            assert_eq!(b.verdicts[i], *verdict, "packet {i}");
+            assert_eq!(b.packets[i].frame(), frame.as_slice(), "packet {i}");
+        }
+    }
+}

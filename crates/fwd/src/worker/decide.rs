@@ -79,6 +79,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         &mut self,
         batch: &mut Batch,
         w: &Work,
+        route_nh: u32,
         slot: Option<&FlowSlot>,
         fib_version: u64,
         nh: &NhSnapshot,
@@ -99,14 +100,23 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 // A miss tries the gateway's memo first; a stale entry takes the full path,
                 // which may keep its ECMP member.
                 let memo = match stale {
-                    None => self.remembered(w.nh, fib_version, nh),
+                    None => self.remembered(route_nh, fib_version, nh),
                     Some(_) => None,
                 };
                 let decided = match memo {
                     Some(d) => Ok(d),
-                    None => {
-                        self.decide(batch, w, stale, fib_version, nh, ports, fib4, fib6, now_ns)
-                    }
+                    None => self.decide(
+                        batch,
+                        w,
+                        route_nh,
+                        stale,
+                        fib_version,
+                        nh,
+                        ports,
+                        fib4,
+                        fib6,
+                        now_ns,
+                    ),
                 };
                 match decided {
                     Ok((v, made)) => {
@@ -168,6 +178,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         &mut self,
         batch: &mut Batch,
         w: &Work,
+        route_nh: u32,
         stale: Option<FlowMade>,
         fib_version: u64,
         nh: &NhSnapshot,
@@ -176,8 +187,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         fib6: &E6,
         now_ns: u64,
     ) -> Result<(FlowValue, FlowMade), Verdict> {
-        let (route_gen, route_version) = nh.get(w.nh).map_or((0, 0), |e| (e.gen, e.version));
-        let outcome = route(w.nh, nh);
+        let (route_gen, route_version) = nh.get(route_nh).map_or((0, 0), |e| (e.gen, e.version));
+        let outcome = route(route_nh, nh);
         let single_out = match outcome {
             RouteOutcome::Group {
                 nh: g,
@@ -258,12 +269,12 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     world: self.world.serial,
                     oif: ifindex,
                     mac,
-                    single: w.nh == member,
+                    single: route_nh == member,
                 },
                 FlowMade {
                     fib_version,
                     neigh_gen: gen,
-                    route_nh: w.nh,
+                    route_nh,
                     route_gen,
                     route_version,
                     member,

@@ -69,6 +69,9 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     );
                     return Some(self.drop(DropReason::TtlExpired));
                 }
+                if self.flow.is_none() {
+                    self.dst4.push(meta.dst);
+                }
                 self.work.push(Work {
                     idx: idx as u32,
                     v6: false,
@@ -115,6 +118,9 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                         now_ns,
                     );
                     return Some(self.drop(DropReason::TtlExpired));
+                }
+                if self.flow.is_none() {
+                    self.dst6.push(meta.dst);
                 }
                 self.work.push(Work {
                     idx: idx as u32,

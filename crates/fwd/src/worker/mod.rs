@@ -478,6 +478,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         batch.verdicts.resize(n, Verdict::Consumed);
         batch.offload.clear();
         self.work.clear();
+        self.dst4.clear();
+        self.dst6.clear();
         let epochs_moved = self.refresh_epochs();
         let fib4 = self.fib4.load();
         let fib6 = self.fib6.load();
@@ -562,7 +564,17 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 .get(i)
                 .is_some_and(|f| matches!(f.state, FlowState::Hit(_)))
         };
-        if hits < work.len() {
+        // Without a flow table pass 1 listed every destination already, and pass 3 takes
+        // each packet's answer from the lists in order.
+        let direct = self.flow.is_none();
+        if direct {
+            self.nh4.clear();
+            self.nh4.resize(self.dst4.len(), 0);
+            fib4.engine.lookup_bulk(&self.dst4, &mut self.nh4);
+            self.nh6.clear();
+            self.nh6.resize(self.dst6.len(), 0);
+            fib6.engine.lookup_bulk(&self.dst6, &mut self.nh6);
+        } else if hits < work.len() {
             self.dst4.clear();
             self.dst6.clear();
             for (i, w) in work.iter().enumerate() {
@@ -598,11 +610,22 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         mark!(Stage::Fib);
 
         // Pass 3: next hop, neighbor, MTU, rewrite.
+        let (mut i4, mut i6) = (0usize, 0usize);
         for (i, w) in work.iter().enumerate() {
+            let route_nh = if !direct {
+                w.nh
+            } else if w.v6 {
+                i6 += 1;
+                self.nh6.get(i6 - 1).copied().unwrap_or(0)
+            } else {
+                i4 += 1;
+                self.nh4.get(i4 - 1).copied().unwrap_or(0)
+            };
             let version = if w.v6 { fib6.version } else { fib4.version };
             let v = self.finish(
                 batch,
                 w,
+                route_nh,
                 flows.get(i),
                 version,
                 &nh,
