@@ -568,12 +568,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         // each packet's answer from the lists in order.
         let direct = self.flow.is_none();
         if direct {
-            self.nh4.clear();
-            self.nh4.resize(self.dst4.len(), 0);
-            fib4.engine.lookup_bulk(&self.dst4, &mut self.nh4);
-            self.nh6.clear();
-            self.nh6.resize(self.dst6.len(), 0);
-            fib6.engine.lookup_bulk(&self.dst6, &mut self.nh6);
+            self.look_up_lists(&fib4.engine, &fib6.engine);
         } else if hits < work.len() {
             self.dst4.clear();
             self.dst6.clear();
@@ -587,12 +582,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     self.dst4.push(w.dst as u32);
                 }
             }
-            self.nh4.clear();
-            self.nh4.resize(self.dst4.len(), 0);
-            fib4.engine.lookup_bulk(&self.dst4, &mut self.nh4);
-            self.nh6.clear();
-            self.nh6.resize(self.dst6.len(), 0);
-            fib6.engine.lookup_bulk(&self.dst6, &mut self.nh6);
+            self.look_up_lists(&fib4.engine, &fib6.engine);
             let (mut i4, mut i6) = (0usize, 0usize);
             for (i, w) in work.iter_mut().enumerate() {
                 if hit(&flows, i) {
@@ -673,6 +663,18 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     /// `COUNTER_FLUSH` batches by itself; a runtime calls this when a worker goes idle).
     pub fn flush_counters(&self) {
         self.shared.store(&self.counters);
+    }
+
+    /// One bulk FIB lookup per family for the destinations listed in `dst4` and `dst6`,
+    /// the answers in `nh4` and `nh6` in the same order.
+    #[inline]
+    fn look_up_lists(&mut self, fib4: &E4, fib6: &E6) {
+        self.nh4.clear();
+        self.nh4.resize(self.dst4.len(), 0);
+        fib4.lookup_bulk(&self.dst4, &mut self.nh4);
+        self.nh6.clear();
+        self.nh6.resize(self.dst6.len(), 0);
+        fib6.lookup_bulk(&self.dst6, &mut self.nh6);
     }
 
     #[inline]
