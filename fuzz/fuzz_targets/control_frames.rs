@@ -87,6 +87,7 @@ fn control() -> (C, Vec<MemLink>, Vec<MemLink>) {
         icmp: 10_000_000,
         local: 10_000_000,
         slow_path: 10_000_000,
+        tcp_syn: 10_000_000,
     };
     let wake = Arc::new(Wake::new().expect("eventfd"));
     (Control::new(r, ports, rx, wake, &punt), wires, taps)

@@ -13,19 +13,28 @@
 //          ├─ IPv4 to one of our addresses (local4) ────────┤
 //          ├─ IPv6 to ff00::/8, fe80::/10 or ours (local6) ─┼──▶ XDP_PASS (control plane)
 //          ├─ ICMPv6 133..137 (RS, RA, NS, NA, redirect) ───┘
-//          │     (ARP/ND and ICMP over their rate ────────────────▶ XDP_DROP, counted)
+//          │     (a policed class over its rate ──────────────────▶ XDP_DROP, counted)
 //          └─ everything else, malformed frames included ─────▶ xsks[rx_queue] (worker)
 //
-// Two control classes are policed here, before the kernel sees them: ARP and neighbor
-// discovery (ARP, ICMPv6 133..137) and ICMP to the router (IPv4 protocol 1, ICMPv6 other than
-// ND and MLD). A flood of them with random sources would otherwise cost the kernel's receive
+// Four control classes are policed here, before the kernel sees them, by the pipeline's
+// rules (the worker's punt_class): ARP and neighbor discovery (ARP, ICMPv6 133..137); ICMP
+// to the router (IPv4 protocol 1, ICMPv6 other than ND and MLD); and, for frames sent to one
+// of the router's own addresses, routing protocols (IGMP, OSPF, PIM, VRRP, MLD, BGP on TCP
+// 179, RIP, RIPng, BFD on UDP 520, 521, 3784, 3785, 4784) and everything else to the
+// router (ssh, SNMP, ...). A flood of any of them would otherwise cost the kernel's receive
 // path and the control plane's raw socket a read per frame, ahead of the BGP or ssh segment
 // queued behind it, before the control plane's own token bucket dropped it. Each class has
 // one token bucket per CPU (police_cfg, set by user space from the `[punt]` rates, the same
 // arithmetic as the control plane's bucket); a frame without a token is dropped and counted
 // (CNT_POLICED_*). What passes still meets the control plane's bucket, the exact limit: with
-// n CPUs receiving, the program lets through at most n times the rate. Other control frames
-// (routing protocols, ssh, frames with IPv6 extension headers) are not policed here.
+// n CPUs receiving, the program lets through at most n times the rate. TCP connection
+// attempts (SYN without ACK) to the router, routing or local, take their token from a fifth
+// bucket of their own (`[punt] tcp_syn`) and are counted under their class: a SYN flood
+// then spends the SYN bucket, not the tokens the segments of established sessions (BGP,
+// ssh) need from their class's bucket here and in the control plane. Frames this program
+// cannot class as the pipeline would are not policed here (CTL_OTHER): group-addressed
+// frames other than ARP, ND and ICMP, IPv6 with extension headers, IPv4 with a header
+// shorter than 20 bytes.
 //
 // A malformed frame (too short for its headers) goes to the worker on purpose: the worker
 // parses with the same rules as for every frame and counts the drop under a named reason.
@@ -65,15 +74,22 @@
 #define CNT_FAST_STALE 4
 #define CNT_POLICED_ARP_ND 5
 #define CNT_POLICED_ICMP 6
-#define CNT_MAX 7
+#define CNT_POLICED_ROUTING 7
+#define CNT_POLICED_LOCAL 8
+#define CNT_MAX 9
 
 // What control_class found: not control, or control of a class (the policed ones by their
 // key in police_cfg).
 #define CTL_NONE -1
 #define CTL_ARP_ND 0
 #define CTL_ICMP 1
-#define CTL_OTHER 2
-#define POLICED_CLASSES 2
+#define CTL_ROUTING 2
+#define CTL_LOCAL 3
+#define CTL_OTHER 4
+#define POLICED_CLASSES 4
+// police_cfg/police_state key of the bucket of TCP connection attempts to the router.
+#define BUCKET_SYN 4
+#define POLICED_BUCKETS 5
 
 struct {
 	__uint(type, BPF_MAP_TYPE_XSKMAP);
@@ -163,7 +179,7 @@ struct police_cfg {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, POLICED_CLASSES);
+	__uint(max_entries, POLICED_BUCKETS);
 	__type(key, __u32);
 	__type(value, struct police_cfg);
 } police_cfg SEC(".maps");
@@ -176,7 +192,7 @@ struct police_state {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, POLICED_CLASSES);
+	__uint(max_entries, POLICED_BUCKETS);
 	__type(key, __u32);
 	__type(value, struct police_state);
 } police_state SEC(".maps");
@@ -206,10 +222,47 @@ static __always_inline int pass_control(void)
 	return XDP_PASS;
 }
 
+// The class of a frame to one of the router's addresses by its upper-layer protocol and
+// ports, as the pipeline's punt_class has it: routing protocols by number, BGP by TCP port,
+// RIP, RIPng and BFD by UDP port, everything else local. `l4` is the upper-layer header,
+// `later_fragment` a fragment other than the first (no ports: local, as in the pipeline).
+// `*syn` is set for a TCP segment with SYN and without ACK (a connection attempt).
+static __always_inline int upper_class(__u8 proto, void *l4, void *end, int later_fragment,
+				       int *syn)
+{
+	if (proto == IPPROTO_IGMP || proto == 89 || proto == IPPROTO_PIM || proto == 112)
+		return CTL_ROUTING;
+	if ((proto != IPPROTO_TCP && proto != IPPROTO_UDP) || later_fragment)
+		return CTL_LOCAL;
+	__be16 *ports = l4;
+
+	if ((void *)(ports + 2) > end)
+		return CTL_LOCAL;
+	__u16 sport = bpf_ntohs(ports[0]);
+	__u16 dport = bpf_ntohs(ports[1]);
+
+	if (proto == IPPROTO_TCP) {
+		__u8 *flags = (__u8 *)l4 + 13;
+
+		if ((void *)(flags + 1) <= end && (*flags & 0x12) == 0x02)
+			*syn = 1;
+		return (sport == 179 || dport == 179) ? CTL_ROUTING : CTL_LOCAL;
+	}
+#pragma unroll
+	for (int i = 0; i < 2; i++) {
+		__u16 p = i ? dport : sport;
+
+		if (p == 520 || p == 521 || p == 3784 || p == 3785 || p == 4784)
+			return CTL_ROUTING;
+	}
+	return CTL_LOCAL;
+}
+
 // The class of a control frame for the kernel (CTL_*), or CTL_NONE for transit. The test
 // is the pipeline's: the class follows its punt_class for frames without IPv6 extension
-// headers (those are CTL_OTHER here and classified by the control plane).
-static __always_inline int control_class(void *data, void *end)
+// headers (those are CTL_OTHER here and classified by the control plane). `*syn` is set
+// for a TCP connection attempt to one of the router's addresses.
+static __always_inline int control_class(void *data, void *end, int *syn)
 {
 	struct ethhdr *eth = data;
 
@@ -231,7 +284,15 @@ static __always_inline int control_class(void *data, void *end)
 
 		if (!group && bpf_map_lookup_elem(&local4, &dst) == NULL)
 			return CTL_NONE;
-		return ip->protocol == IPPROTO_ICMP ? CTL_ICMP : CTL_OTHER;
+		if (ip->protocol == IPPROTO_ICMP)
+			return CTL_ICMP;
+		__u32 hl = ip->ihl * 4;
+
+		if (group || hl < sizeof(*ip))
+			return CTL_OTHER;
+		int later = (bpf_ntohs(ip->frag_off) & 0x1fff) != 0;
+
+		return upper_class(ip->protocol, (void *)ip + hl, end, later, syn);
 	}
 
 	if (proto == bpf_htons(ETH_P_IPV6)) {
@@ -263,19 +324,34 @@ static __always_inline int control_class(void *data, void *end)
 			if (bpf_map_lookup_elem(&local6, &key) == NULL)
 				return CTL_NONE;
 		}
-		if (icmp_type < 0 || (icmp_type >= 130 && icmp_type <= 132) || icmp_type == 143)
+		if (ip6->nexthdr == IPPROTO_ICMPV6) {
+			if (icmp_type < 0)
+				return CTL_OTHER;
+			// MLD is a routing protocol's; policed only when sent to our address.
+			if ((icmp_type >= 130 && icmp_type <= 132) || icmp_type == 143)
+				return control ? CTL_OTHER : CTL_ROUTING;
+			return CTL_ICMP;
+		}
+		// To a group or a link-local address: left to the control plane.
+		if (control)
 			return CTL_OTHER;
-		return CTL_ICMP;
+		__u8 nx = ip6->nexthdr;
+
+		// Extension headers: the pipeline walks the chain, this program does not.
+		if (nx == 0 || nx == 43 || nx == 44 || nx == 60 || nx == 51)
+			return CTL_OTHER;
+		return upper_class(nx, ip6 + 1, end, 0, syn);
 	}
 	return group ? CTL_OTHER : CTL_NONE;
 }
 
-// Takes a token from class `cls`'s bucket on this CPU: 1 when the frame may pass.
-static __always_inline int police(int cls)
+// Takes a token from bucket `bucket` (a class, or BUCKET_SYN) on this CPU: 1 when the frame
+// may pass.
+static __always_inline int police(int bucket)
 {
-	if (cls != CTL_ARP_ND && cls != CTL_ICMP)
+	if (bucket < 0 || bucket >= POLICED_BUCKETS)
 		return 1;
-	__u32 key = cls;
+	__u32 key = bucket;
 	struct police_cfg *cfg = bpf_map_lookup_elem(&police_cfg, &key);
 	struct police_state *st = bpf_map_lookup_elem(&police_state, &key);
 
@@ -465,11 +541,16 @@ int xsk_steer(struct xdp_md *ctx)
 
 	if (fast >= 0)
 		return fast;
-	int cls = control_class(data, end);
+	int syn = 0;
+	int cls = control_class(data, end, &syn);
 
 	if (cls != CTL_NONE) {
-		if (!police(cls)) {
-			count(cls == CTL_ARP_ND ? CNT_POLICED_ARP_ND : CNT_POLICED_ICMP);
+		int bucket = cls;
+
+		if (cls < POLICED_CLASSES && syn)
+			bucket = BUCKET_SYN;
+		if (cls < POLICED_CLASSES && !police(bucket)) {
+			count(CNT_POLICED_ARP_ND + cls);
 			return XDP_DROP;
 		}
 		return pass_control();

@@ -592,8 +592,8 @@ fn steering_decisions_one_frame_at_a_time() {
 
 /// Runs the steering program `n` times on `frame` (one call, so on one CPU) and returns
 /// the last verdict with how many frames were passed as control and how many policed
-/// (ARP/ND, ICMP).
-fn run_n(obj: &BpfObject, frame: &[u8], n: u32) -> (u32, u64, [u64; 2]) {
+/// (ARP/ND, ICMP, routing, local).
+fn run_n(obj: &BpfObject, frame: &[u8], n: u32) -> (u32, u64, [u64; 4]) {
     let prog = obj.prog_fd("xsk_steer").unwrap();
     let counters = obj.map_fd("counters").unwrap();
     let cpus = bpf::possible_cpus().unwrap();
@@ -604,14 +604,12 @@ fn run_n(obj: &BpfObject, frame: &[u8], n: u32) -> (u32, u64, [u64; 2]) {
             .map(|c| u64::from_ne_bytes(c.try_into().unwrap()))
             .sum()
     };
-    let before = [read(1), read(5), read(6)];
+    let slots = [1, 5, 6, 7, 8];
+    let before = slots.map(read);
     let (ret, _) = bpf::prog_test_run(prog, frame, n, 0, None).unwrap();
-    let after = [read(1), read(5), read(6)];
-    (
-        ret,
-        after[0] - before[0],
-        [after[1] - before[1], after[2] - before[2]],
-    )
+    let after = slots.map(read);
+    let d = |i: usize| after[i] - before[i];
+    (ret, d(0), [d(1), d(2), d(3), d(4)])
 }
 
 /// Keeps the calling thread on the CPU it runs on: the program's buckets are per CPU.
@@ -641,26 +639,29 @@ fn control_classes_are_policed_in_the_program() {
         let mld = v6("ff02::16", 58, &[143, 0, 0, 0, 0, 0, 0, 0]);
 
         // Until user space sets a class, nothing is policed.
-        assert_eq!(run_n(&obj, &arp_request(), 10), (XDP_PASS, 10, [0, 0]));
+        assert_eq!(
+            run_n(&obj, &arp_request(), 10),
+            (XDP_PASS, 10, [0, 0, 0, 0])
+        );
 
         // ARP/ND at 1/s with a burst of 3: three pass, the rest are dropped and counted;
         // a Neighbor Solicitation takes from the same bucket.
         police.set(PolicedClass::ArpNd, 1, 3).unwrap();
-        assert_eq!(run_n(&obj, &arp_request(), 10), (XDP_DROP, 3, [7, 0]));
-        assert_eq!(run_n(&obj, &ns, 5), (XDP_DROP, 0, [5, 0]));
+        assert_eq!(run_n(&obj, &arp_request(), 10), (XDP_DROP, 3, [7, 0, 0, 0]));
+        assert_eq!(run_n(&obj, &ns, 5), (XDP_DROP, 0, [5, 0, 0, 0]));
         // ICMP has its own bucket, not set yet.
-        assert_eq!(run_n(&obj, &echo4, 5), (XDP_PASS, 5, [0, 0]));
+        assert_eq!(run_n(&obj, &echo4, 5), (XDP_PASS, 5, [0, 0, 0, 0]));
 
         // ICMP at 0/s: every echo to the router dropped, IPv4 and IPv6; MLD (a routing
         // protocol's class) and other traffic to the router still pass, transit still
         // goes to the queue.
         police.set(PolicedClass::Icmp, 0, 0).unwrap();
-        assert_eq!(run_n(&obj, &echo4, 3), (XDP_DROP, 0, [0, 3]));
-        assert_eq!(run_n(&obj, &echo6, 3), (XDP_DROP, 0, [0, 3]));
-        assert_eq!(run_n(&obj, &mld, 2), (XDP_PASS, 2, [0, 0]));
+        assert_eq!(run_n(&obj, &echo4, 3), (XDP_DROP, 0, [0, 3, 0, 0]));
+        assert_eq!(run_n(&obj, &echo6, 3), (XDP_DROP, 0, [0, 3, 0, 0]));
+        assert_eq!(run_n(&obj, &mld, 2), (XDP_PASS, 2, [0, 0, 0, 0]));
         assert_eq!(
             run_n(&obj, &ipv4(PORT_MAC, LOCAL4, 1, 64), 2),
-            (XDP_PASS, 2, [0, 0])
+            (XDP_PASS, 2, [0, 0, 0, 0])
         );
         assert_eq!(
             steer(&obj, &ipv4(PORT_MAC, Ipv4Addr::new(10, 9, 0, 7), 1, 64)),
@@ -669,10 +670,96 @@ fn control_classes_are_policed_in_the_program() {
 
         // A new rate takes effect at once: a large one lets a burst of 50 through.
         police.set(PolicedClass::Icmp, 1_000_000, 100).unwrap();
-        assert_eq!(run_n(&obj, &echo6, 50), (XDP_PASS, 50, [0, 0]));
+        assert_eq!(run_n(&obj, &echo6, 50), (XDP_PASS, 50, [0, 0, 0, 0]));
+
+        // Routing protocols and everything else sent to the router: by protocol and port,
+        // as the pipeline classes them, IPv4 and IPv6, each class its own bucket.
+        let udp4 = |sport: u32, dport: u32| ipv4(PORT_MAC, LOCAL4, (sport << 16) | dport, 64);
+        // A segment of an established session (ACK set).
+        let tcp4 = |sport: u32, dport: u32| {
+            let mut f = udp4(sport, dport);
+            f[23] = 6;
+            f[14 + 20 + 13] = 0x10;
+            f
+        };
+        let mut ospf = udp4(0, 0);
+        ospf[23] = 89;
+        let mut udp6_ports = [0u8; 16];
+        udp6_ports[..4].copy_from_slice(&[0x9c, 0x40, 0x02, 0x09]); // 40000 -> 521 (RIPng)
+        let ripng = ipv6(PORT_MAC, LOCAL6, 17, &udp6_ports);
+        udp6_ports[2..4].copy_from_slice(&22u16.to_be_bytes());
+        let ssh6 = ipv6(PORT_MAC, LOCAL6, 6, &udp6_ports);
+        let mld6 = ipv6(PORT_MAC, LOCAL6, 58, &[131, 0, 0, 0, 0, 0, 0, 0]);
+        police.set(PolicedClass::Routing, 0, 0).unwrap();
+        for f in [
+            tcp4(40_000, 179),
+            tcp4(179, 40_000),
+            udp4(40_000, 3784),
+            ospf,
+            ripng,
+            mld6,
+        ] {
+            assert_eq!(run_n(&obj, &f, 2), (XDP_DROP, 0, [0, 0, 2, 0]), "{f:02x?}");
+        }
+        // Not a routing port: local, not policed until its class is set.
+        assert_eq!(
+            run_n(&obj, &tcp4(40_000, 22), 2),
+            (XDP_PASS, 2, [0, 0, 0, 0])
+        );
+        police.set(PolicedClass::Local, 1, 3).unwrap();
+        assert_eq!(
+            run_n(&obj, &tcp4(40_000, 22), 5),
+            (XDP_DROP, 3, [0, 0, 0, 2])
+        );
+        assert_eq!(run_n(&obj, &ssh6, 2), (XDP_DROP, 0, [0, 0, 0, 2]));
+        assert_eq!(
+            run_n(&obj, &udp4(40_000, 53), 1),
+            (XDP_DROP, 0, [0, 0, 0, 1])
+        );
+        // A later fragment has no ports: local, as in the pipeline.
+        let mut frag = tcp4(40_000, 179);
+        frag[20] = 0x00;
+        frag[21] = 0x10;
+        assert_eq!(run_n(&obj, &frag, 1), (XDP_DROP, 0, [0, 0, 0, 1]));
+        // Not to one of our addresses: a BGP segment to a group is left to the control
+        // plane, one in transit goes to the queue.
+        let mut to_group = tcp4(40_000, 179);
+        to_group[0] = 0x01;
+        assert_eq!(run_n(&obj, &to_group, 2), (XDP_PASS, 2, [0, 0, 0, 0]));
+        let mut transit_bgp = tcp4(40_000, 179);
+        transit_bgp[30..34].copy_from_slice(&[10, 9, 0, 7]);
+        assert_eq!(steer(&obj, &transit_bgp), "xsk_missing");
+
+        // TCP connection attempts take from a bucket of their own, counted under their
+        // class: with it empty, SYNs to ssh and BGP are dropped while a generous local
+        // bucket lets the segments of established sessions (ACK set) and SYN+ACKs through.
+        police.set(PolicedClass::Local, 1_000_000, 1_000).unwrap();
+        police.set(PolicedClass::Routing, 1_000_000, 1_000).unwrap();
+        police.set_tcp_syn(0, 0).unwrap();
+        let with_flags = |mut f: Vec<u8>, flags: u8| {
+            f[14 + 20 + 13] = flags;
+            f
+        };
+        let syn22 = with_flags(tcp4(40_000, 22), 0x02);
+        assert_eq!(run_n(&obj, &syn22, 3), (XDP_DROP, 0, [0, 0, 0, 3]));
+        let syn179 = with_flags(tcp4(40_000, 179), 0x02);
+        assert_eq!(run_n(&obj, &syn179, 2), (XDP_DROP, 0, [0, 0, 2, 0]));
+        let mut syn6 = ssh6.clone();
+        syn6[14 + 40 + 13] = 0x02;
+        assert_eq!(run_n(&obj, &syn6, 1), (XDP_DROP, 0, [0, 0, 0, 1]));
+        for flags in [0x10, 0x12, 0x18] {
+            let f = with_flags(tcp4(40_000, 22), flags);
+            assert_eq!(
+                run_n(&obj, &f, 4),
+                (XDP_PASS, 4, [0, 0, 0, 0]),
+                "flags {flags:#x}"
+            );
+        }
+        police.set_tcp_syn(1_000_000, 100).unwrap();
+        assert_eq!(run_n(&obj, &syn22, 5), (XDP_PASS, 5, [0, 0, 0, 0]));
 
         let c = police.counters().unwrap();
-        assert_eq!((c.arp_nd, c.icmp), (12, 6));
+        assert_eq!((c.arp_nd, c.icmp, c.routing, c.local), (12, 6, 14, 10));
     });
     handle.join().unwrap();
 }

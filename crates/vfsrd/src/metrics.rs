@@ -546,7 +546,7 @@ impl MetricsServer {
         };
         x.counter(
             "punts_policed_xdp",
-            "Control frames the ports' XDP programs dropped by the class's limit (arp_nd, icmp).",
+            "Control frames the ports' XDP programs dropped by the class's limit (arp_nd, icmp, routing, local).",
             by_class(&control.counters.policed_xdp),
         );
         x.counter(

@@ -46,6 +46,7 @@ fn control() -> (C, MemLink) {
         icmp: 1_000_000,
         local: 1_000_000,
         slow_path: 1_000_000,
+        tcp_syn: 1_000_000,
     };
     let c = Control::new(lab, vec![port], rx, Arc::new(Wake::new().unwrap()), &punt);
     (c, theirs)

@@ -1,13 +1,19 @@
 //! Policing of control classes in the steering program (`bpf/xsk_steer.c`).
 //!
 //! Control frames leave XDP for the kernel, where the control plane reads them from the
-//! port's raw socket and rate-limits them per class. Under a flood of ARP requests or pings
-//! with random sources, every flooded frame would still cost the kernel's receive path, a
+//! port's raw socket and rate-limits them per class. Under a flood of ARP requests, pings or
+//! TCP SYNs to the router, every flooded frame would still cost the kernel's receive path, a
 //! socket buffer and a read on the control plane's core before its token bucket dropped it,
 //! and the frames queued behind it (a BGP keepalive, an ssh segment) would wait for all of
-//! that. The program therefore keeps a token bucket of its own for the two classes that
-//! are cheap to tell apart in the receive hook, ARP/ND and ICMP to the router, and drops
-//! what exceeds it there, counted per class.
+//! that. The program therefore keeps a token bucket of its own for four of the pipeline's
+//! punt classes, classed by the same rules (ARP/ND, ICMP to the router, and for frames to
+//! one of the router's addresses routing protocols and everything else), and drops what
+//! exceeds it there, counted per class. Frames it cannot class as the pipeline would
+//! (group-addressed ones other than ARP, ND and ICMP, IPv6 with extension headers) pass
+//! to the control plane unpoliced. TCP connection attempts to the router (SYN without ACK,
+//! routing or local) take their token from a bucket of their own ([`Policer::set_tcp_syn`])
+//! and are counted under their class, so that a SYN flood cannot spend the tokens the
+//! segments of established BGP or ssh sessions need.
 //!
 //! The bucket is per CPU (no atomics in the receive path): with n CPUs receiving, up to n
 //! times the rate passes, and the control plane's own bucket makes the exact cut. Until
@@ -22,6 +28,10 @@ use crate::IoError;
 /// Counter slots of the program's `counters` map for frames dropped by policing.
 const CNT_POLICED_ARP_ND: u32 = 5;
 const CNT_POLICED_ICMP: u32 = 6;
+const CNT_POLICED_ROUTING: u32 = 7;
+const CNT_POLICED_LOCAL: u32 = 8;
+/// The `police_cfg` key of the bucket of TCP connection attempts.
+const BUCKET_SYN: u32 = 4;
 /// Credit units one token costs (as in the control plane's token bucket).
 const TOKEN: u64 = 1_000_000_000;
 
@@ -32,17 +42,29 @@ pub enum PolicedClass {
     ArpNd,
     /// ICMP to the router: IPv4 protocol 1, ICMPv6 other than neighbor discovery and MLD.
     Icmp,
+    /// Routing protocols to one of the router's addresses: IGMP, OSPF, PIM, VRRP, MLD, BGP
+    /// (TCP 179), RIP, RIPng and BFD (UDP 520, 521, 3784, 3785, 4784).
+    Routing,
+    /// Everything else to one of the router's addresses (ssh, SNMP, ...).
+    Local,
 }
 
 impl PolicedClass {
-    /// Both classes.
-    pub const ALL: [PolicedClass; 2] = [PolicedClass::ArpNd, PolicedClass::Icmp];
+    /// Every class the program polices.
+    pub const ALL: [PolicedClass; 4] = [
+        PolicedClass::ArpNd,
+        PolicedClass::Icmp,
+        PolicedClass::Routing,
+        PolicedClass::Local,
+    ];
 
     /// Its key in the program's `police_cfg` map.
     fn key(self) -> u32 {
         match self {
             PolicedClass::ArpNd => 0,
             PolicedClass::Icmp => 1,
+            PolicedClass::Routing => 2,
+            PolicedClass::Local => 3,
         }
     }
 
@@ -50,6 +72,8 @@ impl PolicedClass {
         match self {
             PolicedClass::ArpNd => CNT_POLICED_ARP_ND,
             PolicedClass::Icmp => CNT_POLICED_ICMP,
+            PolicedClass::Routing => CNT_POLICED_ROUTING,
+            PolicedClass::Local => CNT_POLICED_LOCAL,
         }
     }
 }
@@ -61,6 +85,10 @@ pub struct PolicedCounters {
     pub arp_nd: u64,
     /// ICMP to the router.
     pub icmp: u64,
+    /// Routing protocols to the router.
+    pub routing: u64,
+    /// Everything else to the router.
+    pub local: u64,
 }
 
 impl PolicedCounters {
@@ -69,6 +97,8 @@ impl PolicedCounters {
         match class {
             PolicedClass::ArpNd => self.arp_nd,
             PolicedClass::Icmp => self.icmp,
+            PolicedClass::Routing => self.routing,
+            PolicedClass::Local => self.local,
         }
     }
 }
@@ -124,6 +154,18 @@ impl Policer {
         .map_err(|e| IoError::Unsupported(format!("{}: policing {class:?}: {e}", self.name)))
     }
 
+    /// Polices TCP connection attempts to the router (SYN without ACK, whatever their
+    /// class) at `rate` per second per CPU with `burst` stored, apart from their class's
+    /// bucket. Until this is called they take their class's tokens.
+    pub fn set_tcp_syn(&self, rate: u32, burst: u32) -> Result<(), IoError> {
+        bpf::map_update(
+            self.cfg.as_raw_fd(),
+            &BUCKET_SYN.to_ne_bytes(),
+            &config_bytes(rate, burst),
+        )
+        .map_err(|e| IoError::Unsupported(format!("{}: policing TCP SYNs: {e}", self.name)))
+    }
+
     /// Frames dropped so far, per class.
     pub fn counters(&self) -> Result<PolicedCounters, IoError> {
         read_policed(self.counters.as_raw_fd())
@@ -136,6 +178,8 @@ pub(super) fn read_policed(counters: RawFd) -> Result<PolicedCounters, IoError> 
     Ok(PolicedCounters {
         arp_nd: read(PolicedClass::ArpNd)?,
         icmp: read(PolicedClass::Icmp)?,
+        routing: read(PolicedClass::Routing)?,
+        local: read(PolicedClass::Local)?,
     })
 }
 

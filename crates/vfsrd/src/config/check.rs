@@ -440,6 +440,7 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
         ("punt.icmp", p.icmp),
         ("punt.local", p.local),
         ("punt.slow_path", p.slow_path),
+        ("punt.tcp_syn", p.tcp_syn),
     ] {
         if v > 10_000_000 {
             errs.push(ConfigError::new(k, format!("{v} packets/s is not a limit")));

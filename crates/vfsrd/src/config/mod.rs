@@ -69,11 +69,12 @@
 //!                          # send three for every address it tries
 //!
 //! [punt]                   # packets per second punted to the control plane, per class
-//! arp_nd = 2000            # arp_nd and icmp are also policed in AF_XDP ports' XDP program
+//! arp_nd = 2000            # all but slow_path are also policed in AF_XDP ports' XDP program
 //! routing = 10000          # (per receiving CPU), before the kernel sees the frames
 //! icmp = 1000
 //! local = 10000
 //! slow_path = 2000
+//! tcp_syn = 1000           # TCP SYNs to the router: their own bucket in the XDP program
 //! ```
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -327,6 +327,10 @@ pub struct PuntSection {
     pub local: u32,
     /// Packets the pipeline cannot forward itself (IP options, unresolved next hops).
     pub slow_path: u32,
+    /// TCP connection attempts (SYN without ACK) to the router, routing or local: on AF_XDP
+    /// ports a bucket of their own in the XDP program, so that a SYN flood cannot take the
+    /// tokens of established sessions' segments. Counted under their class.
+    pub tcp_syn: u32,
 }
 
 impl Default for PuntSection {
@@ -337,6 +341,7 @@ impl Default for PuntSection {
             icmp: 1_000,
             local: 10_000,
             slow_path: 2_000,
+            tcp_syn: 1_000,
         }
     }
 }

@@ -116,7 +116,7 @@ pub struct ControlCounters {
     /// slow_path).
     pub rate_limited: [u64; PuntClass::COUNT],
     /// Frames the ports' XDP programs dropped by the class's limit before the kernel saw
-    /// them, per class as `rate_limited` (only arp_nd and icmp are policed there; see
+    /// them, per class as `rate_limited` (all classes but slow_path are policed there; see
     /// `vfsr_io::xdp::Policer`). Read from the programs' maps, not counted here.
     pub policed_xdp: [u64; PuntClass::COUNT],
     /// ARP requests for our addresses answered.
@@ -283,6 +283,10 @@ where
                     // The control plane's own limit still holds; only the early drop is lost.
                     tracing::warn!(port = %p.name(), error = %e, "XDP policing not set");
                 }
+            }
+            let syn = self.punt.tcp_syn;
+            if let Err(e) = p.set_tcp_syn(syn, crate::dataplane::burst_of(syn)) {
+                tracing::warn!(port = %p.name(), error = %e, "XDP policing of TCP SYNs not set");
             }
         }
     }
@@ -813,6 +817,8 @@ fn punt_class_of(class: PolicedClass) -> PuntClass {
     match class {
         PolicedClass::ArpNd => PuntClass::ArpNd,
         PolicedClass::Icmp => PuntClass::Icmp,
+        PolicedClass::Routing => PuntClass::Routing,
+        PolicedClass::Local => PuntClass::Local,
     }
 }
 
