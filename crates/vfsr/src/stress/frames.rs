@@ -197,12 +197,33 @@ pub(crate) fn tcp_syn(
     dst: Ipv4Addr,
     ports: (u16, u16),
 ) -> Vec<u8> {
+    tcp4(macs, src, dst, ports, 0x02)
+}
+
+/// A TCP segment with ACK set and no payload: a segment of an established connection.
+pub(crate) fn tcp_ack(
+    macs: ([u8; 6], [u8; 6]),
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    ports: (u16, u16),
+) -> Vec<u8> {
+    tcp4(macs, src, dst, ports, 0x10)
+}
+
+/// A TCP segment with flags `flags`, no options and no payload.
+fn tcp4(
+    macs: ([u8; 6], [u8; 6]),
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    ports: (u16, u16),
+    flags: u8,
+) -> Vec<u8> {
     let mut t = vec![0u8; 20];
     t[0..2].copy_from_slice(&ports.0.to_be_bytes());
     t[2..4].copy_from_slice(&ports.1.to_be_bytes());
     t[4..8].copy_from_slice(&0x1234_5678u32.to_be_bytes());
     t[12] = 5 << 4;
-    t[13] = 0x02;
+    t[13] = flags;
     t[14..16].copy_from_slice(&64240u16.to_be_bytes());
     let sum = add(pseudo_header_v4(src, dst, 6, 20), ones_sum(&t));
     t[16..18].copy_from_slice(&(!sum).to_be_bytes());
@@ -395,6 +416,20 @@ mod tests {
             (40000, 179),
         );
         assert_eq!(s[47], 0x02);
+        let a = tcp_ack(
+            MACS,
+            Ipv4Addr::new(10, 10, 0, 2),
+            Ipv4Addr::new(10, 10, 0, 1),
+            (40000, 179),
+        );
+        assert_eq!((a[47], &a[..47], &a[48..50]), (0x10, &s[..47], &s[48..50]));
+        let pseudo = pseudo_header_v4(
+            Ipv4Addr::new(10, 10, 0, 2),
+            Ipv4Addr::new(10, 10, 0, 1),
+            6,
+            20,
+        );
+        assert_eq!(add(pseudo, ones_sum(&a[34..54])), 0xffff);
         let r = router_alert4(
             MACS,
             Ipv4Addr::new(10, 10, 0, 2),

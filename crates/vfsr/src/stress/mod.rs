@@ -35,13 +35,17 @@
 //!   where a bucket's entries are all recent);
 //! - `echo`: ICMP echo to the router (echo replies ≤ the `icmp` punt limit × seconds +
 //!   burst);
+//! - `syn`: TCP SYNs to port 22 of the router's address, the `local` punt class (on AF_XDP
+//!   the port's program drops what exceeds the class's limit; the TCP prober's segments,
+//!   also local, take their chance in the same bucket);
 //! - `ttl1`, `noroute`: TTL 1 transit and destinations without a route, IPv4 and IPv6 (ICMP
 //!   errors sent ≤ 1000/s × seconds + 50, the workers' limit);
 //! - `malformed`: one frame of each kind `vfsr-wire` rejects, round and round (all dropped by
 //!   name, none forwarded);
 //! - `punt`: each punt class at its limit and at twice it, in turn (ARP, ND, ICMP to the
-//!   router, TCP to port 22, BGP, router alert): what the control plane took ≤ limit × time
-//!   + burst, and the excess counted as rate-limited.
+//!   router, TCP to port 22, BGP, router alert, and on AF_XDP TCP SYNs to port 22 against
+//!   their own bucket): what the control plane took ≤ limit × time + burst, and the excess
+//!   counted as rate-limited or policed in XDP.
 //!
 //! Then faults: `starve` (a busy process at the worker's priority pinned to its core for
 //! the window), `linkflap` (port B down for a second and up; traffic must resume),
@@ -100,6 +104,7 @@ pub(crate) const CASES: &[&str] = &[
     "scan6",
     "flows",
     "echo",
+    "syn",
     "ttl1",
     "noroute",
     "malformed",
@@ -603,9 +608,8 @@ fn run_case(
     rng: &mut Rng,
 ) -> Result<CaseResult, Error> {
     match name {
-        "arp" | "ns" | "scan4" | "scan6" | "flows" | "echo" | "ttl1" | "noroute" | "malformed" => {
-            flood_case(lab, name, secs, base, rng)
-        }
+        "arp" | "ns" | "scan4" | "scan6" | "flows" | "echo" | "syn" | "ttl1" | "noroute"
+        | "malformed" => flood_case(lab, name, secs, base, rng),
         "punt" => punt_case(lab, secs, base, rng),
         "starve" => starve_case(lab, secs, base),
         "linkflap" => linkflap_case(lab, secs, base),
@@ -680,6 +684,16 @@ fn flood_frames(lab: &Lab, name: &str, rng: &mut Rng) -> Vec<Vec<u8>> {
         "echo" => {
             for s in 0..1024u16 {
                 out.push(frames::echo4(macs, lab::GEN4, lab::ROUTER_A4, s));
+            }
+        }
+        "syn" => {
+            for p in 0..1024u16 {
+                out.push(frames::tcp_syn(
+                    macs,
+                    lab::GEN4,
+                    lab::ROUTER_A4,
+                    (20_000 + p, 22),
+                ));
             }
         }
         "ttl1" | "noroute" => {
@@ -914,6 +928,7 @@ fn flood_case(
             );
             r.note("flow_table", json!({"capacity": cap, "entries": entries, "inserts": inserts, "evictions": evicted, "refusals": refused}));
         }
+        "syn" => check_policed(&mut r, lab, &w, "local", 10_000.0),
         "echo" => {
             check_policed(&mut r, lab, &w, "icmp", 1000.0);
             let replies = w.control("echo_replies") as f64;
@@ -1012,23 +1027,33 @@ fn punt_classes(lab: &Lab, rng: &mut Rng) -> Vec<PuntStep> {
     let echo: Vec<Vec<u8>> = (0..256)
         .map(|s| frames::echo4(macs, lab::GEN4, lab::ROUTER_A4, s))
         .collect();
+    // Segments of established sessions: the class's own bucket. Connection attempts have
+    // a bucket of their own in the XDP program (`[punt] tcp_syn`), a step of their own.
     let ssh: Vec<Vec<u8>> = (0..256)
-        .map(|p| frames::tcp_syn(macs, lab::GEN4, lab::ROUTER_A4, (40_000 + p, 22)))
+        .map(|p| frames::tcp_ack(macs, lab::GEN4, lab::ROUTER_A4, (40_000 + p, 22)))
         .collect();
     let bgp: Vec<Vec<u8>> = (0..256)
-        .map(|p| frames::tcp_syn(macs, lab::GEN4, lab::ROUTER_A4, (40_000 + p, 179)))
+        .map(|p| frames::tcp_ack(macs, lab::GEN4, lab::ROUTER_A4, (40_000 + p, 179)))
+        .collect();
+    let syn: Vec<Vec<u8>> = (0..256)
+        .map(|p| frames::tcp_syn(macs, lab::GEN4, lab::ROUTER_A4, (40_000 + p, 22)))
         .collect();
     let alert: Vec<Vec<u8>> = (0..256)
         .map(|k| frames::router_alert4(macs, lab::GEN4, Ipv4Addr::new(198, 18, 3, k as u8)))
         .collect();
-    vec![
+    let mut classes = vec![
         ("arp", 0, 2000.0, arp),
         ("nd", 0, 2000.0, nd),
         ("icmp", 2, 1000.0, echo),
         ("local (tcp/22)", 3, 10_000.0, ssh),
         ("routing (bgp)", 1, 10_000.0, bgp),
         ("slow_path (router alert)", 4, 2000.0, alert),
-    ]
+    ];
+    // Only the XDP program tells connection attempts apart.
+    if lab.backend == "xdp" {
+        classes.push(("tcp_syn (to port 22, local)", 3, 1000.0, syn));
+    }
+    classes
 }
 
 /// Notes what the port's XDP program dropped of a flood of punt class `class` (limit
@@ -1096,7 +1121,8 @@ fn punt_case(
             let grew = |key: &str| of_class(&s1, key).saturating_sub(of_class(&s0, key));
             let wl = |v: &Value| v["punts_limited"].as_u64().unwrap_or(0);
             let limited = grew("rate_limited") + wl(&s1).saturating_sub(wl(&s0));
-            // Dropped by the port's XDP program before the kernel (arp_nd and icmp).
+            // Dropped by the port's XDP program before the kernel (every class but
+            // slow_path).
             let policed = grew("policed_xdp");
             let taken = g(&s1, "frames_in").saturating_sub(g(&s0, "frames_in"));
             let span = (s1["uptime_s"].as_f64().unwrap_or(0.0)
