@@ -3,10 +3,14 @@
 //! ```text
 //!   Batch.packets ─┬─ pass 1, per packet: eth_input → ip4/ip6_input → classify → ttl
 //!                  │     punts, drops and expiries end here; transit packets become work
+//!                  │     (without a flow table, their destinations also go on the lists
+//!                  │     for the bulk lookup)
 //!                  ├─ pass 2: flow table hash and prefetch of the batch (in a table past
 //!                  │     1 MiB also of each matching entry), lookup per packet (split+flow),
 //!                  │     then one bulk FIB
-//!                  │     lookup per family for the misses and stale entries
+//!                  │     lookup per family for the misses and stale entries (without a
+//!                  │     flow table: for the lists pass 1 made; pass 3 reads the answers
+//!                  │     in the same order)
 //!                  └─ pass 3, per packet: route → ecmp → neighbor → mtu → rewrite → verdict
 //!                        (a flow hit skips route, ecmp and neighbor: its entry holds them)
 //! ```
@@ -250,7 +254,8 @@ struct Work {
     proto: u8,
     sport: u16,
     dport: u16,
-    /// The FIB's answer, once looked up.
+    /// The FIB's answer, once looked up, with a flow table (without one, pass 3 takes it
+    /// from the lookup's answers in order and this stays 0).
     nh: u32,
 }
 
