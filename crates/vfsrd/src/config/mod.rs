@@ -363,6 +363,9 @@ listen = "localhost"
 resync_quiet_ms = 0
 [neighbor]
 solicit_rate = 0
+[punt]
+local = 20000000
+tcp_syn = 20000001
 [kernel]
 table = "mine"
 exclude_protocols = ["kernel", "gated?", 300]
@@ -389,6 +392,8 @@ rcvbuf = 100
             "fpm.listen: \"localhost\" is not address:port",
             "fpm.resync_quiet_ms: 0 is outside",
             "neighbor.solicit_rate: 0 is outside 1..=1000000",
+            "punt.local: 20000000 packets/s is not a limit",
+            "punt.tcp_syn: 20000001 packets/s is not a limit",
             "kernel.table: unknown table \"mine\"",
             "kernel.exclude_protocols[1]: unknown protocol \"gated?\"",
             "kernel.exclude_protocols[2]: protocol 300 is more than 255",
