@@ -72,6 +72,7 @@
 #define CNT_XSK_MISSING 2
 #define CNT_FAST_FORWARDED 3
 #define CNT_FAST_STALE 4
+// One per policed class, in the order of the CTL_ classes below (CNT_POLICED_ARP_ND + class).
 #define CNT_POLICED_ARP_ND 5
 #define CNT_POLICED_ICMP 6
 #define CNT_POLICED_ROUTING 7

@@ -10,8 +10,8 @@
 //! - **churn**: the addresses of one subnet in order, as a scan tries them (10.0.0.0/8,
 //!   fd00:20::/64): the table full of FAILED entries for the first ones, then half its
 //!   capacity of the next ones resolved one at a time, with a publication after every
-//!   change (what vfsrd does for a held packet) or after every 16 (a batch). Reported as nanoseconds per change, the
-//!   publication included.
+//!   change (what vfsrd does for a held packet) or after every 16 (a batch). Reported as
+//!   nanoseconds per change, the publication included.
 //! - **timer round**: one `expire` call over a table full of REACHABLE entries none of
 //!   whose timers is due (a large LAN at rest; vfsrd runs a round every 50 ms per port and
 //!   family), in nanoseconds per round.

@@ -153,7 +153,7 @@ pub fn ports4(ip: &[u8], meta: &Ip4Meta) -> (u16, u16) {
         return (0, 0);
     }
     // The bounds come from `meta`, which the checked view found; reading them again from
-    // the header cost about three cycles per packet (`vfsr fwd bench`).
+    // the header cost two to three cycles per packet (`vfsr fwd bench`).
     ip.get(usize::from(meta.header_len)..usize::from(meta.total_len))
         .and_then(l4::ports)
         .unwrap_or((0, 0))

@@ -296,6 +296,28 @@ impl Work {
     }
 }
 
+/// Walks the bulk lookups' answers (`nh4`, `nh6`) in the order their destinations were
+/// listed, one family each.
+#[derive(Default)]
+struct Answers {
+    i4: usize,
+    i6: usize,
+}
+
+impl Answers {
+    /// The next answer of the family (`v6` or not); 0, no route, past the list's end.
+    #[inline(always)]
+    fn next(&mut self, v6: bool, nh4: &[u32], nh6: &[u32]) -> u32 {
+        if v6 {
+            self.i6 += 1;
+            nh6.get(self.i6 - 1).copied().unwrap_or(0)
+        } else {
+            self.i4 += 1;
+            nh4.get(self.i4 - 1).copied().unwrap_or(0)
+        }
+    }
+}
+
 /// A work item's flow-table state (kept apart: only a worker with a flow table has them).
 #[derive(Clone, Copy, Debug)]
 struct FlowSlot {
@@ -588,33 +610,23 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 }
             }
             self.look_up_lists(&fib4.engine, &fib6.engine);
-            let (mut i4, mut i6) = (0usize, 0usize);
+            let mut answers = Answers::default();
             for (i, w) in work.iter_mut().enumerate() {
                 if hit(&flows, i) {
                     continue;
                 }
-                if w.v6 {
-                    w.nh = self.nh6.get(i6).copied().unwrap_or(0);
-                    i6 += 1;
-                } else {
-                    w.nh = self.nh4.get(i4).copied().unwrap_or(0);
-                    i4 += 1;
-                }
+                w.nh = answers.next(w.v6, &self.nh4, &self.nh6);
             }
         }
         mark!(Stage::Fib);
 
         // Pass 3: next hop, neighbor, MTU, rewrite.
-        let (mut i4, mut i6) = (0usize, 0usize);
+        let mut answers = Answers::default();
         for (i, w) in work.iter().enumerate() {
-            let route_nh = if !direct {
-                w.nh
-            } else if w.v6 {
-                i6 += 1;
-                self.nh6.get(i6 - 1).copied().unwrap_or(0)
+            let route_nh = if direct {
+                answers.next(w.v6, &self.nh4, &self.nh6)
             } else {
-                i4 += 1;
-                self.nh4.get(i4 - 1).copied().unwrap_or(0)
+                w.nh
             };
             let version = if w.v6 { fib6.version } else { fib4.version };
             let v = self.finish(

@@ -146,24 +146,24 @@ impl Policer {
     /// Polices `class` at `rate` frames per second per CPU with `burst` stored (a rate of 0
     /// drops every frame of the class). Takes effect at the next frame.
     pub fn set(&self, class: PolicedClass, rate: u32, burst: u32) -> Result<(), IoError> {
-        bpf::map_update(
-            self.cfg.as_raw_fd(),
-            &class.key().to_ne_bytes(),
-            &config_bytes(rate, burst),
-        )
-        .map_err(|e| IoError::Unsupported(format!("{}: policing {class:?}: {e}", self.name)))
+        self.set_bucket(class.key(), &format!("{class:?}"), rate, burst)
     }
 
     /// Polices TCP connection attempts to the router (SYN without ACK, whatever their
     /// class) at `rate` per second per CPU with `burst` stored, apart from their class's
     /// bucket. Until this is called they take their class's tokens.
     pub fn set_tcp_syn(&self, rate: u32, burst: u32) -> Result<(), IoError> {
+        self.set_bucket(BUCKET_SYN, "TCP SYNs", rate, burst)
+    }
+
+    /// Writes bucket `key` of `police_cfg` (`what` names it in errors).
+    fn set_bucket(&self, key: u32, what: &str, rate: u32, burst: u32) -> Result<(), IoError> {
         bpf::map_update(
             self.cfg.as_raw_fd(),
-            &BUCKET_SYN.to_ne_bytes(),
+            &key.to_ne_bytes(),
             &config_bytes(rate, burst),
         )
-        .map_err(|e| IoError::Unsupported(format!("{}: policing TCP SYNs: {e}", self.name)))
+        .map_err(|e| IoError::Unsupported(format!("{}: policing {what}: {e}", self.name)))
     }
 
     /// Frames dropped so far, per class.

@@ -190,28 +190,12 @@ pub(crate) fn echo4(macs: ([u8; 6], [u8; 6]), src: Ipv4Addr, dst: Ipv4Addr, seq:
     f
 }
 
-/// A TCP SYN to `dst:port`.
-pub(crate) fn tcp_syn(
-    macs: ([u8; 6], [u8; 6]),
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
-    ports: (u16, u16),
-) -> Vec<u8> {
-    tcp4(macs, src, dst, ports, 0x02)
-}
+/// TCP flags: a connection attempt (SYN) and a segment of an established connection (ACK).
+pub(crate) const TCP_SYN: u8 = 0x02;
+pub(crate) const TCP_ACK: u8 = 0x10;
 
-/// A TCP segment with ACK set and no payload: a segment of an established connection.
-pub(crate) fn tcp_ack(
-    macs: ([u8; 6], [u8; 6]),
-    src: Ipv4Addr,
-    dst: Ipv4Addr,
-    ports: (u16, u16),
-) -> Vec<u8> {
-    tcp4(macs, src, dst, ports, 0x10)
-}
-
-/// A TCP segment with flags `flags`, no options and no payload.
-fn tcp4(
+/// A TCP segment with flags `flags` ([`TCP_SYN`], [`TCP_ACK`]), no options and no payload.
+pub(crate) fn tcp4(
     macs: ([u8; 6], [u8; 6]),
     src: Ipv4Addr,
     dst: Ipv4Addr,
@@ -409,18 +393,20 @@ mod tests {
             3,
         );
         assert!(verify(&e[34..]));
-        let s = tcp_syn(
+        let s = tcp4(
             MACS,
             Ipv4Addr::new(10, 10, 0, 2),
             Ipv4Addr::new(10, 10, 0, 1),
             (40000, 179),
+            TCP_SYN,
         );
         assert_eq!(s[47], 0x02);
-        let a = tcp_ack(
+        let a = tcp4(
             MACS,
             Ipv4Addr::new(10, 10, 0, 2),
             Ipv4Addr::new(10, 10, 0, 1),
             (40000, 179),
+            TCP_ACK,
         );
         assert_eq!((a[47], &a[..47], &a[48..50]), (0x10, &s[..47], &s[48..50]));
         let pseudo = pseudo_header_v4(

@@ -688,11 +688,13 @@ fn flood_frames(lab: &Lab, name: &str, rng: &mut Rng) -> Vec<Vec<u8>> {
         }
         "syn" => {
             for p in 0..1024u16 {
-                out.push(frames::tcp_syn(
+                let ports = (20_000 + p, 22);
+                out.push(frames::tcp4(
                     macs,
                     lab::GEN4,
                     lab::ROUTER_A4,
-                    (20_000 + p, 22),
+                    ports,
+                    frames::TCP_SYN,
                 ));
             }
         }
@@ -1029,15 +1031,14 @@ fn punt_classes(lab: &Lab, rng: &mut Rng) -> Vec<PuntStep> {
         .collect();
     // Segments of established sessions: the class's own bucket. Connection attempts have
     // a bucket of their own in the XDP program (`[punt] tcp_syn`), a step of their own.
-    let ssh: Vec<Vec<u8>> = (0..256)
-        .map(|p| frames::tcp_ack(macs, lab::GEN4, lab::ROUTER_A4, (40_000 + p, 22)))
-        .collect();
-    let bgp: Vec<Vec<u8>> = (0..256)
-        .map(|p| frames::tcp_ack(macs, lab::GEN4, lab::ROUTER_A4, (40_000 + p, 179)))
-        .collect();
-    let syn: Vec<Vec<u8>> = (0..256)
-        .map(|p| frames::tcp_syn(macs, lab::GEN4, lab::ROUTER_A4, (40_000 + p, 22)))
-        .collect();
+    let tcp = |dport: u16, flags: u8| -> Vec<Vec<u8>> {
+        (0..256)
+            .map(|p| frames::tcp4(macs, lab::GEN4, lab::ROUTER_A4, (40_000 + p, dport), flags))
+            .collect()
+    };
+    let ssh = tcp(22, frames::TCP_ACK);
+    let bgp = tcp(179, frames::TCP_ACK);
+    let syn = tcp(22, frames::TCP_SYN);
     let alert: Vec<Vec<u8>> = (0..256)
         .map(|k| frames::router_alert4(macs, lab::GEN4, Ipv4Addr::new(198, 18, 3, k as u8)))
         .collect();
