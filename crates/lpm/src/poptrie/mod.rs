@@ -464,7 +464,9 @@ impl Vector {
     /// it measured 1.14–1.16 times the portable lookup's rate on matched IPv4 traffic but
     /// 0.73–0.76 times on uniform traffic (`vfsr lpm bench` row `poptrie_avx2`, same run);
     /// on an AMD EPYC Zen 4, 0.99–1.06 times on matched and 0.68–0.70 times on uniform
-    /// traffic (two runs, `docs/bench/zen4.md`). Neither makes it the better default.
+    /// traffic (two runs, `docs/bench/zen4.md`). Neither makes it the better default. Those
+    /// runs predate the pipelined portable IPv4 loop, which on an AMD EPYC Zen 3 runs about
+    /// twice the AVX2 lookup's rate on both (`docs/bench/zen3.md`).
     pub fn best() -> Vector {
         if Vector::Avx512.available() {
             Vector::Avx512
