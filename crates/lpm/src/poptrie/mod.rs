@@ -73,7 +73,7 @@
 //! (`pipelined.rs`): each turn prefetches one address's direct entry, reads another's entry
 //! and prefetches its record, and finishes a third from its record, 16 addresses apart. A
 //! leaf or a childless node (nearly every IPv4 lookup) is answered in that loop by selects,
-//! without a branch on the kind; the few lookups that reach a node are listed and walked
+//! without a branch between the two; the few lookups that reach a node are listed and walked
 //! level by level afterwards. On an AMD EPYC (Zen 3) this measured 1.53 times the staged
 //! lookup below on matched IPv4 traffic and 1.15 times on uniform IPv4 traffic (per-pair
 //! medians of six pairs, `docs/bench/core.md`): the staged lookup ran about a hundred
@@ -551,7 +551,7 @@ pub fn simd_available() -> bool {
 
 /// Ones at bit positions `0..=v`.
 #[inline(always)]
-fn upto(v: usize) -> u64 {
+const fn upto(v: usize) -> u64 {
     // `2 << 63` wraps to 0 and 0 - 1 is all ones: the right mask for v = 63.
     (2u64 << v).wrapping_sub(1)
 }

@@ -13,7 +13,11 @@
 //! few lanes whose entry is a node (a /18 block with routes longer than /24) are walked
 //! afterwards, level by level, as the staged lookup walks them. Whether a lane is a leaf or a
 //! record is settled by selects, not branches (a lane that is not a record's reads an empty
-//! record kept for it), so the loop has no branch that depends on the data.
+//! record kept for it); the one branch on the data lists a node lane, which only a /18 block
+//! with routes longer than /24 leads to. The slot's mask comes from a table of 64, not a shift by a
+//! variable count, which would tie up the count register the loop needs for other values
+//! (the two together: 1.09 times on matched and 1.16 times on uniform IPv4 traffic on an AMD
+//! EPYC Zen 3, per-pair medians of six pairs).
 //!
 //! The staged lookup (`lookup_staged`) does the same work in a loop per kind of read, with
 //! three lists written for every address: about a hundred instructions per matched lookup,
@@ -41,6 +45,18 @@ pub(super) const BITS: u8 = 18;
 /// What a lane that is not a childless node's reads in its place: a record with no leaves
 /// marked, whose leaf (slot 3) is 0. Reading it keeps the loop free of branches.
 static EMPTY_RECORD: [u16; LNODE_HEADER + 64] = [0; LNODE_HEADER + 64];
+
+/// `upto(v)` for every slot, read instead of shifted: a shift by a variable count needs the
+/// count register, and the loop has none to spare.
+static UPTO: [u64; 64] = {
+    let mut m = [0u64; 64];
+    let mut v = 0;
+    while v < 64 {
+        m[v] = upto(v);
+        v += 1;
+    }
+    m
+};
 
 /// The trie's parts as locals, so the loop keeps them in registers.
 struct Flat<'a, K> {
@@ -146,12 +162,16 @@ impl<K: Key> Poptrie<K> {
         let leaf = unsafe {
             let w = |k: usize| rec.add(k).read() as u64;
             let lv = w(0) | w(1) << 16 | w(2) << 32 | w(3) << 48;
-            let li = LNODE_HEADER - 1 + (lv & upto(v)).count_ones() as usize;
+            let li = LNODE_HEADER - 1 + (lv & UPTO[v & 63]).count_ones() as usize;
             rec.add(li).read() as NextHop
         };
         out[i] = select_unpredictable(kind == LEAF, e & !LEAF, leaf);
-        nd_lane[nn & (CHUNK - 1)] = i as u32;
-        nd_at[nn & (CHUNK - 1)] = e;
-        nn + (kind == 0) as usize
+        if kind == 0 {
+            nd_lane[nn & (CHUNK - 1)] = i as u32;
+            nd_at[nn & (CHUNK - 1)] = e;
+            nn + 1
+        } else {
+            nn
+        }
     }
 }
