@@ -14,10 +14,10 @@
 //! afterwards, level by level, as the staged lookup walks them. Whether a lane is a leaf or a
 //! record is settled by selects, not branches (a lane that is not a record's reads an empty
 //! record kept for it); the one branch on the data lists a node lane, which only a /18 block
-//! with routes longer than /24 leads to. The slot's mask comes from a table of 64, not a shift by a
-//! variable count, which would tie up the count register the loop needs for other values
-//! (the two together: 1.09 times on matched and 1.16 times on uniform IPv4 traffic on an AMD
-//! EPYC Zen 3, per-pair medians of six pairs).
+//! with routes longer than /24 leads to. The slot's mask comes from a table of 64, not a
+//! shift by a variable count, which would tie up the count register the loop needs for other
+//! values (the two together: 1.09 times on matched and 1.16 times on uniform IPv4 traffic on
+//! an AMD EPYC Zen 3, per-pair medians of six pairs).
 //!
 //! The staged lookup (`lookup_staged`) does the same work in a loop per kind of read, with
 //! three lists written for every address: about a hundred instructions per matched lookup,
@@ -43,7 +43,8 @@ pub(super) const D: usize = 16;
 pub(super) const BITS: u8 = 18;
 
 /// What a lane that is not a childless node's reads in its place: a record with no leaves
-/// marked, whose leaf (slot 3) is 0. Reading it keeps the loop free of branches.
+/// marked, whose leaf (slot 3) is 0. Reading it spares the loop a branch between leaf and
+/// record.
 static EMPTY_RECORD: [u16; LNODE_HEADER + 64] = [0; LNODE_HEADER + 64];
 
 /// `upto(v)` for every slot, read instead of shifted: a shift by a variable count needs the
