@@ -76,7 +76,7 @@
 //! without a branch between the two; the few lookups that reach a node are listed and walked
 //! level by level afterwards. On an AMD EPYC (Zen 3) this measured 1.53 times the staged
 //! lookup below on matched IPv4 traffic and 1.15 times on uniform IPv4 traffic (per-pair
-//! medians of six pairs, `docs/bench/core.md`): the staged lookup ran about a hundred
+//! medians of six pairs, `docs/bench/zen3.md`): the staged lookup ran about a hundred
 //! instructions per matched lookup there, the pipelined loop about sixty.
 //!
 //! Other IPv4 tries (two-level direct pointing, other widths) take their addresses in chunks
@@ -1050,10 +1050,11 @@ impl<K: Key> Lpm<K> for Poptrie<K> {
         let n = addrs.len().min(out.len());
         let done = self.lookup_bulk_simd(&addrs[..n], &mut out[..n]);
         let (addrs, out) = (&addrs[done..n], &mut out[done..n]);
-        if K::BITS == 32 && self.lookup_pipelined(addrs, out) {
-        } else if K::BITS == 32 {
-            for (a, o) in addrs.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
-                self.lookup_staged(a, o);
+        if K::BITS == 32 {
+            if !self.lookup_pipelined(addrs, out) {
+                for (a, o) in addrs.chunks(CHUNK).zip(out.chunks_mut(CHUNK)) {
+                    self.lookup_staged(a, o);
+                }
             }
         } else {
             for (a, o) in addrs.chunks(GROUP).zip(out.chunks_mut(GROUP)) {

@@ -59,6 +59,13 @@ static UPTO: [u64; 64] = {
     m
 };
 
+/// Lanes whose entry is a node, with the node; walked when the list fills and at the end.
+struct NodeLanes {
+    lane: [u32; CHUNK],
+    at: [u32; CHUNK],
+    n: usize,
+}
+
 /// The trie's parts as locals, so the loop keeps them in registers.
 struct Flat<'a, K> {
     addrs: &'a [K],
@@ -85,11 +92,11 @@ impl<K: Key> Poptrie<K> {
             lnodes_at: self.mem.lnodes.as_ptr(),
         };
         let pf_direct = |a: K| prefetch(direct.as_ptr().wrapping_add(a.chunk(0, BITS)));
-        // Lanes whose entry is a node, with the node; walked when the list is full and at
-        // the end.
-        let mut nd_lane = [0u32; CHUNK];
-        let mut nd_at = [0u32; CHUNK];
-        let mut nn = 0usize;
+        let mut nodes = NodeLanes {
+            lane: [0; CHUNK],
+            at: [0; CHUNK],
+            n: 0,
+        };
         for &a in &addrs[..n.min(2 * D)] {
             pf_direct(a);
         }
@@ -101,23 +108,22 @@ impl<K: Key> Poptrie<K> {
                 pf_direct(a);
             }
             Self::pipe_entry(&f, i, out);
-            nn = Self::pipe_finish(&f, i - D, out, &mut nd_lane, &mut nd_at, nn);
-            if nn == CHUNK {
-                self.walk_listed(addrs, out, &mut nd_lane, &mut nd_at, nn, BITS);
-                nn = 0;
-            }
+            self.pipe_finish(&f, i - D, out, &mut nodes);
         }
         for i in n.saturating_sub(D)..n {
-            nn = Self::pipe_finish(&f, i, out, &mut nd_lane, &mut nd_at, nn);
-            if nn == CHUNK {
-                self.walk_listed(addrs, out, &mut nd_lane, &mut nd_at, nn, BITS);
-                nn = 0;
-            }
+            self.pipe_finish(&f, i, out, &mut nodes);
         }
-        if nn > 0 {
-            self.walk_listed(addrs, out, &mut nd_lane, &mut nd_at, nn, BITS);
-        }
+        self.walk_nodes(addrs, out, &mut nodes);
         true
+    }
+
+    /// Walks the listed node lanes and empties the list.
+    #[inline(never)]
+    fn walk_nodes(&self, addrs: &[K], out: &mut [NextHop], nodes: &mut NodeLanes) {
+        if nodes.n > 0 {
+            self.walk_listed(addrs, out, &mut nodes.lane, &mut nodes.at, nodes.n, BITS);
+            nodes.n = 0;
+        }
     }
 
     /// Reads lane `i`'s direct entry into `out[i]` and prefetches its record: the header's
@@ -141,16 +147,9 @@ impl<K: Key> Poptrie<K> {
     }
 
     /// Finishes lane `i` from the entry left in `out[i]`: a leaf's next hop, a record's leaf,
-    /// or the lane listed for the walk. Returns the list's new length.
+    /// or the lane listed for the walk (walked at once when that fills the list).
     #[inline(always)]
-    fn pipe_finish(
-        f: &Flat<'_, K>,
-        i: usize,
-        out: &mut [NextHop],
-        nd_lane: &mut [u32; CHUNK],
-        nd_at: &mut [u32; CHUNK],
-        nn: usize,
-    ) -> usize {
+    fn pipe_finish(&self, f: &Flat<'_, K>, i: usize, out: &mut [NextHop], nodes: &mut NodeLanes) {
         let e = out[i];
         let kind = e & (LEAF | LNODE);
         let rec = Self::record(f, e);
@@ -168,11 +167,12 @@ impl<K: Key> Poptrie<K> {
         };
         out[i] = select_unpredictable(kind == LEAF, e & !LEAF, leaf);
         if kind == 0 {
-            nd_lane[nn & (CHUNK - 1)] = i as u32;
-            nd_at[nn & (CHUNK - 1)] = e;
-            nn + 1
-        } else {
-            nn
+            nodes.lane[nodes.n & (CHUNK - 1)] = i as u32;
+            nodes.at[nodes.n & (CHUNK - 1)] = e;
+            nodes.n += 1;
+            if nodes.n == CHUNK {
+                self.walk_nodes(f.addrs, out, nodes);
+            }
         }
     }
 }
