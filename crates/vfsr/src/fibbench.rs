@@ -64,6 +64,9 @@ pub(crate) enum Error {
     /// The JSON document could not be made or written.
     #[error(transparent)]
     Report(#[from] crate::jsonfile::Error),
+    /// `--families` names a family there is not.
+    #[error("--families: unknown family {0:?} (v4, v6)")]
+    UnknownFamily(String),
 }
 
 #[derive(Args)]
@@ -90,6 +93,10 @@ pub struct FibBenchArgs {
     /// Seed of the sampled routes, the traffic and the trace.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Families to measure, comma-separated: v4, v6 (the reader phases are IPv4's and run
+    /// only with v4; the RIB is loaded with both families either way).
+    #[arg(long, value_delimiter = ',', default_values_t = ["v4".to_string(), "v6".to_string()])]
+    pub families: Vec<String>,
 }
 
 /// Routes of `routes` picked at random (distinct positions).
@@ -506,6 +513,15 @@ fn run_trace<K: Key>(
 }
 
 pub(crate) fn run(a: &FibBenchArgs) -> Result<(), Error> {
+    if let Some(f) = a
+        .families
+        .iter()
+        .find(|f| !matches!(f.as_str(), "v4" | "v6"))
+    {
+        return Err(Error::UnknownFamily(f.clone()));
+    }
+    let v4 = a.families.iter().any(|f| f == "v4");
+    let v6 = a.families.iter().any(|f| f == "v6");
     let core = a.core.unwrap_or_else(vfsr_cpu::default_bench_core);
     vfsr_cpu::pin(0).map_err(Error::Pin)?;
     let table = match &a.table {
@@ -521,8 +537,16 @@ pub(crate) fn run(a: &FibBenchArgs) -> Result<(), Error> {
     );
     let delay = Duration::from_micros(a.max_delay_us);
     let mut loads = Vec::new();
-    let s4 = load(&table.v4, &mut loads)?;
-    let s6 = load(&table.v6, &mut loads)?;
+    let s4 = if v4 {
+        load(&table.v4, &mut loads)?
+    } else {
+        0.0
+    };
+    let s6 = if v6 {
+        load(&table.v6, &mut loads)?
+    } else {
+        0.0
+    };
     let whole = Table {
         v4: table.v4.clone(),
         v6: table.v6.clone(),
@@ -530,15 +554,29 @@ pub(crate) fn run(a: &FibBenchArgs) -> Result<(), Error> {
     };
     drop(load_rib(&whole, &mut loads)?);
     let mut updates = Vec::new();
-    update_rates(&table.v4, a.updates, a.seed, delay, &mut updates)?;
-    update_rates(&table.v6, a.updates, a.seed, delay, &mut updates)?;
-    rib_update_rates(&whole, &table.v4, a.updates, a.seed, delay, &mut updates)?;
-    rib_update_rates(&whole, &table.v6, a.updates, a.seed, delay, &mut updates)?;
+    if v4 {
+        update_rates(&table.v4, a.updates, a.seed, delay, &mut updates)?;
+    }
+    if v6 {
+        update_rates(&table.v6, a.updates, a.seed, delay, &mut updates)?;
+    }
+    if v4 {
+        rib_update_rates(&whole, &table.v4, a.updates, a.seed, delay, &mut updates)?;
+    }
+    if v6 {
+        rib_update_rates(&whole, &table.v6, a.updates, a.seed, delay, &mut updates)?;
+    }
     let mut reader = Vec::new();
-    reader_ratios(&table.v4, a, core, &mut reader)?;
+    if v4 {
+        reader_ratios(&table.v4, a, core, &mut reader)?;
+    }
     let mut traces = Vec::new();
-    run_trace(&table.v4, a.seed, a.updates, delay, &mut traces)?;
-    run_trace(&table.v6, a.seed, a.updates / 4, delay, &mut traces)?;
+    if v4 {
+        run_trace(&table.v4, a.seed, a.updates, delay, &mut traces)?;
+    }
+    if v6 {
+        run_trace(&table.v6, a.seed, a.updates / 4, delay, &mut traces)?;
+    }
 
     println!(
         "\nvfsr fib bench: {} ; poptrie, delay bound {} µs, writer core 0, reader core {core}; {}\n",
@@ -557,7 +595,9 @@ pub(crate) fn run(a: &FibBenchArgs) -> Result<(), Error> {
             l["routes_per_s"].as_f64().unwrap_or(0.0) / 1e6
         );
     }
-    println!("  fib      v4 + v6: {:.3} s", s4 + s6);
+    if v4 && v6 {
+        println!("  fib      v4 + v6: {:.3} s", s4 + s6);
+    }
     println!("\nsingle-route updates ({} random table routes)", a.updates);
     println!("  path     fam kind      publish        per s   publications");
     for u in &updates {
@@ -571,19 +611,21 @@ pub(crate) fn run(a: &FibBenchArgs) -> Result<(), Error> {
             u["publications"]
         );
     }
-    println!("\nreader (IPv4 matched traffic, batches of 256) while updates stream");
-    println!("  target/s   bound us  achieved/s  publ./s    Mlps   idle Mlps  ratio");
-    for r in &reader {
-        println!(
-            "  {:>8} {:>10} {:>11.0} {:>8.0} {:>7.1} {:>10.1} {:>6.3}",
-            r["target"].to_string(),
-            r["max_delay_us"],
-            r["achieved_updates_per_s"].as_f64().unwrap_or(0.0),
-            r["publications_per_s"].as_f64().unwrap_or(0.0),
-            r["lookups_per_s"].as_f64().unwrap_or(0.0) / 1e6,
-            r["idle_lookups_per_s"].as_f64().unwrap_or(0.0) / 1e6,
-            r["ratio_to_idle"].as_f64().unwrap_or(0.0)
-        );
+    if !reader.is_empty() {
+        println!("\nreader (IPv4 matched traffic, batches of 256) while updates stream");
+        println!("  target/s   bound us  achieved/s  publ./s    Mlps   idle Mlps  ratio");
+        for r in &reader {
+            println!(
+                "  {:>8} {:>10} {:>11.0} {:>8.0} {:>7.1} {:>10.1} {:>6.3}",
+                r["target"].to_string(),
+                r["max_delay_us"],
+                r["achieved_updates_per_s"].as_f64().unwrap_or(0.0),
+                r["publications_per_s"].as_f64().unwrap_or(0.0),
+                r["lookups_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+                r["idle_lookups_per_s"].as_f64().unwrap_or(0.0) / 1e6,
+                r["ratio_to_idle"].as_f64().unwrap_or(0.0)
+            );
+        }
     }
     println!("\nupdate trace (seed {}), batched publication", a.seed);
     for t in &traces {
@@ -602,7 +644,8 @@ pub(crate) fn run(a: &FibBenchArgs) -> Result<(), Error> {
             "cpu": machine["cpu"],
             "table": {"source": table.source, "v4_routes": table.v4.len(), "v6_routes": table.v6.len()},
             "params": {"updates": a.updates, "phase_s": a.phase_s, "max_delay_us": a.max_delay_us,
-                "reader_core": core, "writer_core": 0, "seed": a.seed, "backend": "poptrie"},
+                "reader_core": core, "writer_core": 0, "seed": a.seed, "backend": "poptrie",
+                "families": a.families},
             "load": loads,
             "updates": updates,
             "reader": reader,
