@@ -98,6 +98,21 @@ impl<T: Zeroable> Arena<T> {
         unsafe { *self.cells()[i].get() = v }
     }
 
+    /// Copies slots `from..from + n` to `to..to + n` (panics when either is out of range).
+    ///
+    /// # Safety
+    /// As for [`Arena::set`], for every slot of `to..to + n`; and no other thread writes the
+    /// slots of `from..from + n` now.
+    #[inline]
+    pub(super) unsafe fn copy_block(&self, from: usize, to: usize, n: usize) {
+        let cells = self.cells();
+        let (src, dst) = (&cells[from..from + n], &cells[to..to + n]);
+        // SAFETY: both ranges are in the arena (the slices above were cut from it); the
+        // caller guarantees nobody else touches `dst` and nobody writes `src`; `copy` allows
+        // the two to overlap.
+        unsafe { core::ptr::copy(src.as_ptr().cast::<T>(), dst.as_ptr() as *mut T, n) }
+    }
+
     /// The first slot's address, for prefetches and vector gathers.
     #[inline(always)]
     pub(super) fn as_ptr(&self) -> *const T {

@@ -561,9 +561,7 @@ impl<K: Key> Builder<'_, K> {
                 // The child block of a fresh node is still the published one: copy it.
                 let nc = n.vector.count_ones() as usize;
                 let blk = self.alloc_nodes(nc)?;
-                for t in 0..nc {
-                    self.copy_node(base + t, blk + t);
-                }
+                self.copy_nodes(base, blk, nc);
                 self.retire(Kind::Nodes, base, nc);
                 n.base1 = blk as u32;
                 self.set_node(idx, n);
@@ -658,9 +656,8 @@ impl<K: Key> Builder<'_, K> {
         let blk = self.alloc_nodes(nc + 1)?;
         let rank = (vector & upto(v)).count_ones() as usize - 1;
         let old = n.base1 as usize;
-        for t in 0..nc {
-            self.copy_node(old + t, blk + t + usize::from(t >= rank));
-        }
+        self.copy_nodes(old, blk, rank);
+        self.copy_nodes(old + rank, blk + rank + 1, nc - rank);
         self.fill(&run, blk + rank, end, slots[v])?;
         self.retire_leaves(&n);
         self.retire(Kind::Nodes, old, nc);
@@ -684,10 +681,26 @@ impl<K: Key> Builder<'_, K> {
 
     /// Copies node `from` (and its default) to `to`, a fresh slot.
     fn copy_node(&mut self, from: usize, to: usize) {
-        self.set_node(to, self.node(from));
-        let d = self.w.ndef.get(from).copied().unwrap_or(0);
-        if let Some(t) = self.w.ndef.get_mut(to) {
-            *t = d;
+        self.copy_nodes(from, to, 1);
+    }
+
+    /// Copies nodes `from..from + n` (and their defaults) to `to..`, a fresh block: one copy
+    /// of the block, not a load and a store per node (a change copies the child block of
+    /// every node on its path, up to 64 nodes each).
+    fn copy_nodes(&mut self, from: usize, to: usize, n: usize) {
+        // SAFETY: `to..to + n` is a block this builder allocated and has not published (as
+        // in `set_node`); the builder is the only writer, so nobody writes `from..from + n`.
+        unsafe { self.mem.nodes.copy_block(from, to, n) }
+        let d = &mut self.w.ndef;
+        if from + n <= d.len() && to + n <= d.len() {
+            d.copy_within(from..from + n, to);
+        } else {
+            for t in 0..n {
+                let v = d.get(from + t).copied().unwrap_or(0);
+                if let Some(s) = d.get_mut(to + t) {
+                    *s = v;
+                }
+            }
         }
     }
 
