@@ -138,6 +138,7 @@ mod avx512;
 mod pipelined;
 mod update;
 
+use core::hint::select_unpredictable;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -1673,58 +1674,71 @@ fn emit_leaves(slots: &[u16; 64], vector: u64, out: &mut [u16]) -> (u64, usize) 
 /// 0. Eight comparisons of eight slots with SSE2 (always present on x86-64), elsewhere a loop.
 #[inline]
 fn differs_from_below(slots: &[u16; 64]) -> u64 {
-    // `prev[i]` is slot i - 1; slot 0 gets a value unlike its own, so it always differs.
-    let mut prev = [0u16; 65];
-    prev[0] = !slots[0];
-    prev[1..].copy_from_slice(slots);
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{
-            _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8, _mm_packs_epi16, _mm_setzero_si128,
+            _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8, _mm_packs_epi16,
+            _mm_setzero_si128, _mm_slli_si128,
         };
+        let p = slots.as_ptr();
         let mut same = 0u64;
         for k in 0..8 {
-            // SAFETY: both loads read eight u16 inside their arrays (slots k*8..k*8+8 of
-            // `slots`, 64 long, and of `prev`, 65 long); SSE2 is part of x86-64.
+            // SAFETY: every load reads eight u16 inside `slots` (64 long): slots k*8.. and,
+            // for k > 0, slots k*8 - 1..; SSE2 is part of x86-64.
             let m = unsafe {
-                let cur = _mm_loadu_si128(slots.as_ptr().add(k * 8).cast());
-                let below = _mm_loadu_si128(prev.as_ptr().add(k * 8).cast());
+                let cur = _mm_loadu_si128(p.add(k * 8).cast());
+                let below = if k == 0 {
+                    // Slots 0..7 moved up one lane (slot 0's lane gets 0; slot 0 is set
+                    // below whatever it compares with).
+                    _mm_slli_si128::<2>(cur)
+                } else {
+                    _mm_loadu_si128(p.add(k * 8 - 1).cast())
+                };
                 let eq = _mm_cmpeq_epi16(cur, below);
                 _mm_movemask_epi8(_mm_packs_epi16(eq, _mm_setzero_si128())) as u64 & 0xff
             };
             same |= m << (k * 8);
         }
-        !same
+        !same | 1
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        let mut d = 0u64;
-        for (i, (&s, &p)) in slots.iter().zip(prev.iter()).enumerate() {
-            d |= u64::from(s != p) << i;
+        let mut d = 1u64;
+        for i in 1..64 {
+            d |= u64::from(slots[i] != slots[i - 1]) << i;
         }
         d
     }
 }
 
+/// Runs of a node at most that [`decode_leaves`] fills one by one.
+const FEW_RUNS: usize = 4;
+
 /// The 64 slots whose leaves start at `at` in `arena`, one leaf per bit of `leafvec` (the
 /// inverse of [`emit_leaves`]); a slot of `vector` (a child's) reads as 0.
 ///
-/// One run at a time: each marked slot's leaf fills the slots up to the next mark, then the
-/// children's slots are cleared (a loop over the 64 slots with a branch on each cost as much
-/// as [`emit_leaves`] did).
+/// The leaves are read once. With few runs (most IPv6 nodes), each run's leaf fills its
+/// slots; otherwise (most IPv4 records) each slot takes the leaf its rank among the marks
+/// names, the rank counted up slot by slot, and a child's slot is cleared by a select. A loop
+/// with a branch per slot, or filling run after run when runs are many, missed often enough
+/// to be a large part of an update's time.
 fn decode_leaves(arena: &Arena<u16>, at: usize, leafvec: u64, vector: u64) -> [u16; 64] {
     let marks = leafvec & !vector;
-    let mut slots = [0u16; 64];
-    if marks == 0 {
-        // No leaf marked (never in a built trie): every leaf slot reads the first leaf.
-        if vector != u64::MAX {
-            slots = [arena.get(at); 64];
-        }
+    // With no leaf marked (never in a built trie), every leaf slot reads the first leaf.
+    let n = if marks == 0 && vector != u64::MAX {
+        1
     } else {
+        marks.count_ones() as usize
+    };
+    let mut leaves = [0u16; 64];
+    for (j, l) in leaves.iter_mut().enumerate().take(n) {
+        *l = arena.get(at + j);
+    }
+    let mut slots = [0u16; 64];
+    if n <= FEW_RUNS && marks != 0 {
+        // Few runs (most IPv6 nodes): each run's leaf fills its slots, up to the next mark.
         let mut m = marks;
-        let mut j = at;
-        // Leaf slots below the first mark (none in a built trie) read the first leaf too.
-        let mut start = 0;
+        let (mut j, mut start) = (0, 0);
         while m != 0 {
             m &= m - 1;
             let end = if m == 0 {
@@ -1732,15 +1746,23 @@ fn decode_leaves(arena: &Arena<u16>, at: usize, leafvec: u64, vector: u64) -> [u
             } else {
                 m.trailing_zeros() as usize
             };
-            slots[start..end].fill(arena.get(j));
+            slots[start..end].fill(leaves[j & 63]);
             j += 1;
             start = end;
         }
+        let mut children = vector;
+        while children != 0 {
+            slots[children.trailing_zeros() as usize] = 0;
+            children &= children - 1;
+        }
+        return slots;
     }
-    let mut children = vector;
-    while children != 0 {
-        slots[children.trailing_zeros() as usize] = 0;
-        children &= children - 1;
+    let mut rank = 0usize;
+    for (i, v) in slots.iter_mut().enumerate() {
+        rank += (marks >> i & 1) as usize;
+        // A leaf slot below the first mark (never in a built trie) reads the first leaf.
+        let leaf = leaves[rank.saturating_sub(1) & 63];
+        *v = select_unpredictable(vector >> i & 1 != 0, 0, leaf);
     }
     slots
 }
