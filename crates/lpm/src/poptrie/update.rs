@@ -543,7 +543,7 @@ impl<K: Key> Builder<'_, K> {
             root
         } else {
             let top = self.alloc_nodes(1)?;
-            self.copy_node(root, top);
+            self.copy_nodes(root, top, 1);
             self.retire(Kind::Nodes, root, 1);
             top
         };
@@ -679,11 +679,6 @@ impl<K: Key> Builder<'_, K> {
         self.w.marking && self.w.fresh.contains(&(at as u64))
     }
 
-    /// Copies node `from` (and its default) to `to`, a fresh slot.
-    fn copy_node(&mut self, from: usize, to: usize) {
-        self.copy_nodes(from, to, 1);
-    }
-
     /// Copies nodes `from..from + n` (and their defaults) to `to..`, a fresh block: one copy
     /// of the block, not a load and a store per node (a change copies the child block of
     /// every node on its path, up to 64 nodes each).
@@ -691,16 +686,11 @@ impl<K: Key> Builder<'_, K> {
         // SAFETY: `to..to + n` is a block this builder allocated and has not published (as
         // in `set_node`); the builder is the only writer, so nobody writes `from..from + n`.
         unsafe { self.mem.nodes.copy_block(from, to, n) }
+        // Every node comes from `alloc_nodes`, which grows the defaults to cover it, so both
+        // ranges are in them; the check only keeps a broken trie from panicking here.
         let d = &mut self.w.ndef;
         if from + n <= d.len() && to + n <= d.len() {
             d.copy_within(from..from + n, to);
-        } else {
-            for t in 0..n {
-                let v = d.get(from + t).copied().unwrap_or(0);
-                if let Some(s) = d.get_mut(to + t) {
-                    *s = v;
-                }
-            }
         }
     }
 
