@@ -1717,8 +1717,8 @@ const FEW_RUNS: usize = 4;
 /// The 64 slots whose leaves start at `at` in `arena`, one leaf per bit of `leafvec` (the
 /// inverse of [`emit_leaves`]); a slot of `vector` (a child's) reads as 0.
 ///
-/// The leaves are read once. With few runs (most IPv6 nodes), each run's leaf fills its
-/// slots; otherwise (most IPv4 records) each slot takes the leaf its rank among the marks
+/// The leaves are read once. With few runs, each run's leaf fills its slots (less work than
+/// 64 rank steps); otherwise each slot takes the leaf its rank among the marks
 /// names, the rank counted up slot by slot, and a child's slot is cleared by a select. A loop
 /// with a branch per slot, or filling run after run when runs are many, missed often enough
 /// to be a large part of an update's time.
@@ -1736,7 +1736,7 @@ fn decode_leaves(arena: &Arena<u16>, at: usize, leafvec: u64, vector: u64) -> [u
     }
     let mut slots = [0u16; 64];
     if n <= FEW_RUNS && marks != 0 {
-        // Few runs (most IPv6 nodes): each run's leaf fills its slots, up to the next mark.
+        // Few runs: each run's leaf fills its slots, up to the next mark.
         let mut m = marks;
         let (mut j, mut start) = (0, 0);
         while m != 0 {
