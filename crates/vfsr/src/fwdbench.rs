@@ -72,7 +72,8 @@ pub struct FwdBenchArgs {
     #[arg(long, value_delimiter = ',', default_values_t = ["legacy".to_string(), "split".to_string(), "split+flow".to_string()])]
     pub designs: Vec<String>,
     /// Families to run, comma-separated: v4, v6.
-    #[arg(long, value_delimiter = ',', default_values_t = ["v4".to_string(), "v6".to_string()])]
+    #[arg(long, value_delimiter = ',', default_values_t = ["v4".to_string(), "v6".to_string()],
+        value_parser = clap::builder::PossibleValuesParser::new(["v4", "v6"]))]
     pub families: Vec<String>,
     /// Seconds of measurement per run.
     #[arg(long, default_value_t = 1.0)]
@@ -137,9 +138,6 @@ pub(crate) enum Error {
     /// `--designs` names a design there is not.
     #[error("--designs: unknown design {0:?} (legacy, split, split+flow)")]
     UnknownDesign(String),
-    /// `--families` names a family there is not.
-    #[error("--families: unknown family {0:?} (v4, v6)")]
-    UnknownFamily(String),
     /// `--workers` asks for more cores than there are (or none).
     #[error("--workers {workers}: this machine has {cpus} cores")]
     Workers { workers: usize, cpus: usize },
@@ -673,11 +671,6 @@ pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
     for d in &a.designs {
         if !matches!(d.as_str(), "legacy" | "split" | "split+flow") {
             return Err(Error::UnknownDesign(d.clone()));
-        }
-    }
-    for f in &a.families {
-        if !matches!(f.as_str(), "v4" | "v6") {
-            return Err(Error::UnknownFamily(f.clone()));
         }
     }
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
