@@ -184,6 +184,10 @@ pub struct LiveFib<K: Key, E: LpmUpdate<K>> {
 /// Pending changes applied to the spare copy as they come; more wait for the publication.
 pub const DEFAULT_EAGER_LIMIT: usize = 256;
 
+/// Changes the pending list keeps room for between publications; a list grown past it (a
+/// full load) is dropped instead of kept.
+const KEEP_PENDING: usize = 4096;
+
 /// The table of `routes` and an engine built from it, ready for updates.
 fn build<K: Key, E: LpmUpdate<K>>(
     routes: &[Route<K>],
@@ -509,6 +513,12 @@ impl<K: Key, E: LpmUpdate<K>> LiveFib<K, E> {
             // so only holders of this one (or older ones) can be in what they retired.
             let group = w.retire_group();
             self.held.push_back((old, group));
+        }
+        // The list goes back empty, its room kept for the next changes unless a burst (a
+        // full load) grew it.
+        if changes.capacity() <= KEEP_PENDING {
+            changes.clear();
+            self.pending = changes;
         }
         self.applied = 0;
         self.since = None;

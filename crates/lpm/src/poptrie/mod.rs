@@ -380,7 +380,8 @@ pub struct Poptrie<K: Key> {
     routes: usize,
     /// The bulk lookup in use (one this CPU runs).
     vector: Vector,
-    _k: core::marker::PhantomData<K>,
+    /// Lists the writer's updates reuse (empty in a reader's handle).
+    scratch: update::Scratch<K>,
 }
 
 /// The raw parts of a built Poptrie, as the vector lookups (`avx2.rs`, `avx512.rs`) read them.
@@ -583,7 +584,7 @@ impl<K: Key> Clone for Poptrie<K> {
             top_bits: self.top_bits,
             routes: self.routes,
             vector: self.vector,
-            _k: core::marker::PhantomData,
+            scratch: update::Scratch::default(),
         }
     }
 }
@@ -620,7 +621,7 @@ impl<K: Key> Poptrie<K> {
             top_bits: self.top_bits,
             routes: self.routes,
             vector: self.vector,
-            _k: core::marker::PhantomData,
+            scratch: update::Scratch::default(),
         }
     }
 
@@ -1188,11 +1189,12 @@ impl<K: Key> Poptrie<K> {
         // Leaf 0 and record 0 stay unused, so a base of 0 or 1 never underflows a rank.
         w.leaves_len = 1;
         w.lnodes_len = 1;
+        let mut scratch = update::Scratch::default();
         let mut b = Builder::<K> {
             mem: &mem,
             w: &mut w,
             align_records: true,
-            _k: core::marker::PhantomData,
+            s: &mut scratch,
         };
         let mut top = Vec::new();
         let direct = if ds == 0 {
@@ -1221,7 +1223,7 @@ impl<K: Key> Poptrie<K> {
             top_bits: tb,
             routes: routes.len(),
             vector: Vector::preferred(),
-            _k: core::marker::PhantomData,
+            scratch: update::Scratch::default(),
         };
         p.publish_used();
         Ok(p)
@@ -1295,7 +1297,8 @@ struct Builder<'a, K: Key> {
     /// Whether appended records are placed to cross no more lines than they must (a full
     /// build; see [`record_pad`]), or packed (updates).
     align_records: bool,
-    _k: core::marker::PhantomData<K>,
+    /// Lists kept from one update to the next.
+    s: &'a mut update::Scratch<K>,
 }
 
 /// Calls `f(chunk, start, end)` for each run of `routes` (sorted by address) whose addresses

@@ -133,20 +133,65 @@ fn leaf(nh: NextHop) -> Result<u16, BuildError> {
     })
 }
 
-/// The routes of `table` inside `q` longer than `off`, with their next hops checked.
+/// Lists an update fills and empties again, kept by the writer's handle from one update to
+/// the next so that an update does not allocate and grow them anew (a publication of a
+/// single change did so for each of them).
+#[derive(Debug)]
+pub(super) struct Scratch<K: Key> {
+    /// The routes below a prefix ([`run_below`]).
+    run: Vec<Route<K>>,
+    /// `update_flat`'s lists: slots to rebuild whole, leaf slots to store, changes in
+    /// childless-node slots and below nodes.
+    whole: Vec<usize>,
+    leaves: Vec<usize>,
+    shallow: Vec<Prefix<K>>,
+    deep: Vec<Prefix<K>>,
+    /// `update_below`'s subtrees already rebuilt.
+    done: Vec<Prefix<K>>,
+}
+
+/// Entries a kept list may have room for: a list grown past it by a large batch or rebuild
+/// is dropped rather than kept for the rest of the trie's life.
+const KEEP: usize = 4096;
+
+/// `v` emptied, to be kept for reuse; a new list instead if `v` has grown past [`KEEP`].
+fn kept<T>(mut v: Vec<T>) -> Vec<T> {
+    if v.capacity() > KEEP {
+        return Vec::new();
+    }
+    v.clear();
+    v
+}
+
+impl<K: Key> Default for Scratch<K> {
+    fn default() -> Self {
+        Scratch {
+            run: Vec::new(),
+            whole: Vec::new(),
+            leaves: Vec::new(),
+            shallow: Vec::new(),
+            deep: Vec::new(),
+            done: Vec::new(),
+        }
+    }
+}
+
+/// The routes of `table` inside `q` longer than `off`, with their next hops checked, into
+/// `run` (emptied first).
 fn run_below<K: Key>(
     table: &RouteMap<K>,
     q: Prefix<K>,
     off: u8,
-) -> Result<Vec<Route<K>>, BuildError> {
-    let mut run = Vec::new();
+    run: &mut Vec<Route<K>>,
+) -> Result<(), BuildError> {
+    run.clear();
     for r in table.within(q) {
         if r.prefix.len() > off {
             leaf(r.nexthop)?;
             run.push(r);
         }
     }
-    Ok(run)
+    Ok(())
 }
 
 /// Slots of childless-node records whose memory is fetched together before they are worked on.
@@ -234,7 +279,7 @@ impl<K: Key> Poptrie<K> {
             mem: &mem,
             w: &mut w,
             align_records: false,
-            _k: core::marker::PhantomData,
+            s: &mut self.scratch,
         };
         let r = f(&mut b);
         drop(mem);
@@ -286,13 +331,14 @@ impl<K: Key> Builder<'_, K> {
         changed: &[Prefix<K>],
     ) -> Result<(), BuildError> {
         // Slots to rebuild whole, and prefixes to rebuild below a node.
-        let mut whole: Vec<usize> = Vec::new();
-        let mut deep: Vec<Prefix<K>> = Vec::new();
+        let mut whole = std::mem::take(&mut self.s.whole);
+        let mut deep = std::mem::take(&mut self.s.deep);
         // Prefixes within one stride below the direct bits, in childless-node slots.
-        let mut shallow: Vec<Prefix<K>> = Vec::new();
+        let mut shallow = std::mem::take(&mut self.s.shallow);
         // Leaf slots whose cover changed: stored once, after all the batch's changes to the
         // cover (an earlier store could show one change of the batch without the next).
-        let mut leaves: Vec<usize> = Vec::new();
+        let mut leaves = std::mem::take(&mut self.s.leaves);
+
         let repaint = |b: &Self, s: usize, whole: &mut Vec<usize>, leaves: &mut Vec<usize>| {
             if b.direct(s) & LEAF != 0 {
                 leaves.push(s);
@@ -400,6 +446,10 @@ impl<K: Key> Builder<'_, K> {
                 self.update_below(ds, cover, table, group, s)?;
             }
         }
+        self.s.whole = kept(whole);
+        self.s.leaves = kept(leaves);
+        self.s.shallow = kept(shallow);
+        self.s.deep = kept(deep);
         Ok(())
     }
 
@@ -486,7 +536,7 @@ impl<K: Key> Builder<'_, K> {
         let mut r = Ok(());
         // Subtrees rebuilt and ranges repainted from the table so far, innermost last: a
         // change inside one (and longer than its top) is already there.
-        let mut done: Vec<Prefix<K>> = Vec::new();
+        let mut done = std::mem::take(&mut self.s.done);
         for &p in changed {
             while done.last().is_some_and(|q| !q.covers(&p)) {
                 done.pop();
@@ -516,6 +566,7 @@ impl<K: Key> Builder<'_, K> {
         }
         self.w.marking = false;
         self.w.fresh.clear();
+        self.s.done = kept(done);
         r?;
         // One store switches the slot from the old blocks (retired above, as each was
         // replaced in the fresh tree) to the new ones.
@@ -578,15 +629,18 @@ impl<K: Key> Builder<'_, K> {
             return Ok((root as u32, q));
         }
         let q = Prefix::new_masked(p.addr(), off);
-        let run = run_below(table, q, off)?;
+        let mut run = std::mem::take(&mut self.s.run);
+        run_below(table, q, off, &mut run)?;
         if run.is_empty() && off == ds {
             // Nothing longer than the direct bits is left in the slot.
+            self.s.run = kept(run);
             self.retire_entry(root as u32);
             return Ok((LEAF | slot_default as u32, q));
         }
         let default = self.w.ndef.get(idx).copied().unwrap_or(slot_default);
         self.retire_below(idx);
         self.fill(&run, idx, off, default)?;
+        self.s.run = kept(run);
         Ok((root as u32, q))
     }
 
@@ -643,8 +697,10 @@ impl<K: Key> Builder<'_, K> {
     ) -> Result<Prefix<K>, BuildError> {
         let end = off + STRIDE;
         let q = Prefix::new_masked(p.addr(), end);
-        let run = run_below(table, q, end)?;
+        let mut run = std::mem::take(&mut self.s.run);
+        run_below(table, q, end, &mut run)?;
         if run.is_empty() {
+            self.s.run = kept(run);
             return Ok(q);
         }
         let n = self.node(idx);
@@ -659,6 +715,7 @@ impl<K: Key> Builder<'_, K> {
         self.copy_nodes(old, blk, rank);
         self.copy_nodes(old + rank, blk + rank + 1, nc - rank);
         self.fill(&run, blk + rank, end, slots[v])?;
+        self.s.run = kept(run);
         self.retire_leaves(&n);
         self.retire(Kind::Nodes, old, nc);
         self.set_node(
@@ -702,12 +759,15 @@ impl<K: Key> Builder<'_, K> {
         table: &RouteMap<K>,
         s: usize,
     ) -> Result<u32, BuildError> {
-        let run = run_below(table, slot_prefix::<K>(s, ds), ds)?;
-        if run.is_empty() {
+        let mut run = std::mem::take(&mut self.s.run);
+        run_below(table, slot_prefix::<K>(s, ds), ds, &mut run)?;
+        let e = if run.is_empty() {
             Ok(LEAF | cover.nh[s] as u32)
         } else {
             self.slot_entry(&run, ds, cover.nh[s])
-        }
+        };
+        self.s.run = kept(run);
+        e
     }
 }
 
@@ -875,6 +935,20 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_list_comes_back_empty_and_only_a_small_one_keeps_its_room() {
+        let mut small: Vec<u32> = Vec::with_capacity(KEEP);
+        small.extend(0..100);
+        let small = kept(small);
+        assert!(small.is_empty());
+        assert!(small.capacity() >= KEEP);
+        let mut big: Vec<u32> = Vec::with_capacity(KEEP + 1);
+        big.extend(0..10);
+        let big = kept(big);
+        assert!(big.is_empty());
+        assert_eq!(big.capacity(), 0);
+    }
     use crate::prefix::NO_ROUTE;
     use crate::testkit::{check_updates, updates_and_probes, v4, v6, xorshift, POOL4, POOL6};
     use crate::{Lpm, LpmBuild};
