@@ -1080,6 +1080,7 @@ impl<K: Key> Lpm<K> for Poptrie<K> {
                 .w
                 .as_ref()
                 .map_or(0, |w| core::mem::size_of::<Writer>() + w.bytes())
+            + self.scratch.bytes()
     }
 
     fn name(&self) -> &'static str {
