@@ -380,8 +380,9 @@ pub struct Poptrie<K: Key> {
     routes: usize,
     /// The bulk lookup in use (one this CPU runs).
     vector: Vector,
-    /// Lists the writer's updates reuse (empty in a reader's handle).
-    scratch: update::Scratch<K>,
+    /// Lists the writer's updates reuse, made by the first update (never in a reader's
+    /// handle, which stays as small as before).
+    scratch: Option<Box<update::Scratch<K>>>,
 }
 
 /// The raw parts of a built Poptrie, as the vector lookups (`avx2.rs`, `avx512.rs`) read them.
@@ -584,7 +585,7 @@ impl<K: Key> Clone for Poptrie<K> {
             top_bits: self.top_bits,
             routes: self.routes,
             vector: self.vector,
-            scratch: update::Scratch::default(),
+            scratch: None,
         }
     }
 }
@@ -621,8 +622,13 @@ impl<K: Key> Poptrie<K> {
             top_bits: self.top_bits,
             routes: self.routes,
             vector: self.vector,
-            scratch: update::Scratch::default(),
+            scratch: None,
         }
+    }
+
+    /// Bytes of the room the writer's kept update lists hold.
+    fn scratch_bytes(&self) -> usize {
+        self.scratch.as_ref().map_or(0, |s| s.bytes())
     }
 
     /// The direct-pointing entry `d`.
@@ -1080,7 +1086,7 @@ impl<K: Key> Lpm<K> for Poptrie<K> {
                 .w
                 .as_ref()
                 .map_or(0, |w| core::mem::size_of::<Writer>() + w.bytes())
-            + self.scratch.bytes()
+            + self.scratch_bytes()
     }
 
     fn name(&self) -> &'static str {
@@ -1224,7 +1230,7 @@ impl<K: Key> Poptrie<K> {
             top_bits: tb,
             routes: routes.len(),
             vector: Vector::preferred(),
-            scratch: update::Scratch::default(),
+            scratch: None,
         };
         p.publish_used();
         Ok(p)

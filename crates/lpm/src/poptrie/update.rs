@@ -136,7 +136,7 @@ fn leaf(nh: NextHop) -> Result<u16, BuildError> {
 /// Lists an update fills and empties again, kept by the writer's handle from one update to
 /// the next so that an update does not allocate and grow them anew (a publication of a
 /// single change did so for each of them).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(super) struct Scratch<K: Key> {
     /// The routes below a prefix ([`run_below`]).
     run: Vec<Route<K>>,
@@ -170,19 +170,6 @@ impl<K: Key> Scratch<K> {
             + (self.whole.capacity() + self.leaves.capacity()) * core::mem::size_of::<usize>()
             + (self.shallow.capacity() + self.deep.capacity() + self.done.capacity())
                 * core::mem::size_of::<Prefix<K>>()
-    }
-}
-
-impl<K: Key> Default for Scratch<K> {
-    fn default() -> Self {
-        Scratch {
-            run: Vec::new(),
-            whole: Vec::new(),
-            leaves: Vec::new(),
-            shallow: Vec::new(),
-            deep: Vec::new(),
-            done: Vec::new(),
-        }
     }
 }
 
@@ -284,16 +271,18 @@ impl<K: Key> Poptrie<K> {
         f: impl FnOnce(&mut Builder<'_, K>) -> Result<R, BuildError>,
     ) -> Option<Result<R, BuildError>> {
         let mut w = self.w.take()?;
+        let mut scratch = self.scratch.take().unwrap_or_default();
         let mem = Arc::clone(&self.mem);
         let mut b = Builder {
             mem: &mem,
             w: &mut w,
             align_records: false,
-            s: &mut self.scratch,
+            s: &mut scratch,
         };
         let r = f(&mut b);
         drop(mem);
         self.w = Some(w);
+        self.scratch = Some(scratch);
         self.publish_used();
         if self.alone() {
             if let Some(w) = self.w.as_mut() {
@@ -638,19 +627,17 @@ impl<K: Key> Builder<'_, K> {
             return Ok((root as u32, q));
         }
         let q = Prefix::new_masked(p.addr(), off);
-        let mut run = std::mem::take(&mut self.s.run);
-        run_below(table, q, off, &mut run)?;
-        if run.is_empty() && off == ds {
-            // Nothing longer than the direct bits is left in the slot.
-            self.s.run = kept(run);
-            self.retire_entry(root as u32);
-            return Ok((LEAF | slot_default as u32, q));
-        }
-        let default = self.w.ndef.get(idx).copied().unwrap_or(slot_default);
-        self.retire_below(idx);
-        self.fill(&run, idx, off, default)?;
-        self.s.run = kept(run);
-        Ok((root as u32, q))
+        self.with_run_below(table, q, off, |b, run| {
+            if run.is_empty() && off == ds {
+                // Nothing longer than the direct bits is left in the slot.
+                b.retire_entry(root as u32);
+                return Ok((LEAF | slot_default as u32, q));
+            }
+            let default = b.w.ndef.get(idx).copied().unwrap_or(slot_default);
+            b.retire_below(idx);
+            b.fill(run, idx, off, default)?;
+            Ok((root as u32, q))
+        })
     }
 
     /// A change `p` ending in node `idx` (at bit `off`, in a fresh block) whose range holds no
@@ -706,36 +693,35 @@ impl<K: Key> Builder<'_, K> {
     ) -> Result<Prefix<K>, BuildError> {
         let end = off + STRIDE;
         let q = Prefix::new_masked(p.addr(), end);
-        let mut run = std::mem::take(&mut self.s.run);
-        run_below(table, q, end, &mut run)?;
-        if run.is_empty() {
-            self.s.run = kept(run);
-            return Ok(q);
-        }
-        let n = self.node(idx);
-        let slots = decode_leaves(&self.mem.leaves, n.base0 as usize, n.leafvec, n.vector);
-        let v = p.addr().chunk(off, STRIDE);
-        let vector = n.vector | 1u64 << v;
-        let (base0, leafvec) = self.alloc_leaves(&slots, vector)?;
-        let nc = n.vector.count_ones() as usize;
-        let blk = self.alloc_nodes(nc + 1)?;
-        let rank = (vector & upto(v)).count_ones() as usize - 1;
-        let old = n.base1 as usize;
-        self.copy_nodes(old, blk, rank);
-        self.copy_nodes(old + rank, blk + rank + 1, nc - rank);
-        self.fill(&run, blk + rank, end, slots[v])?;
-        self.s.run = kept(run);
-        self.retire_leaves(&n);
-        self.retire(Kind::Nodes, old, nc);
-        self.set_node(
-            idx,
-            Node {
-                vector,
-                base0,
-                base1: blk as u32,
-                leafvec,
-            },
-        );
+        self.with_run_below(table, q, end, |b, run| {
+            if run.is_empty() {
+                return Ok(());
+            }
+            let n = b.node(idx);
+            let slots = decode_leaves(&b.mem.leaves, n.base0 as usize, n.leafvec, n.vector);
+            let v = p.addr().chunk(off, STRIDE);
+            let vector = n.vector | 1u64 << v;
+            let (base0, leafvec) = b.alloc_leaves(&slots, vector)?;
+            let nc = n.vector.count_ones() as usize;
+            let blk = b.alloc_nodes(nc + 1)?;
+            let rank = (vector & upto(v)).count_ones() as usize - 1;
+            let old = n.base1 as usize;
+            b.copy_nodes(old, blk, rank);
+            b.copy_nodes(old + rank, blk + rank + 1, nc - rank);
+            b.fill(run, blk + rank, end, slots[v])?;
+            b.retire_leaves(&n);
+            b.retire(Kind::Nodes, old, nc);
+            b.set_node(
+                idx,
+                Node {
+                    vector,
+                    base0,
+                    base1: blk as u32,
+                    leafvec,
+                },
+            );
+            Ok(())
+        })?;
         Ok(q)
     }
 
@@ -768,15 +754,28 @@ impl<K: Key> Builder<'_, K> {
         table: &RouteMap<K>,
         s: usize,
     ) -> Result<u32, BuildError> {
+        self.with_run_below(table, slot_prefix::<K>(s, ds), ds, |b, run| {
+            if run.is_empty() {
+                Ok(LEAF | cover.nh[s] as u32)
+            } else {
+                b.slot_entry(run, ds, cover.nh[s])
+            }
+        })
+    }
+
+    /// Runs `f` on the routes of `table` inside `q` longer than `off` ([`run_below`]), read
+    /// into the kept list, which goes back to the scratch afterwards.
+    fn with_run_below<R>(
+        &mut self,
+        table: &RouteMap<K>,
+        q: Prefix<K>,
+        off: u8,
+        f: impl FnOnce(&mut Self, &[Route<K>]) -> Result<R, BuildError>,
+    ) -> Result<R, BuildError> {
         let mut run = std::mem::take(&mut self.s.run);
-        run_below(table, slot_prefix::<K>(s, ds), ds, &mut run)?;
-        let e = if run.is_empty() {
-            Ok(LEAF | cover.nh[s] as u32)
-        } else {
-            self.slot_entry(&run, ds, cover.nh[s])
-        };
+        let r = run_below(table, q, off, &mut run).and_then(|()| f(self, &run));
         self.s.run = kept(run);
-        e
+        r
     }
 }
 
@@ -944,6 +943,9 @@ impl<K: Key> LpmUpdate<K> for Poptrie<K> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::prefix::NO_ROUTE;
+    use crate::testkit::{check_updates, updates_and_probes, v4, v6, xorshift, POOL4, POOL6};
+    use crate::{Lpm, LpmBuild};
 
     #[test]
     fn a_kept_list_comes_back_empty_and_only_a_small_one_keeps_its_room() {
@@ -958,9 +960,6 @@ mod tests {
         assert!(big.is_empty());
         assert_eq!(big.capacity(), 0);
     }
-    use crate::prefix::NO_ROUTE;
-    use crate::testkit::{check_updates, updates_and_probes, v4, v6, xorshift, POOL4, POOL6};
-    use crate::{Lpm, LpmBuild};
     use proptest::prelude::*;
     use std::sync::atomic::Ordering;
 
@@ -1060,7 +1059,7 @@ mod tests {
         }
         // Everything back out: only the default route answers, and blocks were reused (the
         // update's kept lists, which a /8 fills with a thousand slots, aside).
-        let before = p.memory_bytes() - p.scratch.bytes();
+        let before = p.memory_bytes() - p.scratch_bytes();
         for r in m.to_routes() {
             if !r.prefix.is_empty() {
                 m.set(r.prefix, 0);
@@ -1068,7 +1067,7 @@ mod tests {
             }
         }
         assert_eq!(p.lookup(a), 1);
-        assert!(p.memory_bytes() - p.scratch.bytes() <= before + 4096);
+        assert!(p.memory_bytes() - p.scratch_bytes() <= before + 4096);
     }
 
     /// A /24 with the next hop of the /18 over it leaves the record uniform once its sibling
