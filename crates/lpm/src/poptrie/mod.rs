@@ -973,28 +973,30 @@ impl<K: Key> Poptrie<K> {
     }
 
     /// Walks the listed lanes (`nd_lane[..nn]`, each at node `nd_at`) from bit `off` down the
-    /// nodes one level per loop, then reads their leaves into `out`.
+    /// nodes one level per loop, then reads their leaves into `out`. `N`, the lists' length,
+    /// is a power of two: every position is masked with `N - 1`.
     #[inline(always)]
-    fn walk_listed(
+    fn walk_listed<const N: usize>(
         &self,
         addrs: &[K],
         out: &mut [NextHop],
-        nd_lane: &mut [u32; CHUNK],
-        nd_at: &mut [u32; CHUNK],
+        nd_lane: &mut [u32; N],
+        nd_at: &mut [u32; N],
         mut nn: usize,
         mut off: u8,
     ) {
+        const { assert!(N.is_power_of_two()) };
         let nodes = self.mem.nodes.as_ptr();
         let leaves = self.mem.leaves.as_ptr();
-        let mut lf_lane = [0u32; CHUNK];
-        let mut lf_at = [0u32; CHUNK];
+        let mut lf_lane = [0u32; N];
+        let mut lf_at = [0u32; N];
         let mut nf = 0usize;
         // Both lines a 24-byte node starting at `p` may straddle.
         let pf_line_pair = |p: *const u8| {
             prefetch(p);
             prefetch(p.wrapping_add(core::mem::size_of::<Node>() - 1));
         };
-        nn = nn.min(CHUNK);
+        nn = nn.min(N);
         while nn > 0 {
             let mut next = 0usize;
             for j in 0..nn {
@@ -1011,11 +1013,11 @@ impl<K: Key> Poptrie<K> {
                     .base0
                     .wrapping_add((node.leafvec & m).count_ones())
                     .wrapping_sub(1);
-                nd_lane[next & (CHUNK - 1)] = i as u32;
-                nd_at[next & (CHUNK - 1)] = c;
+                nd_lane[next & (N - 1)] = i as u32;
+                nd_at[next & (N - 1)] = c;
                 next += child as usize;
-                lf_lane[nf & (CHUNK - 1)] = i as u32;
-                lf_at[nf & (CHUNK - 1)] = l;
+                lf_lane[nf & (N - 1)] = i as u32;
+                lf_at[nf & (N - 1)] = l;
                 nf += !child as usize;
                 // The child node or the leaf this lane reads next, at once.
                 let line = if child {

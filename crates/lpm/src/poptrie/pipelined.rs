@@ -30,7 +30,7 @@
 use core::hint::select_unpredictable;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use super::{upto, Poptrie, CHUNK, INDEX, LEAF, LNODE, LNODE_HEADER, STRIDE};
+use super::{upto, Poptrie, INDEX, LEAF, LNODE, LNODE_HEADER, STRIDE};
 use crate::key::Key;
 use crate::prefetch;
 use crate::prefix::NextHop;
@@ -59,10 +59,17 @@ static UPTO: [u64; 64] = {
     m
 };
 
+/// Node lanes listed before they are walked. A batch of 64 packets fits whole; a longer call
+/// walks each 64 as they are listed, which keeps enough walks in flight to overlap their
+/// misses. The lists are zeroed on every call (safe code has no uninitialised arrays), so
+/// they are kept short: with the staged lookup's 256 entries, a 64-packet batch's lookup
+/// stored 2 KiB of zeros before its first address.
+const LANES: usize = 64;
+
 /// Lanes whose entry is a node, with the node; walked when the list fills and at the end.
 struct NodeLanes {
-    lane: [u32; CHUNK],
-    at: [u32; CHUNK],
+    lane: [u32; LANES],
+    at: [u32; LANES],
     n: usize,
 }
 
@@ -93,8 +100,8 @@ impl<K: Key> Poptrie<K> {
         };
         let pf_direct = |a: K| prefetch(direct.as_ptr().wrapping_add(a.chunk(0, BITS)));
         let mut nodes = NodeLanes {
-            lane: [0; CHUNK],
-            at: [0; CHUNK],
+            lane: [0; LANES],
+            at: [0; LANES],
             n: 0,
         };
         for &a in &addrs[..n.min(2 * D)] {
@@ -167,10 +174,10 @@ impl<K: Key> Poptrie<K> {
         };
         out[i] = select_unpredictable(kind == LEAF, e & !LEAF, leaf);
         if kind == 0 {
-            nodes.lane[nodes.n & (CHUNK - 1)] = i as u32;
-            nodes.at[nodes.n & (CHUNK - 1)] = e;
+            nodes.lane[nodes.n & (LANES - 1)] = i as u32;
+            nodes.at[nodes.n & (LANES - 1)] = e;
             nodes.n += 1;
-            if nodes.n == CHUNK {
+            if nodes.n == LANES {
                 self.walk_nodes(f.addrs, out, nodes);
             }
         }
