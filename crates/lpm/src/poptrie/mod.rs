@@ -307,10 +307,14 @@ struct Writer {
     /// every direct-pointing slot: what updates need to repaint a slot. Made by the first
     /// update (lookups never need it).
     cover: Option<Box<update::Cover>>,
-    /// While an update builds the changes below one direct slot (`marking`): the starts of
-    /// the node blocks it allocated there and has not switched in yet. No reader can reach
-    /// them, so later changes of the same slot modify them instead of copying them again.
-    fresh: update::Fresh,
+    /// While an update builds the changes below one direct slot (`marking`, one `round` of
+    /// it): `stamp[k]` is `round` where a node block starting at `k` was allocated in this
+    /// round and not switched in yet. No reader can reach those blocks, so later changes of
+    /// the same slot modify them instead of copying them again. A stamp per node index
+    /// (grown only by updates) is one store per block and one load per question, where a
+    /// hash set of the starts cost 3.6 % of an IPv6 update's instructions.
+    stamp: Vec<u16>,
+    round: u16,
     marking: bool,
 }
 
@@ -340,6 +344,16 @@ impl Writer {
             .sum()
     }
 
+    /// Starts a round of marking: the blocks stamped before it are fresh no longer. When the
+    /// count wraps, every stamp is cleared, so an old one cannot pass for the new round.
+    fn new_round(&mut self) {
+        self.round = self.round.wrapping_add(1);
+        if self.round == 0 {
+            self.stamp.fill(0);
+            self.round = 1;
+        }
+    }
+
     /// Moves the retired blocks of groups up to `group` to the free lists.
     fn reclaim(&mut self, group: u64) {
         while let Some(&(g, b)) = self.retired.front() {
@@ -361,7 +375,7 @@ impl Writer {
             + self.free.bytes()
             + self.retired.capacity() * core::mem::size_of::<(u64, Block)>()
             + self.cover.as_ref().map_or(0, |c| c.bytes())
-            + self.fresh.capacity() * 16
+            + self.stamp.capacity() * 2
     }
 }
 
@@ -1474,7 +1488,11 @@ impl<K: Key> Builder<'_, K> {
             self.w.ndef.resize(k + n, 0);
         }
         if self.w.marking {
-            self.w.fresh.insert(k as u64);
+            let stamp = &mut self.w.stamp;
+            if stamp.len() <= k {
+                stamp.resize(k + 1, 0);
+            }
+            stamp[k] = self.w.round;
         }
         Ok(k)
     }

@@ -528,7 +528,7 @@ impl<K: Key> Builder<'_, K> {
         s: usize,
     ) -> Result<(), BuildError> {
         let old = self.direct(s);
-        self.w.fresh.clear();
+        self.w.new_round();
         self.w.marking = true;
         let mut cur = old;
         let mut r = Ok(());
@@ -563,7 +563,6 @@ impl<K: Key> Builder<'_, K> {
             }
         }
         self.w.marking = false;
-        self.w.fresh.clear();
         self.s.done = kept(done);
         r?;
         // One store switches the slot from the old blocks (retired above, as each was
@@ -728,7 +727,7 @@ impl<K: Key> Builder<'_, K> {
     /// Whether the node block starting at `at` was allocated for the changes of the direct
     /// slot being updated (and is not reachable by readers yet).
     fn is_fresh(&self, at: usize) -> bool {
-        self.w.marking && self.w.fresh.contains(&(at as u64))
+        self.w.marking && self.w.stamp.get(at) == Some(&self.w.round)
     }
 
     /// Copies nodes `from..from + n` (and their defaults) to `to..`, a fresh block: one copy
@@ -829,10 +828,6 @@ fn by_slot<'a, K: Key>(
         Some((s, group))
     })
 }
-
-/// The starts of fresh node blocks (see `Writer::fresh`), hashed by rustc-hash like the
-/// route map's buckets.
-pub(super) type Fresh = std::collections::HashSet<u64, rustc_hash::FxBuildHasher>;
 
 impl<K: Key> LpmUpdate<K> for Poptrie<K> {
     const MAX_NEXTHOP: NextHop = MAX_NEXTHOP;
@@ -946,6 +941,27 @@ mod tests {
     use crate::prefix::NO_ROUTE;
     use crate::testkit::{check_updates, updates_and_probes, v4, v6, xorshift, POOL4, POOL6};
     use crate::{Lpm, LpmBuild};
+
+    #[test]
+    fn a_block_is_fresh_only_in_the_round_that_made_it_even_after_the_count_wraps() {
+        let mut w = super::super::Writer::default();
+        w.new_round();
+        w.stamp = vec![0; 8];
+        w.stamp[5] = w.round;
+        let first = w.round;
+        w.new_round();
+        assert_ne!(w.round, first);
+        assert_ne!(w.stamp[5], w.round);
+        // The last round before the wrap stamps index 3; index 5 keeps round 1's stamp, the
+        // round the count comes back to: the wrap must clear both.
+        w.round = u16::MAX - 1;
+        w.new_round();
+        w.stamp[3] = w.round;
+        w.stamp[5] = 1;
+        w.new_round();
+        assert_eq!(w.round, 1);
+        assert!(w.stamp.iter().all(|&s| s == 0));
+    }
 
     #[test]
     fn a_kept_list_comes_back_empty_and_only_a_small_one_keeps_its_room() {
