@@ -574,7 +574,7 @@ impl<K: Key> Builder<'_, K> {
     }
 
     /// One change below the node `root` of a direct slot whose new blocks are being built
-    /// (`self.w.fresh` marks them); returns the slot's new entry and the prefix whose routes
+    /// (`self.w.stamp` marks them); returns the slot's new entry and the prefix whose routes
     /// were all read from the table: the change's own when only its range was repainted,
     /// the new child's when one was added, else that of the node whose subtree was rebuilt.
     /// Every block the fresh tree stops pointing to is retired once: a block of the published
