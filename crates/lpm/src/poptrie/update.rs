@@ -941,6 +941,8 @@ mod tests {
     use crate::prefix::NO_ROUTE;
     use crate::testkit::{check_updates, updates_and_probes, v4, v6, xorshift, POOL4, POOL6};
     use crate::{Lpm, LpmBuild};
+    use proptest::prelude::*;
+    use std::sync::atomic::Ordering;
 
     #[test]
     fn a_block_is_fresh_only_in_the_round_that_made_it_even_after_the_count_wraps() {
@@ -976,8 +978,6 @@ mod tests {
         assert!(big.is_empty());
         assert_eq!(big.capacity(), 0);
     }
-    use proptest::prelude::*;
-    use std::sync::atomic::Ordering;
 
     #[test]
     fn an_update_that_fills_the_storage_rebuilds_it_twice_as_large() {
