@@ -52,16 +52,22 @@ pub fn punt_class(protocol: u8, ports: (u16, u16), icmp6_type: Option<u8>) -> Pu
     }
 }
 
-/// Runs the stage on an IPv4 packet.
+/// Runs the stage on an IPv4 packet; `l4` reads its transport ports, asked only for a
+/// packet to the router (a transit packet's ports are read later, if at all).
 #[inline(always)]
-pub fn classify4(meta: &Ip4Meta, link_broadcast: bool, ports: &Ports, l4: (u16, u16)) -> Class {
+pub fn classify4(
+    meta: &Ip4Meta,
+    link_broadcast: bool,
+    ports: &Ports,
+    l4: impl FnOnce() -> (u16, u16),
+) -> Class {
     let dst = meta.dst;
     if dst == u32::MAX || ports.is_local4(dst) {
-        return Class::Punt(punt_class(meta.protocol, l4, None));
+        return Class::Punt(punt_class(meta.protocol, l4(), None));
     }
     if dst >> 28 == 0xe {
         if dst >> 8 == 0xe0_00_00 {
-            return Class::Punt(punt_class(meta.protocol, l4, None));
+            return Class::Punt(punt_class(meta.protocol, l4(), None));
         }
         return Class::Drop(DropReason::MulticastNotForwarded);
     }
@@ -79,18 +85,18 @@ fn is_link_local6(a: u128) -> bool {
     (a >> 118) == (0xfe80 >> 6)
 }
 
-/// Runs the stage on an IPv6 packet; `icmp6_type` is the ICMPv6 type when the upper layer
-/// is ICMPv6.
+/// Runs the stage on an IPv6 packet; `upper` reads its transport ports and, when the upper
+/// layer is ICMPv6, the ICMPv6 type, asked only for a packet to the router.
 #[inline(always)]
 pub fn classify6(
     meta: &Ip6Meta,
     link_multicast: bool,
     ports: &Ports,
-    l4: (u16, u16),
-    icmp6_type: Option<u8>,
+    upper: impl FnOnce() -> ((u16, u16), Option<u8>),
 ) -> Class {
     let dst = meta.dst;
     if ports.is_local6(dst) {
+        let (l4, icmp6_type) = upper();
         return Class::Punt(punt_class(meta.upper, l4, icmp6_type));
     }
     if is_multicast6(dst) {
@@ -98,6 +104,7 @@ pub fn classify6(
         // (all-nodes, all-routers, solicited-node, OSPF, RIPng, MLD, PIM).
         let scope = (dst >> 112) & 0x000f;
         if scope <= 2 {
+            let (l4, icmp6_type) = upper();
             return Class::Punt(punt_class(meta.upper, l4, icmp6_type));
         }
         return Class::Drop(DropReason::MulticastNotForwarded);
@@ -156,8 +163,17 @@ mod tests {
     #[test]
     fn ipv4_classes() {
         let p = ports();
-        let c = |dst, proto, l4, bcast| classify4(&m4(dst, proto), bcast, &p, l4);
+        let c = |dst, proto, l4, bcast| classify4(&m4(dst, proto), bcast, &p, || l4);
         assert_eq!(c([198, 51, 100, 1], 17, (1, 2), false), Class::Forward);
+        // A transit packet's ports are not read here.
+        let read = std::cell::Cell::new(false);
+        let transit = m4([198, 51, 100, 1], 17);
+        let l4 = || {
+            read.set(true);
+            (1, 2)
+        };
+        assert_eq!(classify4(&transit, false, &p, l4), Class::Forward);
+        assert!(!read.get());
         assert_eq!(
             c([192, 0, 2, 254], 1, (0, 0), false),
             Class::Punt(PuntClass::Icmp)
@@ -193,7 +209,7 @@ mod tests {
         let mut m = m4([198, 51, 100, 1], 17);
         m.router_alert = true;
         assert_eq!(
-            classify4(&m, false, &p, (0, 0)),
+            classify4(&m, false, &p, || (0, 0)),
             Class::Punt(PuntClass::SlowPath)
         );
     }
@@ -214,7 +230,7 @@ mod tests {
     #[test]
     fn ipv6_classes() {
         let p = ports();
-        let c = |m: Ip6Meta, mc, t| classify6(&m, mc, &p, (0, 0), t);
+        let c = |m: Ip6Meta, mc, t| classify6(&m, mc, &p, || ((0, 0), t));
         assert_eq!(
             c(m6("2001:db8::1", "2001:db8:5::1", 17), false, None),
             Class::Forward

@@ -45,7 +45,7 @@ pub enum EthOutcome {
 }
 
 /// Runs the stage on `frame`, received on a port whose MAC is `port_mac`.
-#[inline]
+#[inline(always)]
 pub fn eth_input(frame: &[u8], port_mac: MacAddr) -> EthOutcome {
     let Ok(eth) = EthernetFrame::new_checked(frame) else {
         return EthOutcome::Drop(DropReason::EthTruncated);

@@ -71,7 +71,7 @@ fn refused(e: WireError) -> DropReason {
 /// structural checks of 5.2.2 (1 to 4), and once it is inlined here the getters' own bounds
 /// checks fold into it, so the reads are plain loads (the same-run `vfsr fwd bench` A/B
 /// against hand-written offset reads is in docs/bench/core.md).
-#[inline]
+#[inline(always)]
 pub fn ip4_input(ip: &[u8]) -> Ip4Outcome {
     let p = match Ipv4Packet::new_checked(ip) {
         Ok(p) => p,
@@ -145,18 +145,28 @@ fn walk_options(opts: &[u8]) -> Result<bool, DropReason> {
     Ok(alert)
 }
 
+/// Where the transport ports start (the header length), for a first fragment (or
+/// unfragmented packet) of TCP, UDP, SCTP or UDP-Lite; `None` otherwise.
+#[inline(always)]
+pub fn l4_offset4(meta: &Ip4Meta) -> Option<usize> {
+    (!meta.later_fragment && matches!(meta.protocol, 6 | 17 | 132 | 136))
+        .then_some(usize::from(meta.header_len))
+}
+
 /// The transport ports of a first fragment (or unfragmented packet) of TCP, UDP, SCTP or
 /// UDP-Lite; `(0, 0)` otherwise.
 #[inline(always)]
 pub fn ports4(ip: &[u8], meta: &Ip4Meta) -> (u16, u16) {
-    if meta.later_fragment || !matches!(meta.protocol, 6 | 17 | 132 | 136) {
-        return (0, 0);
-    }
     // The bounds come from `meta`, which the checked view found; reading them again from
     // the header cost two to three cycles per packet (`vfsr fwd bench`).
-    ip.get(usize::from(meta.header_len)..usize::from(meta.total_len))
-        .and_then(l4::ports)
-        .unwrap_or((0, 0))
+    l4_offset4(meta).map_or((0, 0), |at| ports_at(ip, at, usize::from(meta.total_len)))
+}
+
+/// The ports of the transport header at `at` in an IP packet `ip` of length `len`, or
+/// `(0, 0)` when they are not all there.
+#[inline(always)]
+pub fn ports_at(ip: &[u8], at: usize, len: usize) -> (u16, u16) {
+    ip.get(at..len).and_then(l4::ports).unwrap_or((0, 0))
 }
 
 #[cfg(test)]

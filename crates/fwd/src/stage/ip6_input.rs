@@ -12,9 +12,10 @@
 //!    8200 4.3) and a fragment header (a later fragment has no ports).
 
 use vfsr_wire::ipv6::Ipv6Packet;
-use vfsr_wire::{l4, WireError};
+use vfsr_wire::WireError;
 
 use crate::counters::DropReason;
+use crate::stage::ip4_input::ports_at;
 
 /// The IPv6 fixed header's length.
 pub const IP6_HEADER: usize = 40;
@@ -74,7 +75,7 @@ fn refused(e: WireError) -> DropReason {
 ///
 /// The header is read through `vfsr_wire::ipv6::Ipv6Packet` (checks 1 and 2 in
 /// `new_checked`), the chain through its walker.
-#[inline]
+#[inline(always)]
 pub fn ip6_input(ip: &[u8]) -> Ip6Outcome {
     let p = match Ipv6Packet::new_checked(ip) {
         Ok(p) => p,
@@ -113,18 +114,21 @@ pub fn ip6_input(ip: &[u8]) -> Ip6Outcome {
     Ip6Outcome::Valid(meta)
 }
 
+/// Where the transport ports start (the upper-layer offset), for TCP, UDP, SCTP or
+/// UDP-Lite not in a later fragment; `None` otherwise.
+#[inline(always)]
+pub fn l4_offset6(meta: &Ip6Meta) -> Option<usize> {
+    (!meta.later_fragment && matches!(meta.upper, 6 | 17 | 132 | 136)).then_some(meta.upper_offset)
+}
+
 /// The transport ports of TCP, UDP, SCTP or UDP-Lite (not in a later fragment); `(0, 0)`
 /// otherwise.
 #[inline(always)]
 pub fn ports6(ip: &[u8], meta: &Ip6Meta) -> (u16, u16) {
-    if meta.later_fragment || !matches!(meta.upper, 6 | 17 | 132 | 136) {
-        return (0, 0);
-    }
     // The bounds come from `meta` (the checked view and its walk of the chain), not from
     // the header read again.
-    ip.get(meta.upper_offset..IP6_HEADER + usize::from(meta.payload_len))
-        .and_then(l4::ports)
-        .unwrap_or((0, 0))
+    let len = IP6_HEADER + usize::from(meta.payload_len);
+    l4_offset6(meta).map_or((0, 0), |at| ports_at(ip, at, len))
 }
 
 #[cfg(test)]

@@ -211,7 +211,9 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                         m
                     }
                     None => {
-                        let hash = self.hasher.hash_fields(&w.key(), self.config.ecmp_fields);
+                        let hash = self
+                            .hasher
+                            .hash_fields(&w.key(batch), self.config.ecmp_fields);
                         let from = stale.map(|o| o.route_nh).filter(|&o| o != g);
                         match self.groups.select(
                             g,
@@ -241,9 +243,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 gateway,
             } => (m, ifindex, gateway),
             RouteOutcome::Local => {
-                let (proto, ports_l4) = (w.proto, (w.sport, w.dport));
-                let icmp6 = None;
-                return Err(self.punt(punt_class(proto, ports_l4, icmp6)));
+                let ports_l4 = w.ports(w.ip(batch));
+                return Err(self.punt(punt_class(w.proto, ports_l4, None)));
             }
             RouteOutcome::Drop { reason, icmp } => {
                 if icmp {
@@ -257,7 +258,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         if ports.get(ifindex).is_none() {
             return Err(self.drop(DropReason::NoEgressPort));
         }
-        let target = gateway.unwrap_or_else(|| w.dst_addr());
+        let target = gateway.unwrap_or_else(|| w.dst_addr(batch));
         let found = if gateway.is_some() {
             self.neighbor_of_gateway(member, member_gen, member_version, ifindex, target)
         } else {

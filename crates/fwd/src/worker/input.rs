@@ -1,7 +1,10 @@
 //! Pass 1: `eth_input`, `ip4_input`/`ip6_input`, `classify` and `ttl` for one packet; a
 //! transit packet leaves it as a [`Work`] item.
 
+use std::net::{Ipv4Addr, Ipv6Addr};
+
 use vfsr_fib::nexthop::NhSnapshot;
+use vfsr_flow::FlowKey;
 use vfsr_lpm::Lpm;
 
 use crate::counters::{DropReason, Event, PuntClass};
@@ -10,17 +13,20 @@ use crate::packet::{Batch, Verdict};
 use crate::port::Ports;
 use crate::stage::classify::{classify4, classify6, Class};
 use crate::stage::eth_input::{eth_input, EthOutcome, ETH_HEADER};
-use crate::stage::ip4_input::{ip4_input, ports4, Ip4Outcome};
-use crate::stage::ip6_input::{ip6_input, ports6, Ip6Outcome};
+use crate::stage::ip4_input::{ip4_input, l4_offset4, ports_at, Ip4Outcome};
+use crate::stage::ip6_input::{ip6_input, l4_offset6, Ip6Outcome};
 use crate::stage::ttl::{ttl_check, TtlOutcome};
 
-use super::{Work, Worker};
+use super::decide::flow_key;
+use super::{FlowSlot, Work, Worker};
 
 impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
-    /// Pass 1 for packet `idx`: a final verdict, or `None` after queueing it as work.
+    /// Pass 1 for packet `idx`: a final verdict, or `None` after queueing it as work (and,
+    /// with a flow table (`FLOWS`), its flow key; without one, its destination for the
+    /// bulk lookup).
     #[allow(clippy::too_many_arguments)]
-    #[inline]
-    pub(super) fn input(
+    #[inline(always)]
+    pub(super) fn input<const FLOWS: bool>(
         &mut self,
         batch: &mut Batch,
         idx: usize,
@@ -44,8 +50,10 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     Ip4Outcome::Valid(m) => m,
                     Ip4Outcome::Drop(r) => return Some(self.drop(r)),
                 };
-                let l4 = ports4(ip, &meta);
-                match classify4(&meta, link_broadcast, ports, l4) {
+                let l4 = l4_offset4(&meta);
+                let len = usize::from(meta.total_len);
+                let l4_ports = move || l4.map_or((0, 0), |at| ports_at(ip, at, len));
+                match classify4(&meta, link_broadcast, ports, l4_ports) {
                     Class::Forward => {}
                     Class::Punt(c) => return Some(self.punt(c)),
                     Class::Drop(r) => return Some(self.drop(r)),
@@ -69,21 +77,24 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     );
                     return Some(self.drop(DropReason::TtlExpired));
                 }
-                if self.flow.is_none() {
+                if !FLOWS {
                     self.dst4.push(meta.dst);
+                } else {
+                    let (sport, dport) = l4_ports();
+                    let (src, dst) = (Ipv4Addr::from(meta.src), Ipv4Addr::from(meta.dst));
+                    let key = FlowKey::v4(src, dst, meta.protocol, sport, dport);
+                    self.flows
+                        .push(FlowSlot::new(flow_key(self.config.flow_key, &key)));
                 }
                 self.work.push(Work {
                     idx: idx as u32,
+                    ip_len: u32::from(meta.total_len),
+                    nh: 0,
+                    l4: l4.map_or(0, |at| at as u16),
+                    proto: meta.protocol,
                     v6: false,
                     link_bcast: link_broadcast,
-                    ip_len: u32::from(meta.total_len),
                     df: meta.df,
-                    src: u128::from(meta.src),
-                    dst: u128::from(meta.dst),
-                    proto: meta.protocol,
-                    sport: l4.0,
-                    dport: l4.1,
-                    nh: 0,
                 });
                 None
             }
@@ -92,18 +103,19 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     Ip6Outcome::Valid(m) => m,
                     Ip6Outcome::Drop(r) => return Some(self.drop(r)),
                 };
-                let l4 = ports6(ip, &meta);
-                let icmp_type = if meta.upper == 58 && !meta.later_fragment {
-                    ip.get(meta.upper_offset).copied()
-                } else {
-                    None
+                let l4 = l4_offset6(&meta);
+                let ip_len = 40 + usize::from(meta.payload_len);
+                let icmp_at =
+                    (meta.upper == 58 && !meta.later_fragment).then_some(meta.upper_offset);
+                let upper = move || {
+                    let l4_ports = l4.map_or((0, 0), |at| ports_at(ip, at, ip_len));
+                    (l4_ports, icmp_at.and_then(|at| ip.get(at).copied()))
                 };
-                match classify6(&meta, link_broadcast, ports, l4, icmp_type) {
+                match classify6(&meta, link_broadcast, ports, upper) {
                     Class::Forward => {}
                     Class::Punt(c) => return Some(self.punt(c)),
                     Class::Drop(r) => return Some(self.drop(r)),
                 }
-                let ip_len = 40 + usize::from(meta.payload_len);
                 if ttl_check(meta.hop_limit) == TtlOutcome::Expired {
                     let orig = ip.get(..ip_len).unwrap_or(ip).to_vec();
                     self.icmp6(
@@ -119,21 +131,24 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     );
                     return Some(self.drop(DropReason::TtlExpired));
                 }
-                if self.flow.is_none() {
+                if !FLOWS {
                     self.dst6.push(meta.dst);
+                } else {
+                    let ((sport, dport), _) = upper();
+                    let (src, dst) = (Ipv6Addr::from(meta.src), Ipv6Addr::from(meta.dst));
+                    let key = FlowKey::v6(src, dst, meta.upper, sport, dport);
+                    self.flows
+                        .push(FlowSlot::new(flow_key(self.config.flow_key, &key)));
                 }
                 self.work.push(Work {
                     idx: idx as u32,
+                    ip_len: ip_len as u32,
+                    nh: 0,
+                    l4: l4.map_or(0, |at| u16::try_from(at).unwrap_or(0)),
+                    proto: meta.upper,
                     v6: true,
                     link_bcast: link_broadcast,
-                    ip_len: ip_len as u32,
                     df: true,
-                    src: meta.src,
-                    dst: meta.dst,
-                    proto: meta.upper,
-                    sport: l4.0,
-                    dport: l4.1,
-                    nh: 0,
                 });
                 None
             }

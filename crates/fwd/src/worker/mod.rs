@@ -4,7 +4,7 @@
 //!   Batch.packets ─┬─ pass 1, per packet: eth_input → ip4/ip6_input → classify → ttl
 //!                  │     punts, drops and expiries end here; transit packets become work
 //!                  │     (without a flow table, their destinations also go on the lists
-//!                  │     for the bulk lookup)
+//!                  │     for the bulk lookup; with one, their flow keys are made)
 //!                  ├─ pass 2: flow table hash and prefetch of the batch (in a table past
 //!                  │     1 MiB also of each matching entry), lookup per packet (split+flow),
 //!                  │     then one bulk FIB
@@ -61,15 +61,19 @@ use vfsr_fib::FibReader;
 use vfsr_flow::{FlowConfig, FlowHasher, FlowKey, FlowTable, HashFields, KeyMode};
 use vfsr_lpm::Lpm;
 use vfsr_neigh::NeighborCache;
+use vfsr_wire::ipv4::Ipv4Packet;
+use vfsr_wire::ipv6::Ipv6Packet;
 use vfsr_wire::MacAddr;
 
-use self::decide::{flow_key, tick};
+use self::decide::tick;
 use crate::counters::{Counters, DropReason, Event, PuntClass, SharedCounters};
 use crate::packet::{Batch, Packet, Verdict};
 use crate::port::Ports;
 use crate::profile::{Clock, Profile, Stage};
 use crate::ratelimit::TokenBucket;
 use crate::stage::ecmp::EcmpGroups;
+use crate::stage::eth_input::ETH_HEADER;
+use crate::stage::ip4_input::ports_at;
 
 /// How a worker behaves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -237,61 +241,85 @@ pub const COUNTER_FLUSH: u64 = 16;
 /// Largest next-hop index with a neighbor memo.
 const MAX_ADJ: u32 = 1 << 20;
 
-/// Where a transit packet stands between the passes.
+/// Where a transit packet stands between the passes: a small handle on the packet, whose
+/// header (checked in pass 1, still in cache) stays the source of its addresses and ports.
+/// Only what the flow table, ECMP, a connected route or a punt needs reads them again;
+/// a packet to a single gateway never does.
 #[derive(Clone, Copy, Debug)]
 struct Work {
     /// The packet's place in the batch.
     idx: u32,
-    v6: bool,
-    link_bcast: bool,
     /// IP length (total length, or 40 + payload length).
     ip_len: u32,
-    df: bool,
-    /// Addresses (IPv4 in the low 32 bits), protocol and ports: the flow key is made from
-    /// them only when something needs it (flow table, ECMP, a punt's class).
-    src: u128,
-    dst: u128,
-    proto: u8,
-    sport: u16,
-    dport: u16,
     /// The FIB's answer, once looked up, with a flow table (without one, pass 3 takes it
     /// from the lookup's answers in order and this stays 0).
     nh: u32,
+    /// Where the transport ports start in the IP packet; 0 when it has none to read
+    /// (another protocol, or a later fragment).
+    l4: u16,
+    /// The upper-layer protocol.
+    proto: u8,
+    v6: bool,
+    link_bcast: bool,
+    df: bool,
 }
 
-// One cache line per packet between the passes.
-const _: () = assert!(std::mem::size_of::<Work>() <= 64);
+// A third of a cache line per packet between the passes.
+const _: () = assert!(std::mem::size_of::<Work>() <= 24);
 
 impl Work {
+    /// The packet's IP header and what follows.
+    #[inline]
+    fn ip<'a>(&self, batch: &'a Batch) -> &'a [u8] {
+        batch
+            .packets
+            .get(self.idx as usize)
+            .and_then(|p| p.frame().get(ETH_HEADER..))
+            .unwrap_or(&[])
+    }
+
+    /// The transport ports, `(0, 0)` without them.
+    #[inline]
+    fn ports(&self, ip: &[u8]) -> (u16, u16) {
+        match self.l4 {
+            0 => (0, 0),
+            at => ports_at(ip, usize::from(at), self.ip_len as usize),
+        }
+    }
+
+    /// The destination address (IPv4 in the low 32 bits).
+    #[inline]
+    fn dst(&self, batch: &Batch) -> u128 {
+        let ip = self.ip(batch);
+        if self.v6 {
+            u128::from(Ipv6Packet::new_unchecked(ip).dst_addr())
+        } else {
+            u128::from(u32::from(Ipv4Packet::new_unchecked(ip).dst_addr()))
+        }
+    }
+
     /// The packet's 5-tuple key.
     #[inline]
-    fn key(&self) -> FlowKey {
+    fn key(&self, batch: &Batch) -> FlowKey {
+        let ip = self.ip(batch);
+        let (sport, dport) = self.ports(ip);
         if self.v6 {
-            FlowKey::v6(
-                Ipv6Addr::from(self.src),
-                Ipv6Addr::from(self.dst),
-                self.proto,
-                self.sport,
-                self.dport,
-            )
+            let p = Ipv6Packet::new_unchecked(ip);
+            FlowKey::v6(p.src_addr(), p.dst_addr(), self.proto, sport, dport)
         } else {
-            FlowKey::v4(
-                Ipv4Addr::from(self.src as u32),
-                Ipv4Addr::from(self.dst as u32),
-                self.proto,
-                self.sport,
-                self.dport,
-            )
+            let p = Ipv4Packet::new_unchecked(ip);
+            FlowKey::v4(p.src_addr(), p.dst_addr(), self.proto, sport, dport)
         }
     }
 
     /// The destination address.
     #[inline]
-    fn dst_addr(&self) -> IpAddr {
+    fn dst_addr(&self, batch: &Batch) -> IpAddr {
+        let dst = self.dst(batch);
         if self.v6 {
-            IpAddr::V6(Ipv6Addr::from(self.dst))
+            IpAddr::V6(Ipv6Addr::from(dst))
         } else {
-            IpAddr::V4(Ipv4Addr::from(self.dst as u32))
+            IpAddr::V4(Ipv4Addr::from(dst as u32))
         }
     }
 }
@@ -324,6 +352,18 @@ struct FlowSlot {
     fkey: FlowKey,
     fhash: u64,
     state: FlowState,
+}
+
+impl FlowSlot {
+    /// The slot of a packet with flow key `fkey`, before pass 2 hashes and looks it up.
+    #[inline]
+    fn new(fkey: FlowKey) -> FlowSlot {
+        FlowSlot {
+            fkey,
+            fhash: 0,
+            state: FlowState::None,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -505,6 +545,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         batch.verdicts.resize(n, Verdict::Consumed);
         batch.offload.clear();
         self.work.clear();
+        self.flows.clear();
         self.dst4.clear();
         self.dst6.clear();
         let epochs_moved = self.refresh_epochs();
@@ -541,14 +582,24 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         }
         mark!(Stage::Rx);
 
-        // Pass 1: input, classification, TTL.
-        for idx in 0..n {
-            let v = self.input(batch, idx, &ports, &fib4.engine, &fib6.engine, &nh, now_ns);
-            if let Some(v) = v {
-                if let Some(slot) = batch.verdicts.get_mut(idx) {
-                    *slot = v;
+        // Pass 1: input, classification, TTL (one loop with a flow table, one without).
+        macro_rules! pass1 {
+            ($flows:literal) => {
+                for idx in 0..n {
+                    let (f4, f6) = (&fib4.engine, &fib6.engine);
+                    let v = self.input::<$flows>(batch, idx, &ports, f4, f6, &nh, now_ns);
+                    if let Some(v) = v {
+                        if let Some(slot) = batch.verdicts.get_mut(idx) {
+                            *slot = v;
+                        }
+                    }
                 }
-            }
+            };
+        }
+        if self.flow.is_some() {
+            pass1!(true);
+        } else {
+            pass1!(false);
         }
         mark!(Stage::Input);
 
@@ -556,22 +607,15 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let now = tick(now_ns);
         let mut work = std::mem::take(&mut self.work);
         let mut flows = std::mem::take(&mut self.flows);
-        flows.clear();
         // Packets the flow table answered; when that is all of them the FIB stage has
         // nothing to do and is skipped.
         let mut hits = 0usize;
         if let Some(table) = self.flow.as_ref() {
-            // Hash and prefetch the whole batch first, so the misses overlap.
-            let mode = self.config.flow_key;
-            for w in &work {
-                let fkey = flow_key(mode, &w.key());
-                let fhash = table.hash(&fkey);
-                table.prefetch_hash(fhash);
-                flows.push(FlowSlot {
-                    fkey,
-                    fhash,
-                    state: FlowState::None,
-                });
+            // Hash and prefetch the whole batch first (pass 1 made the keys), so the misses
+            // overlap.
+            for f in flows.iter_mut() {
+                f.fhash = table.hash(&f.fkey);
+                table.prefetch_hash(f.fhash);
             }
             // A large table: the entry in whichever way holds it, once the heads are in.
             if table.entries_outgrow_cache() {
@@ -603,10 +647,11 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 if hit(&flows, i) {
                     continue;
                 }
+                let dst = w.dst(batch);
                 if w.v6 {
-                    self.dst6.push(w.dst);
+                    self.dst6.push(dst);
                 } else {
-                    self.dst4.push(w.dst as u32);
+                    self.dst4.push(dst as u32);
                 }
             }
             self.look_up_lists(&fib4.engine, &fib6.engine);
