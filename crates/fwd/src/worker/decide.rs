@@ -1,7 +1,7 @@
 //! Pass 2 and 3 for a transit packet: the flow table's answer checked against the current
 //! snapshots, or route, ECMP and neighbor decided afresh (and cached in the flow table).
 
-use vfsr_fib::nexthop::NhSnapshot;
+use vfsr_fib::nexthop::{NhEntry, NhSnapshot};
 use vfsr_flow::{FlowKey, KeyMode, Lookup};
 use vfsr_lpm::Lpm;
 use vfsr_wire::MacAddr;
@@ -16,7 +16,7 @@ use crate::stage::rewrite::{decrement_hop_limit, decrement_ttl4, set_macs};
 use crate::stage::route::{route, single, RouteOutcome};
 
 use super::neighbor::{epoch_of, neigh_current};
-use super::{FlowMade, FlowSlot, FlowState, FlowValue, Work, Worker};
+use super::{Adj, FlowMade, FlowSlot, FlowState, FlowValue, Work, Worker};
 
 impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     /// The flow table's answer for `key`, checked against the current snapshots.
@@ -72,10 +72,12 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         }
     }
 
-    /// Pass 3 for one transit packet.
+    /// Pass 3's decision for a transit packet that neither the flow table (a hit) nor,
+    /// without a flow table, the gateway's memo answered: the flow table's stale entry
+    /// recomputed, or a miss decided (and cached when there is a flow table), or the
+    /// packet's final verdict.
     #[allow(clippy::too_many_arguments)]
-    #[inline]
-    pub(super) fn finish(
+    pub(super) fn decided(
         &mut self,
         batch: &mut Batch,
         w: &Work,
@@ -88,48 +90,37 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         fib6: &E6,
         now: u32,
         now_ns: u64,
-    ) -> Verdict {
-        let state = slot.map_or(FlowState::None, |f| f.state);
-        let value = match state {
-            FlowState::Hit(v) => v,
-            FlowState::None | FlowState::Stale(_) => {
-                let stale = match state {
-                    FlowState::Stale(v) => Some(v),
-                    _ => None,
-                };
-                // A miss tries the gateway's memo first; a stale entry takes the full path,
-                // which may keep its ECMP member.
-                let memo = match stale {
-                    None => self.remembered(route_nh, fib_version, nh),
-                    Some(_) => None,
-                };
-                let decided = match memo {
-                    Some(d) => Ok(d),
-                    None => self.decide(
-                        batch,
-                        w,
-                        route_nh,
-                        stale,
-                        fib_version,
-                        nh,
-                        ports,
-                        fib4,
-                        fib6,
-                        now_ns,
-                    ),
-                };
-                match decided {
-                    Ok((v, made)) => {
-                        if let (Some(f), Some(slot)) = (self.flow.as_mut(), slot) {
-                            f.insert_hashed_side(slot.fkey, slot.fhash, v, made, now);
-                        }
-                        v
-                    }
-                    Err(verdict) => return verdict,
-                }
-            }
+    ) -> Result<FlowValue, Verdict> {
+        let stale = match slot.map(|f| f.state) {
+            Some(FlowState::Hit(v)) => return Ok(v),
+            Some(FlowState::Stale(m)) => Some(m),
+            Some(FlowState::None) | None => None,
         };
-        self.output(batch, w, &value, ports, fib4, fib6, nh, now_ns)
+        // A miss tries the gateway's memo first; a stale entry takes the full path, which
+        // may keep its ECMP member.
+        let memo = match stale {
+            None => self.remembered(route_nh, fib_version, nh),
+            Some(_) => None,
+        };
+        let (v, made) = match memo {
+            Some(d) => d,
+            None => self.decide(
+                batch,
+                w,
+                route_nh,
+                stale,
+                fib_version,
+                nh,
+                ports,
+                fib4,
+                fib6,
+                now_ns,
+            )?,
+        };
+        if let (Some(f), Some(slot)) = (self.flow.as_mut(), slot) {
+            f.insert_hashed_side(slot.fkey, slot.fhash, v, made, now);
+        }
+        Ok(v)
     }
 
     /// The decision for a route to a single gateway next hop, straight from that next hop's
@@ -144,17 +135,9 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         fib_version: u64,
         nh: &NhSnapshot,
     ) -> Option<(FlowValue, FlowMade)> {
-        let a = self.adj.get(index as usize)?;
-        let e = nh.get(index)?;
-        let current =
-            a.made_for(index, e.gen, e.version) && a.epoch == epoch_of(&self.epochs, a.ifindex);
-        current.then_some((
-            FlowValue {
-                world: self.world.serial,
-                oif: a.ifindex,
-                mac: a.mac,
-                single: true,
-            },
+        let (a, e) = self.memo(index, nh)?;
+        Some((
+            self.memo_value(a),
             FlowMade {
                 fib_version,
                 neigh_gen: a.gen,
@@ -168,6 +151,34 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 neigh_epoch: a.epoch,
             },
         ))
+    }
+
+    /// [`Worker::remembered`]'s value alone, for a worker without a flow table (nothing to
+    /// cache, so nothing to record what it was made from).
+    #[inline]
+    pub(super) fn remembered_value(&self, index: u32, nh: &NhSnapshot) -> Option<FlowValue> {
+        self.memo(index, nh).map(|(a, _)| self.memo_value(a))
+    }
+
+    /// The neighbor memo of next hop `index` and its entry, when the memo is current.
+    #[inline]
+    fn memo<'a>(&'a self, index: u32, nh: &'a NhSnapshot) -> Option<(&'a Adj, &'a NhEntry)> {
+        let a = self.adj.get(index as usize)?;
+        let e = nh.get(index)?;
+        let current =
+            a.made_for(index, e.gen, e.version) && a.epoch == epoch_of(&self.epochs, a.ifindex);
+        current.then_some((a, e))
+    }
+
+    /// The value a current memo gives.
+    #[inline]
+    fn memo_value(&self, a: &Adj) -> FlowValue {
+        FlowValue {
+            world: self.world.serial,
+            oif: a.ifindex,
+            mac: a.mac,
+            single: true,
+        }
     }
 
     /// Route, ECMP and neighbor for a packet the flow table did not answer and the gateway

@@ -66,6 +66,7 @@ use vfsr_wire::ipv6::Ipv6Packet;
 use vfsr_wire::MacAddr;
 
 use self::decide::tick;
+use self::output::set_verdict;
 use crate::counters::{Counters, DropReason, Event, PuntClass, SharedCounters};
 use crate::packet::{Batch, Packet, Verdict};
 use crate::port::Ports;
@@ -665,30 +666,32 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         }
         mark!(Stage::Fib);
 
-        // Pass 3: next hop, neighbor, MTU, rewrite.
+        // Pass 3: next hop, neighbor, MTU, rewrite. The common answers inline: without a
+        // flow table the gateway's memo, with one a hit; anything else is decided.
         let mut answers = Answers::default();
         for (i, w) in work.iter().enumerate() {
-            let route_nh = if direct {
-                answers.next(w.v6, &self.nh4, &self.nh6)
+            let slot = flows.get(i);
+            let (route_nh, quick) = if direct {
+                let route_nh = answers.next(w.v6, &self.nh4, &self.nh6);
+                (route_nh, self.remembered_value(route_nh, &nh))
             } else {
-                w.nh
+                let hit = slot.and_then(|f| match f.state {
+                    FlowState::Hit(v) => Some(v),
+                    _ => None,
+                });
+                (w.nh, hit)
             };
+            let (f4, f6) = (&fib4.engine, &fib6.engine);
+            if let Some(v) = quick {
+                self.output(batch, w, &v, &ports, f4, f6, &nh, now_ns);
+                continue;
+            }
             let version = if w.v6 { fib6.version } else { fib4.version };
-            let v = self.finish(
-                batch,
-                w,
-                route_nh,
-                flows.get(i),
-                version,
-                &nh,
-                &ports,
-                &fib4.engine,
-                &fib6.engine,
-                now,
-                now_ns,
-            );
-            if let Some(slot) = batch.verdicts.get_mut(w.idx as usize) {
-                *slot = v;
+            match self.decided(
+                batch, w, route_nh, slot, version, &nh, &ports, f4, f6, now, now_ns,
+            ) {
+                Ok(v) => self.output(batch, w, &v, &ports, f4, f6, &nh, now_ns),
+                Err(verdict) => set_verdict(batch, w.idx, verdict),
             }
         }
         mark!(Stage::Output);
