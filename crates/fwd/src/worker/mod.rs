@@ -682,17 +682,20 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 (w.nh, hit)
             };
             let (f4, f6) = (&fib4.engine, &fib6.engine);
-            if let Some(v) = quick {
-                self.output(batch, w, &v, &ports, f4, f6, &nh, now_ns);
-                continue;
-            }
-            let version = if w.v6 { fib6.version } else { fib4.version };
-            match self.decided(
-                batch, w, route_nh, slot, version, &nh, &ports, f4, f6, now, now_ns,
-            ) {
-                Ok(v) => self.output(batch, w, &v, &ports, f4, f6, &nh, now_ns),
-                Err(verdict) => set_verdict(batch, w.idx, verdict),
-            }
+            let verdict = if let Some(v) = quick {
+                self.output(batch, w, &v, &ports, f4, f6, &nh, now_ns)
+            } else {
+                let version = if w.v6 { fib6.version } else { fib4.version };
+                let (nh, ports) = (&nh, &ports);
+                let d = self.decided(
+                    batch, w, route_nh, slot, version, nh, ports, f4, f6, now, now_ns,
+                );
+                match d {
+                    Ok(v) => self.output(batch, w, &v, ports, f4, f6, nh, now_ns),
+                    Err(verdict) => verdict,
+                }
+            };
+            set_verdict(batch, w.idx, verdict);
         }
         mark!(Stage::Output);
         self.work = work;

@@ -19,30 +19,11 @@ use super::icmp::ErrorKind;
 use super::{FlowValue, Work, Worker};
 
 impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
-    /// MTU and rewrite, once the next hop and its MAC are known; writes the packet's
-    /// verdict. Always inlined: pass 3 calls it for the quick answers and for the decided
-    /// ones, and a forwarded packet's verdict is then two stores.
+    /// MTU and rewrite, once the next hop and its MAC are known. Always inlined: pass 3
+    /// calls it both for the quick answers and for the decided ones.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn output(
-        &mut self,
-        batch: &mut Batch,
-        w: &Work,
-        v: &FlowValue,
-        ports: &Ports,
-        fib4: &E4,
-        fib6: &E6,
-        nh: &NhSnapshot,
-        now_ns: u64,
-    ) {
-        let verdict = self.output_verdict(batch, w, v, ports, fib4, fib6, nh, now_ns);
-        set_verdict(batch, w.idx, verdict);
-    }
-
-    /// [`Worker::output`]'s verdict.
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    fn output_verdict(
         &mut self,
         batch: &mut Batch,
         w: &Work,
