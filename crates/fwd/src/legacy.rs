@@ -48,7 +48,7 @@ use crate::packet::Packet;
 use crate::stage::eth_input::{eth_input, EthOutcome, ETH_HEADER};
 use crate::stage::ip4_input::{ip4_input, Ip4Outcome};
 use crate::stage::ip6_input::{ip6_input, Ip6Outcome};
-use crate::stage::rewrite::{decrement_hop_limit, decrement_ttl4, set_macs};
+use crate::stage::rewrite::rewrite;
 use crate::stage::ttl::{ttl_check, TtlOutcome};
 
 /// A route entry of the unified table (`struct rtentry`).
@@ -259,12 +259,7 @@ impl LegacyRouter {
         // ip_forward: TTL, then ip_output → ether_output → arpresolve.
         let ll = self.rt_check(rt);
         if let Some(ll) = ll {
-            if v6 {
-                decrement_hop_limit(frame);
-            } else {
-                decrement_ttl4(frame);
-            }
-            set_macs(frame, ll.mac, ll.port_mac);
+            rewrite(frame, v6, ll.mac, ll.port_mac);
         }
         // RTFREE once ip_output returns.
         {

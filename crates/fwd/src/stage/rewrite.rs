@@ -9,14 +9,33 @@
 //!
 //! Nothing else of the packet is read or written, so a forwarded 64-byte frame costs two
 //! 6-byte stores and a few byte operations here. The writes go through vfsr-wire's views,
-//! made unchecked: the input stages checked these headers.
+//! made unchecked over one fixed-size block of the headers ([`rewrite`]): the input stages
+//! checked them, and a block of known length lets the compiler drop every bound check.
 
 use vfsr_wire::ethernet::EthernetFrame;
-use vfsr_wire::ipv4::Ipv4Packet;
+use vfsr_wire::ipv4::{self, Ipv4Packet};
 use vfsr_wire::ipv6::Ipv6Packet;
 use vfsr_wire::MacAddr;
 
 use crate::stage::eth_input::ETH_HEADER;
+use crate::stage::ip6_input::IP6_HEADER;
+
+/// The whole rewrite of a forwarded frame: TTL and checksum (IPv4) or hop limit (`v6`),
+/// then both MACs. The headers are taken as one fixed-size block, so none of the writes
+/// checks a bound of its own; a frame too short to hold them (which the input stages
+/// never pass on) is left as it is.
+#[inline(always)]
+pub fn rewrite(frame: &mut [u8], v6: bool, dst: MacAddr, src: MacAddr) {
+    if v6 {
+        if let Some(h) = frame.first_chunk_mut::<{ ETH_HEADER + IP6_HEADER }>() {
+            decrement_hop_limit(h);
+            set_macs(h, dst, src);
+        }
+    } else if let Some(h) = frame.first_chunk_mut::<{ ETH_HEADER + ipv4::MIN_HEADER_LEN }>() {
+        decrement_ttl4(h);
+        set_macs(h, dst, src);
+    }
+}
 
 /// Sets the Ethernet addresses.
 #[inline]
@@ -88,6 +107,29 @@ mod tests {
             assert_eq!(f[14 + 8], ttl);
             assert!(checksum::verify(&f[14..34]), "ttl {ttl}");
         }
+    }
+
+    #[test]
+    fn rewrite_does_both_headers_and_leaves_a_short_frame_alone() {
+        let ip: [u8; 20] = [
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0xb8, 0x61, 0xc0, 0xa8,
+            0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7,
+        ];
+        let (dst, src) = (MacAddr([1, 2, 3, 4, 5, 6]), MacAddr([7, 8, 9, 10, 11, 12]));
+        let mut f = vec![0u8; 14];
+        f.extend_from_slice(&ip);
+        rewrite(&mut f, false, dst, src);
+        assert_eq!(&f[..12], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(f[14 + 8], 63);
+        assert!(checksum::verify(&f[14..34]));
+        let mut f6 = vec![0u8; 54];
+        f6[14 + 7] = 9;
+        rewrite(&mut f6, true, dst, src);
+        assert_eq!(&f6[..12], &[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+        assert_eq!(f6[14 + 7], 8);
+        let mut short = vec![0xaa; 40];
+        rewrite(&mut short, true, dst, src);
+        assert_eq!(short, vec![0xaa; 40]);
     }
 
     #[test]

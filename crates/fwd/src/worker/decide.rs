@@ -12,7 +12,7 @@ use crate::port::Ports;
 use crate::stage::classify::punt_class;
 use crate::stage::ecmp::EcmpOutcome;
 use crate::stage::neighbor::NeighOutcome;
-use crate::stage::rewrite::{decrement_hop_limit, decrement_ttl4, set_macs};
+use crate::stage::rewrite::rewrite;
 use crate::stage::route::{route, single, RouteOutcome};
 
 use super::neighbor::{epoch_of, neigh_current};
@@ -300,13 +300,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 // The control plane holds it; it goes out with TTL already decremented.
                 if let Some(p) = batch.packets.get_mut(w.idx as usize) {
                     if let Some(port) = ports.get(ifindex) {
-                        let frame = p.frame_mut();
-                        if w.v6 {
-                            decrement_hop_limit(frame);
-                        } else {
-                            decrement_ttl4(frame);
-                        }
-                        set_macs(frame, MacAddr([0; 6]), port.mac);
+                        rewrite(p.frame_mut(), w.v6, MacAddr([0; 6]), port.mac);
                     }
                     p.oif = ifindex;
                 }

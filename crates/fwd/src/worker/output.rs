@@ -13,7 +13,7 @@ use crate::packet::{Batch, Packet, Verdict, DEFAULT_BUFFER};
 use crate::port::{Port, Ports};
 use crate::stage::eth_input::{ETHERTYPE_IPV4, ETH_HEADER};
 use crate::stage::mtu::{mtu4, mtu6, MtuOutcome};
-use crate::stage::rewrite::{decrement_hop_limit, decrement_ttl4, set_macs};
+use crate::stage::rewrite::{decrement_ttl4, rewrite};
 
 use super::icmp::ErrorKind;
 use super::{FlowValue, Work, Worker};
@@ -52,13 +52,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 let Some(p) = batch.packets.get_mut(w.idx as usize) else {
                     return self.drop(DropReason::NoEgressPort);
                 };
-                let frame = p.frame_mut();
-                if w.v6 {
-                    decrement_hop_limit(frame);
-                } else {
-                    decrement_ttl4(frame);
-                }
-                set_macs(frame, v.mac, port.mac);
+                rewrite(p.frame_mut(), w.v6, v.mac, port.mac);
                 p.oif = v.oif;
                 if self.config.report_offload && v.single {
                     batch.offload.push(w.idx);
