@@ -154,10 +154,16 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     }
 
     /// [`Worker::remembered`]'s value alone, for a worker without a flow table (nothing to
-    /// cache, so nothing to record what it was made from).
+    /// cache, so nothing to record what it was made from). A memo found current is stamped
+    /// with the world serial, and until the serial moves it is taken on that stamp alone.
     #[inline]
-    pub(super) fn remembered_value(&self, index: u32, nh: &NhSnapshot) -> Option<FlowValue> {
-        self.memo(index, nh).map(|(a, _)| self.memo_value(a))
+    pub(super) fn remembered_value(&mut self, index: u32, nh: &NhSnapshot) -> Option<FlowValue> {
+        let serial = self.world.serial;
+        if self.adj.get(index as usize)?.world != serial {
+            self.memo(index, nh)?;
+            self.adj.get_mut(index as usize)?.world = serial;
+        }
+        self.adj.get(index as usize).map(|a| self.memo_value(a))
     }
 
     /// The neighbor memo of next hop `index` and its entry, when the memo is current.

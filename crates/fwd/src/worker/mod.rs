@@ -185,6 +185,10 @@ struct Adj {
     mac: MacAddr,
     /// The port's epoch when last checked.
     epoch: u32,
+    /// The worker's [`World`] serial when the memo was last found current (0: never), as a
+    /// flow entry keeps it: within one serial no next hop and no neighbor epoch moves, so
+    /// a memo stamped with the current serial needs no other check.
+    world: u32,
 }
 
 impl Adj {
@@ -561,6 +565,9 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             // current. None may survive that.
             if let Some(f) = self.flow.as_mut() {
                 f.clear();
+            }
+            for a in self.adj.iter_mut() {
+                a.world = 0;
             }
         }
         // The batch's inserts may evict or be refused; counted at its end.

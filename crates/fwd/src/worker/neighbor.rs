@@ -84,6 +84,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                         id,
                         gen,
                         mac,
+                        world: 0,
                     };
                 }
             }
