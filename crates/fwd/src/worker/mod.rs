@@ -172,7 +172,8 @@ struct PortEpoch {
 }
 
 /// A worker's memo of a gateway next hop's neighbor: the LLE reference the FreeBSD design
-/// lets L3 keep, checked by generation on every use (never trusted).
+/// lets L3 keep, checked by generation against the current snapshots (never trusted), once
+/// per [`World`] serial.
 #[derive(Clone, Copy, Debug, Default)]
 struct Adj {
     /// The next-hop entry it was made for (index + 1, generation, version; 0 = empty).
