@@ -50,7 +50,8 @@
 //!    with the roles swapped, and nothing lost when the link comes back;
 //! 4. planned maintenance of ra: its upstream session shut first (`neighbor 10.1.1.1
 //!    shutdown`), vfsrd restarted, the session opened again once vfsrd's FIB holds the
-//!    downstream routes and its FPM source is `in_sync`: nothing lost either way.
+//!    downstream routes, its FPM source is `in_sync` and a ping from dn answers (which also
+//!    resolves dn in vfsrd's fresh ARP table): nothing lost either way.
 //!
 //! zebra in `up` and `dn` installs plain multipath routes in the kernel rather than next-hop
 //! objects (`no zebra nexthop kernel enable`): with FRR 8.4, a member of a kernel next-hop
@@ -1007,6 +1008,10 @@ fn two_routers_share_the_flows_and_take_over_from_each_other() {
         ra.stats()["routing"]["fpm"]["state"] == "in_sync"
     })
     .unwrap();
+    // As an operator checks the downstream link before returning a router to service: a
+    // ping from dn to ra's address there also resolves dn in ra's fresh ARP table, so the
+    // first flows back are not held for it (its hold queue keeps three packets).
+    assert!(ping(&lab, "dn", "10.2.1.1", 2) >= 1, "ping ra from dn");
     let t5 = t.now_ns();
     let before = t.frames_into(0);
     fa.configure("router bgp 65001\nno neighbor 10.1.1.1 shutdown")
