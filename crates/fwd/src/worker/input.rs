@@ -14,7 +14,7 @@ use crate::port::Ports;
 use crate::stage::classify::{classify4, classify6, Class};
 use crate::stage::eth_input::{eth_input, EthOutcome, ETH_HEADER};
 use crate::stage::ip4_input::{ip4_input, l4_offset4, ports_at, Ip4Outcome};
-use crate::stage::ip6_input::{ip6_input, l4_offset6, Ip6Outcome};
+use crate::stage::ip6_input::{ip6_input, l4_offset6, ports6, Ip6Outcome};
 use crate::stage::ttl::{ttl_check, TtlOutcome};
 
 use super::decide::flow_key;
@@ -103,13 +103,18 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     Ip6Outcome::Valid(m) => m,
                     Ip6Outcome::Drop(r) => return Some(self.drop(r)),
                 };
-                let l4 = l4_offset6(&meta);
                 let ip_len = 40 + usize::from(meta.payload_len);
-                let icmp_at =
-                    (meta.upper == 58 && !meta.later_fragment).then_some(meta.upper_offset);
+                // The closure holds a copy of `meta` and calls the stage's `ports6` (for
+                // IPv4 the offsets are taken apart first: there a copy counted more
+                // instructions under callgrind, here fewer).
                 let upper = move || {
-                    let l4_ports = l4.map_or((0, 0), |at| ports_at(ip, at, ip_len));
-                    (l4_ports, icmp_at.and_then(|at| ip.get(at).copied()))
+                    let icmp = meta.upper == 58 && !meta.later_fragment;
+                    let icmp_type = if icmp {
+                        ip.get(meta.upper_offset).copied()
+                    } else {
+                        None
+                    };
+                    (ports6(ip, &meta), icmp_type)
                 };
                 match classify6(&meta, link_broadcast, ports, upper) {
                     Class::Forward => {}
@@ -144,7 +149,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     idx: idx as u32,
                     ip_len: ip_len as u32,
                     nh: 0,
-                    l4: l4.map_or(0, |at| u16::try_from(at).unwrap_or(0)),
+                    l4: l4_offset6(&meta).map_or(0, |at| u16::try_from(at).unwrap_or(0)),
                     proto: meta.upper,
                     v6: true,
                     link_bcast: link_broadcast,

@@ -293,17 +293,6 @@ impl Work {
         }
     }
 
-    /// The destination address (IPv4 in the low 32 bits).
-    #[inline]
-    fn dst(&self, batch: &Batch) -> u128 {
-        let ip = self.ip(batch);
-        if self.v6 {
-            u128::from(Ipv6Packet::new_unchecked(ip).dst_addr())
-        } else {
-            u128::from(u32::from(Ipv4Packet::new_unchecked(ip).dst_addr()))
-        }
-    }
-
     /// The packet's 5-tuple key.
     #[inline]
     fn key(&self, batch: &Batch) -> FlowKey {
@@ -321,11 +310,11 @@ impl Work {
     /// The destination address.
     #[inline]
     fn dst_addr(&self, batch: &Batch) -> IpAddr {
-        let dst = self.dst(batch);
+        let ip = self.ip(batch);
         if self.v6 {
-            IpAddr::V6(Ipv6Addr::from(dst))
+            IpAddr::V6(Ipv6Packet::new_unchecked(ip).dst_addr())
         } else {
-            IpAddr::V4(Ipv4Addr::from(dst as u32))
+            IpAddr::V4(Ipv4Packet::new_unchecked(ip).dst_addr())
         }
     }
 }
@@ -652,15 +641,14 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         } else if hits < work.len() {
             self.dst4.clear();
             self.dst6.clear();
-            for (i, w) in work.iter().enumerate() {
+            // Each key holds its destination, whatever the key mode.
+            for (i, f) in flows.iter().enumerate() {
                 if hit(&flows, i) {
                     continue;
                 }
-                let dst = w.dst(batch);
-                if w.v6 {
-                    self.dst6.push(dst);
-                } else {
-                    self.dst4.push(dst as u32);
+                match f.fkey.dst() {
+                    IpAddr::V4(d) => self.dst4.push(u32::from(d)),
+                    IpAddr::V6(d) => self.dst6.push(u128::from(d)),
                 }
             }
             self.look_up_lists(&fib4.engine, &fib6.engine);
