@@ -390,13 +390,21 @@ impl FlowHasher {
         self.hash(&key.l3_only())
     }
 
-    /// The hash of the fields `fields` selects.
+    /// The hash of the fields `fields` selects, for an ECMP group's bucket.
+    ///
+    /// The flow table's hash ends in one multiply of the port word by a word fixed per host
+    /// pair, so its top bits, which pick a resilient group's bucket, step through the
+    /// buckets in even strides as consecutive source ports go by: for most seeds that
+    /// spreads a host's flows evenly, for some it puts all of them on one member. An
+    /// avalanche of the hash (two more multiplies, only when a new flow picks its member)
+    /// makes every bit of the bucket depend on every bit of the key
+    /// (`tests/ecmp_spread.rs`).
     #[inline]
     pub fn hash_fields(&self, key: &FlowKey, fields: HashFields) -> u64 {
-        match fields {
+        avalanche(match fields {
             HashFields::FiveTuple => self.hash(key),
             HashFields::L3Only => self.hash_l3(key),
-        }
+        })
     }
 }
 
@@ -496,8 +504,19 @@ mod tests {
         let b = k4(1, 2, 17, 2000, 53);
         assert_ne!(h.hash(&a), h.hash(&b));
         assert_eq!(h.hash_l3(&a), h.hash_l3(&b));
-        assert_eq!(h.hash_fields(&a, HashFields::L3Only), h.hash_l3(&b));
-        assert_eq!(h.hash_fields(&a, HashFields::FiveTuple), h.hash(&a));
+        assert_eq!(
+            h.hash_fields(&a, HashFields::L3Only),
+            h.hash_fields(&b, HashFields::L3Only)
+        );
+        assert_ne!(
+            h.hash_fields(&a, HashFields::FiveTuple),
+            h.hash_fields(&b, HashFields::FiveTuple)
+        );
+        // The ECMP hash is the flow hash mixed again, not the flow hash itself.
+        assert_eq!(
+            h.hash_fields(&a, HashFields::FiveTuple),
+            avalanche(h.hash(&a))
+        );
         // A different source is a different address pair.
         assert_ne!(h.hash_l3(&a), h.hash_l3(&k4(3, 2, 6, 1000, 80)));
         // Destination-only keys are their own L3 form.
