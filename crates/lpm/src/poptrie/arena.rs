@@ -98,6 +98,20 @@ impl<T: Zeroable> Arena<T> {
         unsafe { *self.cells()[i].get() = v }
     }
 
+    /// Writes `data` to slots `at..at + data.len()` (panics when out of range): one bounds
+    /// check and one copy, where a loop of [`Arena::set`] checks every slot.
+    ///
+    /// # Safety
+    /// As for [`Arena::set`], for every slot written.
+    #[inline]
+    pub(super) unsafe fn set_slice(&self, at: usize, data: &[T]) {
+        let dst = &self.cells()[at..at + data.len()];
+        // SAFETY: `dst` was cut from the arena, so the slots are in it; the caller guarantees
+        // nobody else touches them now; `data` is a separate borrow, not in the arena's
+        // cells (which are only reachable through `UnsafeCell`s).
+        unsafe { core::ptr::copy_nonoverlapping(data.as_ptr(), dst.as_ptr() as *mut T, data.len()) }
+    }
+
     /// Copies slots `from..from + n` to `to..to + n` (panics when either is out of range).
     ///
     /// # Safety

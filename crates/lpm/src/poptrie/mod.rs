@@ -135,15 +135,16 @@ mod arena;
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+mod leaves;
 mod pipelined;
 mod update;
 
-use core::hint::select_unpredictable;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use arena::Arena;
+use leaves::{decode_leaves, emit_leaves};
 
 use crate::key::Key;
 use crate::prefix::{canonicalize, NextHop, Route};
@@ -1505,10 +1506,8 @@ impl<K: Key> Builder<'_, K> {
         } else {
             &self.mem.lnodes
         };
-        for (k, &v) in data.iter().enumerate() {
-            // SAFETY: as in `set_node`, a fresh block no reader can reach.
-            unsafe { arena.set(at + k, v) }
-        }
+        // SAFETY: as in `set_node`, a fresh block no reader can reach.
+        unsafe { arena.set_slice(at, data) };
         Ok(at)
     }
 
@@ -1665,138 +1664,6 @@ impl<K: Key> Builder<'_, K> {
     }
 }
 
-/// Writes to `out` the leaves of a node's leaf slots (those not in `vector`), one per run of
-/// equal next hops; returns the leaf vector and the number of leaves (at most 64, which `out`
-/// must hold).
-///
-/// A leaf slot starts a run where it differs from the leaf slot before it. For a slot whose
-/// neighbour below is a leaf slot too, that is one comparison with the neighbour, made for all
-/// 64 slots at once ([`differs_from_below`]); only a slot right above a child looks further
-/// down, one by one. Then the leaves are written one per run. A loop over the 64 slots with a
-/// branch on each was most of this function's time in updates, a rebuilt node being mostly
-/// slots inside runs.
-fn emit_leaves(slots: &[u16; 64], vector: u64, out: &mut [u16]) -> (u64, usize) {
-    let leaf = !vector;
-    let above_child = leaf & (vector << 1);
-    let mut leafvec = leaf & differs_from_below(slots) & !above_child;
-    let mut fix = above_child;
-    while fix != 0 {
-        let i = fix.trailing_zeros() as usize;
-        fix &= fix - 1;
-        let below = leaf & (upto(i) >> 1);
-        let starts = below == 0 || slots[63 - below.leading_zeros() as usize] != slots[i];
-        leafvec |= u64::from(starts) << i;
-    }
-    let mut n = 0;
-    let mut runs = leafvec;
-    while runs != 0 {
-        let i = runs.trailing_zeros() as usize;
-        runs &= runs - 1;
-        if let Some(o) = out.get_mut(n) {
-            *o = slots[i];
-        }
-        n += 1;
-    }
-    (leafvec, n)
-}
-
-/// One bit per slot: set where the slot's value differs from the slot below it, and for slot
-/// 0. Eight comparisons of eight slots with SSE2 (always present on x86-64), elsewhere a loop.
-#[inline]
-fn differs_from_below(slots: &[u16; 64]) -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{
-            _mm_cmpeq_epi16, _mm_loadu_si128, _mm_movemask_epi8, _mm_packs_epi16,
-            _mm_setzero_si128, _mm_slli_si128,
-        };
-        let p = slots.as_ptr();
-        let mut same = 0u64;
-        for k in 0..8 {
-            // SAFETY: every load reads eight u16 inside `slots` (64 long): slots k*8.. and,
-            // for k > 0, slots k*8 - 1..; SSE2 is part of x86-64.
-            let m = unsafe {
-                let cur = _mm_loadu_si128(p.add(k * 8).cast());
-                let below = if k == 0 {
-                    // Slots 0..7 moved up one lane (slot 0's lane gets 0; slot 0 is set
-                    // below whatever it compares with).
-                    _mm_slli_si128::<2>(cur)
-                } else {
-                    _mm_loadu_si128(p.add(k * 8 - 1).cast())
-                };
-                let eq = _mm_cmpeq_epi16(cur, below);
-                _mm_movemask_epi8(_mm_packs_epi16(eq, _mm_setzero_si128())) as u64 & 0xff
-            };
-            same |= m << (k * 8);
-        }
-        !same | 1
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let mut d = 1u64;
-        for i in 1..64 {
-            d |= u64::from(slots[i] != slots[i - 1]) << i;
-        }
-        d
-    }
-}
-
-/// Runs of a node at most that [`decode_leaves`] fills one by one.
-const FEW_RUNS: usize = 4;
-
-/// The 64 slots whose leaves start at `at` in `arena`, one leaf per bit of `leafvec` (the
-/// inverse of [`emit_leaves`]); a slot of `vector` (a child's) reads as 0.
-///
-/// The leaves are read once. With few runs, each run's leaf fills its slots (less work than
-/// 64 rank steps); otherwise each slot takes the leaf its rank among the marks
-/// names, the rank counted up slot by slot, and a child's slot is cleared by a select. A loop
-/// with a branch per slot, or filling run after run when runs are many, missed often enough
-/// to be a large part of an update's time.
-fn decode_leaves(arena: &Arena<u16>, at: usize, leafvec: u64, vector: u64) -> [u16; 64] {
-    let marks = leafvec & !vector;
-    // With no leaf marked (never in a built trie), every leaf slot reads the first leaf.
-    let n = if marks == 0 && vector != u64::MAX {
-        1
-    } else {
-        marks.count_ones() as usize
-    };
-    let mut leaves = [0u16; 64];
-    for (j, l) in leaves.iter_mut().enumerate().take(n) {
-        *l = arena.get(at + j);
-    }
-    let mut slots = [0u16; 64];
-    if n <= FEW_RUNS && marks != 0 {
-        // Few runs: each run's leaf fills its slots, up to the next mark.
-        let mut m = marks;
-        let (mut j, mut start) = (0, 0);
-        while m != 0 {
-            m &= m - 1;
-            let end = if m == 0 {
-                64
-            } else {
-                m.trailing_zeros() as usize
-            };
-            slots[start..end].fill(leaves[j & 63]);
-            j += 1;
-            start = end;
-        }
-        let mut children = vector;
-        while children != 0 {
-            slots[children.trailing_zeros() as usize] = 0;
-            children &= children - 1;
-        }
-        return slots;
-    }
-    let mut rank = 0usize;
-    for (i, v) in slots.iter_mut().enumerate() {
-        rank += (marks >> i & 1) as usize;
-        // A leaf slot below the first mark (never in a built trie) reads the first leaf.
-        let leaf = leaves[rank.saturating_sub(1) & 63];
-        *v = select_unpredictable(vector >> i & 1 != 0, 0, leaf);
-    }
-    slots
-}
-
 /// The 64 slots of the node at bit `off` over `routes` (all inside the node's range): each
 /// slot's longest-match next hop among the prefixes ending within the stride (over
 /// `default`), and the vector of slots that hold longer prefixes.
@@ -1839,61 +1706,6 @@ mod tests {
             });
         }
         v
-    }
-
-    /// The leaves of a node's slots by their definition, one slot at a time: a leaf slot
-    /// starts a run where it differs from the last leaf slot before it.
-    fn emit_one_by_one(slots: &[u16; 64], vector: u64) -> (u64, Vec<u16>) {
-        let (mut leafvec, mut out, mut prev) = (0u64, Vec::new(), None);
-        for (i, &leaf) in slots.iter().enumerate() {
-            if vector >> i & 1 == 0 && prev != Some(leaf) {
-                leafvec |= 1 << i;
-                out.push(leaf);
-                prev = Some(leaf);
-            }
-        }
-        (leafvec, out)
-    }
-
-    #[test]
-    fn leaves_are_emitted_and_decoded_as_the_slots_define_them() {
-        let mut rnd = xorshift(0x1ea7_5eed);
-        let arena = Arena::<u16>::zeroed(128).unwrap();
-        // Fewer under Miri, which checks the unsafe reads and copies, not the cases.
-        let cases = if cfg!(miri) { 300 } else { 20_000 };
-        for case in 0..cases {
-            // Runs of a few next hops, children dense or sparse, and the edges: no child,
-            // every slot a child, a child at slot 0 and at slot 63.
-            let mut slots = [0u16; 64];
-            let hops = 1 + rnd() % 4;
-            let mut v = (rnd() % hops) as u16;
-            for s in slots.iter_mut() {
-                if rnd().is_multiple_of(6) {
-                    v = (rnd() % hops) as u16;
-                }
-                *s = v;
-            }
-            let vector = match case % 8 {
-                0 => 0,
-                1 => u64::MAX,
-                2 => rnd() | 1 | 1 << 63,
-                3 => rnd() & rnd() & rnd(),
-                _ => rnd() & rnd(),
-            };
-            let mut out = [0xffffu16; 64];
-            let (leafvec, n) = emit_leaves(&slots, vector, &mut out);
-            let (want_vec, want) = emit_one_by_one(&slots, vector);
-            assert_eq!((leafvec, &out[..n]), (want_vec, &want[..]), "case {case}");
-            for (k, &l) in want.iter().enumerate() {
-                // SAFETY: the arena is this test's alone.
-                unsafe { arena.set(7 + k, l) };
-            }
-            let back = decode_leaves(&arena, 7, leafvec, vector);
-            for i in 0..64 {
-                let want = if vector >> i & 1 != 0 { 0 } else { slots[i] };
-                assert_eq!(back[i], want, "case {case}, slot {i}");
-            }
-        }
     }
 
     fn both_paths<K: Key>(routes: &[Route<K>], addrs: &[K]) {
