@@ -18,7 +18,7 @@
 //! that after random sequences of changes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::ops::Bound;
+use std::ops::{Bound, Range};
 
 use rustc_hash::FxBuildHasher;
 
@@ -88,6 +88,33 @@ impl<K: Key> Bucket<K> {
         }
     }
 
+    /// The longest route of the bucket covering `p` with a length in `lens` (all below
+    /// `p`'s). In the vector, the routes covering `p` come before it, the longest last, and
+    /// a route of length `l` at the earliest at `p`'s address cut to `l` bits: one search
+    /// for `p`'s place, then a walk back over the routes from the shortest length's address
+    /// on. The B-tree is asked length by length.
+    fn covering(&self, p: Prefix<K>, lens: Range<u8>) -> Option<Route<K>> {
+        if lens.is_empty() {
+            return None;
+        }
+        match self {
+            Bucket::Small(v) => {
+                let lo = p.addr().masked(lens.start);
+                let before = v.get(..v.partition_point(|(q, _)| *q < p))?;
+                before
+                    .iter()
+                    .rev()
+                    .take_while(|(q, _)| q.addr() >= lo)
+                    .find(|(q, _)| lens.contains(&q.len()) && q.covers(&p))
+                    .map(|&(q, nh)| Route::new(q, nh))
+            }
+            Bucket::Big(m) => lens.rev().find_map(|len| {
+                let q = Prefix::new_masked(p.addr(), len);
+                m.get(&q).map(|&nh| Route::new(q, nh))
+            }),
+        }
+    }
+
     fn insert(&mut self, p: Prefix<K>, nh: NextHop) -> Option<NextHop> {
         match self {
             Bucket::Small(v) => match Self::find(v, &p) {
@@ -132,15 +159,19 @@ impl<K: Key> Bucket<K> {
         }
     }
 
-    /// The entries from `lo` to `hi`, both included, in order.
-    fn range(&self, lo: Prefix<K>, hi: Prefix<K>) -> Entries<'_, K> {
+    /// The entries inside `outer` (`outer` included), in order; `hi` is the last prefix
+    /// inside it (its last address, full length).
+    fn inside(&self, outer: Prefix<K>, hi: Prefix<K>) -> Entries<'_, K> {
         match self {
             Bucket::Small(v) => {
-                let a = v.partition_point(|(q, _)| *q < lo);
-                let z = v.partition_point(|(q, _)| *q <= hi).max(a);
-                Entries::Small(v.get(a..z).unwrap_or_default().iter())
+                // In canonical order the prefixes inside `outer` follow it without a gap, so
+                // one search finds the start and the run ends at the first one outside.
+                let a = v.partition_point(|(q, _)| *q < outer);
+                let rest = v.get(a..).unwrap_or_default();
+                let n = rest.iter().take_while(|(q, _)| outer.covers(q)).count();
+                Entries::Small(rest.get(..n).unwrap_or_default().iter())
             }
-            Bucket::Big(m) => Entries::Big(m.range(lo..=hi)),
+            Bucket::Big(m) => Entries::Big(m.range(outer..=hi)),
         }
     }
 
@@ -333,11 +364,8 @@ impl<K: Key> RouteMap<K> {
         let as_route = |(p, n): (&Prefix<K>, &NextHop)| Route::new(*p, *n);
         if outer.len() >= Self::B {
             let one = self.buckets.get(&Self::bucket_of(outer.addr()));
-            return Within::One(
-                one.into_iter()
-                    .flat_map(move |m| m.range(outer, hi))
-                    .map(as_route),
-            );
+            let entries = one.map_or(Entries::Small(Default::default()), |m| m.inside(outer, hi));
+            return Within::One(entries.map(as_route));
         }
         let first = Self::bucket_of(outer.addr());
         let keys = self
@@ -354,9 +382,25 @@ impl<K: Key> RouteMap<K> {
 
     /// The longest route that covers `p` and is strictly shorter than it.
     pub fn parent(&self, p: Prefix<K>) -> Option<Route<K>> {
-        (0..p.len()).rev().find_map(|len| {
+        self.covering(p, 0..p.len())
+    }
+
+    /// The longest route that covers `p` with a length in `lens` (lengths from `p.len()` up
+    /// are left out). The lengths of at least `B` bits are looked up in `p`'s bucket, found
+    /// once, the shorter ones in the map of short prefixes.
+    pub fn covering(&self, p: Prefix<K>, lens: Range<u8>) -> Option<Route<K>> {
+        let end = lens.end.min(p.len());
+        if end > Self::B {
+            if let Some(b) = self.buckets.get(&Self::bucket_of(p.addr())) {
+                let r = b.covering(p, lens.start.max(Self::B)..end);
+                if r.is_some() {
+                    return r;
+                }
+            }
+        }
+        (lens.start..end.min(Self::B)).rev().find_map(|len| {
             let q = Prefix::new_masked(p.addr(), len);
-            self.get(&q).map(|nh| Route::new(q, nh))
+            self.short.get(&q).map(|&nh| Route::new(q, nh))
         })
     }
 
@@ -558,8 +602,32 @@ mod tests {
             let outer = Prefix::new_masked(*a, outer_len);
             let got: Vec<Route<K>> = m.within(outer).collect();
             proptest::prop_assert_eq!(got, inside(&want, outer));
+            // Covering routes of every range of lengths, for the probe at every length.
+            for len in [outer_len, K::BITS, outer_len / 2] {
+                let p = Prefix::new_masked(*a, len);
+                for lens in [0..len, outer_len / 3..len, 0..outer_len, len / 2..K::BITS] {
+                    proptest::prop_assert_eq!(
+                        m.covering(p, lens.clone()),
+                        covering(&want, p, lens.clone()),
+                        "{:?} over {:?}",
+                        p,
+                        lens
+                    );
+                }
+                proptest::prop_assert_eq!(m.parent(p), covering(&want, p, 0..len));
+            }
         }
         Ok(())
+    }
+
+    /// The longest route of `want` covering `p` with a length in `lens` and below `p`'s,
+    /// by a look at every route: what `covering` must give.
+    fn covering<K: Key>(want: &[Route<K>], p: Prefix<K>, lens: Range<u8>) -> Option<Route<K>> {
+        want.iter()
+            .filter(|r| r.prefix.covers(&p) && r.prefix.len() < p.len())
+            .filter(|r| lens.contains(&r.prefix.len()))
+            .max_by_key(|r| r.prefix.len())
+            .copied()
     }
 
     proptest::proptest! {
@@ -609,6 +677,8 @@ mod tests {
             assert_eq!(got, inside(&want, inner));
             for p in plain.keys().take(20) {
                 assert_eq!(m.get(p), plain.get(p).copied());
+                // Inside the bucket, big or small, the covering route (here a /24 over a /32).
+                assert_eq!(m.covering(*p, 0..p.len()), covering(&want, *p, 0..p.len()));
             }
         };
         for (i, p) in ps.iter().enumerate() {

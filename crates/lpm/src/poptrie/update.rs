@@ -405,40 +405,39 @@ impl<K: Key> Builder<'_, K> {
         deep.sort_unstable();
         deep.dedup();
         let slot = |p: &Prefix<K>| p.addr().chunk(0, ds);
-        let groups: Vec<(usize, &[Prefix<K>])> = by_slot(&shallow, slot).collect();
         // The records, covers and routes of a few slots are fetched together, one group
         // ahead of the group being worked on: their cache misses overlap each other and the
-        // work, instead of coming one after the other.
-        let fetch = |b: &Self, chunk: &[(usize, &[Prefix<K>])]| {
-            for &(s, group) in chunk {
-                let e = b.direct(s);
-                if e & (LEAF | LNODE) == LNODE {
-                    // The header and the first leaves, and the line after (a record of more
-                    // than a few distinct leaves crosses into it).
-                    let at = b.mem.lnodes.as_ptr().wrapping_add((e & INDEX) as usize);
-                    crate::prefetch(at);
-                    crate::prefetch(at.wrapping_add(32));
-                }
-                crate::prefetch(cover.nh.as_ptr().wrapping_add(s));
-                if let Some(p) = group.first() {
-                    table.prefetch(p);
-                }
+        // work, instead of coming one after the other. `ahead` walks the same slots a group
+        // of `PREFETCH_SLOTS` before the loop (no list of them is made).
+        let fetch = |b: &Self, (s, group): (usize, &[Prefix<K>])| {
+            let e = b.direct(s);
+            if e & (LEAF | LNODE) == LNODE {
+                // The header and the first leaves, and the line after (a record of more
+                // than a few distinct leaves crosses into it).
+                let at = b.mem.lnodes.as_ptr().wrapping_add((e & INDEX) as usize);
+                crate::prefetch(at);
+                crate::prefetch(at.wrapping_add(32));
+            }
+            crate::prefetch(cover.nh.as_ptr().wrapping_add(s));
+            if let Some(p) = group.first() {
+                table.prefetch(p);
             }
         };
-        let chunks: Vec<_> = groups.chunks(PREFETCH_SLOTS).collect();
-        if let Some(c) = chunks.first() {
-            fetch(self, c);
+        let mut ahead = by_slot(&shallow, slot);
+        for g in ahead.by_ref().take(PREFETCH_SLOTS) {
+            fetch(self, g);
         }
-        for (i, chunk) in chunks.iter().enumerate() {
-            if let Some(c) = chunks.get(i + 1) {
-                fetch(self, c);
-            }
-            for &(s, group) in chunk.iter() {
-                if whole.binary_search(&s).is_err() {
-                    self.update_lnode(ds, cover, table, group, s)?;
+        for (i, (s, group)) in by_slot(&shallow, slot).enumerate() {
+            if i % PREFETCH_SLOTS == 0 {
+                for g in ahead.by_ref().take(PREFETCH_SLOTS) {
+                    fetch(self, g);
                 }
             }
+            if whole.binary_search(&s).is_err() {
+                self.update_lnode(ds, cover, table, group, s)?;
+            }
         }
+        drop(ahead);
         for (s, group) in by_slot(&deep, slot) {
             if whole.binary_search(&s).is_err() {
                 self.update_below(ds, cover, table, group, s)?;
@@ -794,13 +793,10 @@ fn repaint_range<K: Key>(
     let mut inside = table.within(p).peekable();
     // A route at `p` covers its whole range: what is above it shows nowhere.
     if inside.peek().is_none_or(|r| r.prefix != p) {
-        let mut above = default;
-        for l in (off + 1..p.len()).rev() {
-            if let Some(nh) = table.get(&Prefix::new_masked(p.addr(), l)) {
-                above = leaf(nh)?;
-                break;
-            }
-        }
+        let above = match table.covering(p, off + 1..p.len()) {
+            Some(r) => leaf(r.nexthop)?,
+            None => default,
+        };
         let c = p.addr().chunk(off, STRIDE);
         slots[c..c + (1usize << (end - p.len()))].fill(above);
     }
