@@ -72,6 +72,10 @@ impl<K: Key> Bucket<K> {
     /// Entries of the sorted vector at most.
     const SMALL_MAX: usize = SMALL_BYTES / std::mem::size_of::<(Prefix<K>, NextHop)>();
 
+    /// Routes a covering route's backward walk in the B-tree looks at before it asks for
+    /// each length instead (one exact search per length).
+    const WALK: usize = 16;
+
     /// Where `p` is in the sorted vector `v`, or where it would go.
     fn find(v: &[(Prefix<K>, NextHop)], p: &Prefix<K>) -> Result<usize, usize> {
         prefetch_all(v);
@@ -89,29 +93,46 @@ impl<K: Key> Bucket<K> {
     }
 
     /// The longest route of the bucket covering `p` with a length in `lens` (all below
-    /// `p`'s). In the vector, the routes covering `p` come before it, the longest last, and
-    /// a route of length `l` at the earliest at `p`'s address cut to `l` bits: one search
+    /// `p`'s). In canonical order the routes covering `p` come before it, the longest last,
+    /// and a route of length `l` at the earliest at `p`'s address cut to `l` bits: one search
     /// for `p`'s place, then a walk back over the routes from the shortest length's address
-    /// on. The B-tree is asked length by length.
+    /// on. In the B-tree the walk stops after [`Self::WALK`] routes (a dense range before
+    /// `p`) and the lengths are then asked one by one.
     fn covering(&self, p: Prefix<K>, lens: Range<u8>) -> Option<Route<K>> {
         if lens.is_empty() {
             return None;
         }
+        let lo = p.addr().masked(lens.start);
+        let hit = |q: &Prefix<K>| lens.contains(&q.len()) && q.covers(&p);
         match self {
             Bucket::Small(v) => {
-                let lo = p.addr().masked(lens.start);
                 let before = v.get(..v.partition_point(|(q, _)| *q < p))?;
                 before
                     .iter()
                     .rev()
                     .take_while(|(q, _)| q.addr() >= lo)
-                    .find(|(q, _)| lens.contains(&q.len()) && q.covers(&p))
+                    .find(|(q, _)| hit(q))
                     .map(|&(q, nh)| Route::new(q, nh))
             }
-            Bucket::Big(m) => lens.rev().find_map(|len| {
-                let q = Prefix::new_masked(p.addr(), len);
-                m.get(&q).map(|&nh| Route::new(q, nh))
-            }),
+            Bucket::Big(m) => {
+                let mut walked = 0;
+                for (q, &nh) in m.range(..p).rev() {
+                    if q.addr() < lo {
+                        return None;
+                    }
+                    if hit(q) {
+                        return Some(Route::new(*q, nh));
+                    }
+                    walked += 1;
+                    if walked == Self::WALK {
+                        return lens.rev().find_map(|len| {
+                            let q = Prefix::new_masked(p.addr(), len);
+                            m.get(&q).map(|&nh| Route::new(q, nh))
+                        });
+                    }
+                }
+                None
+            }
         }
     }
 
@@ -159,9 +180,8 @@ impl<K: Key> Bucket<K> {
         }
     }
 
-    /// The entries inside `outer` (`outer` included), in order; `hi` is the last prefix
-    /// inside it (its last address, full length).
-    fn inside(&self, outer: Prefix<K>, hi: Prefix<K>) -> Entries<'_, K> {
+    /// The entries inside `outer` (`outer` included), in order.
+    fn inside(&self, outer: Prefix<K>) -> Entries<'_, K> {
         match self {
             Bucket::Small(v) => {
                 // In canonical order the prefixes inside `outer` follow it without a gap, so
@@ -171,7 +191,9 @@ impl<K: Key> Bucket<K> {
                 let n = rest.iter().take_while(|(q, _)| outer.covers(q)).count();
                 Entries::Small(rest.get(..n).unwrap_or_default().iter())
             }
-            Bucket::Big(m) => Entries::Big(m.range(outer..=hi)),
+            // From `outer` on, up to the first entry outside it: one search down the tree
+            // instead of two (a range to `outer`'s last prefix also searches for its end).
+            Bucket::Big(m) => Entries::Inside(m.range(outer..), outer),
         }
     }
 
@@ -188,6 +210,11 @@ impl<K: Key> Bucket<K> {
 enum Entries<'a, K: Key> {
     Small(std::slice::Iter<'a, (Prefix<K>, NextHop)>),
     Big(std::collections::btree_map::Range<'a, Prefix<K>, NextHop>),
+    /// A B-tree's entries from a prefix on, while the prefix covers them.
+    Inside(
+        std::collections::btree_map::Range<'a, Prefix<K>, NextHop>,
+        Prefix<K>,
+    ),
 }
 
 impl<'a, K: Key> Iterator for Entries<'a, K> {
@@ -197,6 +224,14 @@ impl<'a, K: Key> Iterator for Entries<'a, K> {
         match self {
             Entries::Small(i) => i.next().map(|(p, n)| (p, n)),
             Entries::Big(r) => r.next(),
+            Entries::Inside(r, outer) => match r.next() {
+                Some(e) if outer.covers(e.0) => Some(e),
+                // Everything after the first entry outside is outside too.
+                _ => {
+                    *self = Entries::Small(Default::default());
+                    None
+                }
+            },
         }
     }
 }
@@ -364,7 +399,7 @@ impl<K: Key> RouteMap<K> {
         let as_route = |(p, n): (&Prefix<K>, &NextHop)| Route::new(*p, *n);
         if outer.len() >= Self::B {
             let one = self.buckets.get(&Self::bucket_of(outer.addr()));
-            let entries = one.map_or(Entries::Small(Default::default()), |m| m.inside(outer, hi));
+            let entries = one.map_or(Entries::Small(Default::default()), |m| m.inside(outer));
             return Within::One(entries.map(as_route));
         }
         let first = Self::bucket_of(outer.addr());
@@ -655,6 +690,44 @@ mod tests {
     /// One bucket grows past the vector's limit into a B-tree and shrinks back, and at every
     /// step answers like one plain ordered map: exact gets, the bucket's routes in order, and
     /// the range under a prefix inside it.
+    #[test]
+    fn a_big_buckets_covering_route_is_found_by_the_walk_and_past_it() {
+        // One bucket (10.1.0.0/18) made a B-tree by 400 /32s; a /20 and a /26 over some of
+        // them. Probes right after a covering route are answered by the walk back, probes
+        // after many /32s by the length-by-length searches, probes under neither by none.
+        let mut m = RouteMap::new();
+        let mut want = Vec::new();
+        let mut add = |p: Prefix<u32>, nh: NextHop| {
+            m.set(p, nh);
+            want.push(Route::new(p, nh));
+        };
+        add(Prefix::new_masked(0x0a01_1000, 20), 7);
+        add(Prefix::new_masked(0x0a01_1f00, 26), 8);
+        for i in 0..400u32 {
+            add(
+                Prefix::new_masked(0x0a01_0000 + i * 37, 32),
+                100 + i as NextHop,
+            );
+        }
+        want.sort_by_key(|r| r.prefix);
+        assert!(matches!(
+            m.buckets.get(&RouteMap::<u32>::bucket_of(0x0a01_0000)),
+            Some(Bucket::Big(_))
+        ));
+        for a in (0x0a01_0000u32..0x0a01_4000).step_by(29) {
+            for len in [32u8, 28, 24] {
+                let p = Prefix::new_masked(a, len);
+                for lens in [0..len, 19..len, 21..len, 18..27] {
+                    assert_eq!(
+                        m.covering(p, lens.clone()),
+                        covering(&want, p, lens.clone()),
+                        "{p:?} over {lens:?}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_bucket_turns_into_a_tree_and_back() {
         let mut m = RouteMap::new();
