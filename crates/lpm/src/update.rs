@@ -68,6 +68,30 @@ fn prefetch_all<T>(v: &[T]) {
     }
 }
 
+/// The walk of [`Bucket::covering`]: the routes `before` `p` in a bucket, nearest first,
+/// looked at until one covers `p` with a length in `lens` (`Some(Some(route))`), or one starts
+/// before the shortest such length's address or none is left (`Some(None)`: no route covers
+/// it), or `limit` were looked at (`None`: undecided).
+fn walk_back<'a, K: Key>(
+    before: impl Iterator<Item = (&'a Prefix<K>, &'a NextHop)>,
+    p: Prefix<K>,
+    lens: &Range<u8>,
+    limit: usize,
+) -> Option<Option<Route<K>>> {
+    let lo = p.addr().masked(lens.start);
+    let mut seen = 0;
+    for (q, &nh) in before.take(limit) {
+        if q.addr() < lo {
+            return Some(None);
+        }
+        if lens.contains(&q.len()) && q.covers(&p) {
+            return Some(Some(Route::new(*q, nh)));
+        }
+        seen += 1;
+    }
+    (seen < limit).then_some(None)
+}
+
 impl<K: Key> Bucket<K> {
     /// Entries of the sorted vector at most.
     const SMALL_MAX: usize = SMALL_BYTES / std::mem::size_of::<(Prefix<K>, NextHop)>();
@@ -102,36 +126,19 @@ impl<K: Key> Bucket<K> {
         if lens.is_empty() {
             return None;
         }
-        let lo = p.addr().masked(lens.start);
-        let hit = |q: &Prefix<K>| lens.contains(&q.len()) && q.covers(&p);
         match self {
             Bucket::Small(v) => {
                 let before = v.get(..v.partition_point(|(q, _)| *q < p))?;
-                before
-                    .iter()
-                    .rev()
-                    .take_while(|(q, _)| q.addr() >= lo)
-                    .find(|(q, _)| hit(q))
-                    .map(|&(q, nh)| Route::new(q, nh))
+                let nearest_first = before.iter().rev().map(|(q, nh)| (q, nh));
+                walk_back(nearest_first, p, &lens, usize::MAX).flatten()
             }
             Bucket::Big(m) => {
-                let mut walked = 0;
-                for (q, &nh) in m.range(..p).rev() {
-                    if q.addr() < lo {
-                        return None;
-                    }
-                    if hit(q) {
-                        return Some(Route::new(*q, nh));
-                    }
-                    walked += 1;
-                    if walked == Self::WALK {
-                        return lens.rev().find_map(|len| {
-                            let q = Prefix::new_masked(p.addr(), len);
-                            m.get(&q).map(|&nh| Route::new(q, nh))
-                        });
-                    }
-                }
-                None
+                walk_back(m.range(..p).rev(), p, &lens, Self::WALK).unwrap_or_else(|| {
+                    lens.clone().rev().find_map(|len| {
+                        let q = Prefix::new_masked(p.addr(), len);
+                        m.get(&q).map(|&nh| Route::new(q, nh))
+                    })
+                })
             }
         }
     }
@@ -393,15 +400,14 @@ impl<K: Key> RouteMap<K> {
 
     /// The routes whose prefix lies inside `outer` (`outer` itself included), in order.
     pub fn within(&self, outer: Prefix<K>) -> impl Iterator<Item = Route<K>> + '_ {
-        let last = last_addr(outer);
-        let hi = Prefix::new_masked(last, K::BITS);
-        let range = (Bound::Included(outer), Bound::Included(hi));
         let as_route = |(p, n): (&Prefix<K>, &NextHop)| Route::new(*p, *n);
         if outer.len() >= Self::B {
             let one = self.buckets.get(&Self::bucket_of(outer.addr()));
             let entries = one.map_or(Entries::Small(Default::default()), |m| m.inside(outer));
             return Within::One(entries.map(as_route));
         }
+        let hi = Prefix::new_masked(last_addr(outer), K::BITS);
+        let range = (Bound::Included(outer), Bound::Included(hi));
         let first = Self::bucket_of(outer.addr());
         let keys = self
             .keys

@@ -437,6 +437,7 @@ impl<K: Key> Builder<'_, K> {
                 self.update_lnode(ds, cover, table, group, s)?;
             }
         }
+        // `ahead` borrows `shallow`, which is given back to the builder below.
         drop(ahead);
         for (s, group) in by_slot(&deep, slot) {
             if whole.binary_search(&s).is_err() {
