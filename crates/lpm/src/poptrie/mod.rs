@@ -147,7 +147,7 @@ use arena::Arena;
 use leaves::{decode_leaves, emit_leaves};
 
 use crate::key::Key;
-use crate::prefix::{canonicalize, NextHop, Route};
+use crate::prefix::{canonicalize, NextHop, Route, NO_ROUTE};
 use crate::{prefetch, BuildError, Lpm, LpmBuild};
 
 /// Bits consumed per trie level (64-ary nodes).
@@ -788,77 +788,100 @@ impl<K: Key> Poptrie<K> {
 
     /// Looks up one group of at most [`GROUP`] addresses in lockstep: each round advances every
     /// unfinished lookup by one memory access and prefetches the next one.
+    ///
+    /// Every lookup that walks nodes starts at the direct bits in the first round and goes one
+    /// level down per round, so all walking lanes of a round read the same bit offset: it is
+    /// one number per round, not one per lane, and while the stride lies in the upper 64 bits
+    /// of the address (every level of a route up to /60 below 18 direct bits) a lane's index
+    /// comes from two shifts of a copy of those bits. Answers are gathered in a local array
+    /// (lane numbers below [`GROUP`] need no bounds check) and copied out at the end.
     #[inline(always)]
     fn lookup_group(&self, addrs: &[K], out: &mut [NextHop]) {
         let n = addrs.len().min(out.len()).min(GROUP);
-        // Per lane: the index to read next (node, childless node or leaf) and the bit offset.
+        let (addrs, out) = (&addrs[..n], &mut out[..n]);
+        if n == 0 {
+            return;
+        }
+        // Per lane: the index to read next (node, childless node or leaf), the address's
+        // upper 64 bits, and the answer.
         let mut idx = [0u32; GROUP];
-        let mut off = [0u8; GROUP];
+        let mut hi = [0u64; GROUP];
+        let mut res = [NO_ROUTE; GROUP];
         // Lanes by what they read next.
         let mut walking: u64 = 0;
         let mut lnode: u64 = 0;
         let mut leafing: u64 = 0;
         let ds = self.direct_bits;
+        let nodes = &self.mem.nodes;
+        for (h, a) in hi.iter_mut().zip(addrs) {
+            *h = (a.to_u128_left() >> 64) as u64;
+        }
         if ds > 0 {
             let mut pending: u64 = 0;
-            for i in 0..n {
-                match self.direct_slot(addrs[i]) {
+            for (i, &a) in addrs.iter().enumerate() {
+                match self.direct_slot(a) {
                     Ok(d) => {
                         prefetch(self.mem.direct.as_ptr().wrapping_add(d));
                         idx[i] = d as u32;
                         pending |= 1 << i;
                     }
-                    Err(nh) => out[i] = nh,
+                    Err(nh) => res[i] = nh,
                 }
             }
             let mut lanes = pending;
             while lanes != 0 {
-                let i = lanes.trailing_zeros() as usize;
+                let i = lanes.trailing_zeros() as usize % GROUP;
                 lanes &= lanes - 1;
                 let e = self.entry(idx[i] as usize);
                 if e & LEAF != 0 {
-                    out[i] = e & !LEAF;
+                    res[i] = e & !LEAF;
                 } else if e & LNODE != 0 {
                     idx[i] = e & INDEX;
                     lnode |= 1 << i;
                     prefetch(self.mem.lnodes.as_ptr().wrapping_add(idx[i] as usize));
                 } else {
                     idx[i] = e;
-                    off[i] = ds;
                     walking |= 1 << i;
-                    prefetch(self.mem.nodes.as_ptr().wrapping_add(e as usize));
+                    prefetch(nodes.as_ptr().wrapping_add(e as usize));
                 }
             }
         } else {
-            walking = u64::MAX >> (64 - n.max(1));
+            walking = u64::MAX >> (64 - n);
         }
+        // The bit offset of the walking lanes' nodes in this round.
+        let mut off = ds;
         while walking | lnode | leafing != 0 {
             let mut lanes = leafing;
             while lanes != 0 {
-                let i = lanes.trailing_zeros() as usize;
+                let i = lanes.trailing_zeros() as usize % GROUP;
                 lanes &= lanes - 1;
-                out[i] = self.mem.leaves.get(idx[i] as usize) as NextHop;
+                res[i] = self.mem.leaves.get(idx[i] as usize) as NextHop;
             }
             leafing = 0;
             let mut lanes = lnode;
             while lanes != 0 {
-                let i = lanes.trailing_zeros() as usize;
+                let i = lanes.trailing_zeros() as usize % GROUP;
                 lanes &= lanes - 1;
                 // The leaf sits in the same record, mostly in the line just fetched.
-                out[i] = self.lnode_lookup(idx[i] as usize, addrs[i].chunk(ds, STRIDE));
+                let v = addrs.get(i).map_or(0, |a| a.chunk(ds, STRIDE));
+                res[i] = self.lnode_lookup(idx[i] as usize, v);
             }
             lnode = 0;
+            let upper = u32::from(off) + u32::from(STRIDE) <= 64;
             let mut lanes = walking;
             while lanes != 0 {
-                let i = lanes.trailing_zeros() as usize;
+                let i = lanes.trailing_zeros() as usize % GROUP;
                 lanes &= lanes - 1;
-                let node = self.mem.nodes.get(idx[i] as usize);
-                let v = addrs[i].chunk(off[i], STRIDE);
+                let node = nodes.get(idx[i] as usize);
+                let v = if upper {
+                    ((hi[i] << off) >> (64 - STRIDE)) as usize
+                } else {
+                    addrs.get(i).map_or(0, |a| a.chunk(off, STRIDE))
+                };
                 if node.vector & (1u64 << v) != 0 {
                     let c = node.base1 + (node.vector & upto(v)).count_ones() - 1;
                     idx[i] = c;
-                    off[i] += STRIDE;
-                    prefetch(self.mem.nodes.as_ptr().wrapping_add(c as usize));
+                    prefetch(nodes.as_ptr().wrapping_add(c as usize));
                 } else {
                     let l = Self::rank_leaf(node.leafvec, node.base0, v);
                     idx[i] = l;
@@ -867,7 +890,9 @@ impl<K: Key> Poptrie<K> {
                     prefetch(self.mem.leaves.as_ptr().wrapping_add(l as usize));
                 }
             }
+            off = off.saturating_add(STRIDE);
         }
+        out.copy_from_slice(&res[..n]);
     }
 
     /// Looks up one chunk of at most [`CHUNK`] addresses in stages (see the module doc): the
