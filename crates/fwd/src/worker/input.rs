@@ -18,7 +18,7 @@ use crate::stage::ip6_input::{ip6_input, l4_offset6, ports6, Ip6Outcome};
 use crate::stage::ttl::{ttl_check, TtlOutcome};
 
 use super::decide::flow_key;
-use super::{FlowSlot, Work, Worker};
+use super::{FlowSlot, Queues, Work, Worker};
 
 impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     /// Pass 1 for packet `idx`: a final verdict, or `None` after queueing it as work (and,
@@ -35,6 +35,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         fib6: &E6,
         nh: &NhSnapshot,
         now_ns: u64,
+        q: &mut Queues,
     ) -> Option<Verdict> {
         let pkt = batch.packets.get(idx)?;
         let Some(port) = ports.get(pkt.iif) else {
@@ -78,15 +79,15 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     return Some(self.drop(DropReason::TtlExpired));
                 }
                 if !FLOWS {
-                    self.dst4.push(meta.dst);
+                    q.dst4.push(meta.dst);
                 } else {
                     let (sport, dport) = l4_ports();
                     let (src, dst) = (Ipv4Addr::from(meta.src), Ipv4Addr::from(meta.dst));
                     let key = FlowKey::v4(src, dst, meta.protocol, sport, dport);
-                    self.flows
+                    q.flows
                         .push(FlowSlot::new(flow_key(self.config.flow_key, &key)));
                 }
-                self.work.push(Work {
+                q.work.push(Work {
                     idx: idx as u32,
                     ip_len: u32::from(meta.total_len),
                     nh: 0,
@@ -137,15 +138,15 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     return Some(self.drop(DropReason::TtlExpired));
                 }
                 if !FLOWS {
-                    self.dst6.push(meta.dst);
+                    q.dst6.push(meta.dst);
                 } else {
                     let ((sport, dport), _) = upper();
                     let (src, dst) = (Ipv6Addr::from(meta.src), Ipv6Addr::from(meta.dst));
                     let key = FlowKey::v6(src, dst, meta.upper, sport, dport);
-                    self.flows
+                    q.flows
                         .push(FlowSlot::new(flow_key(self.config.flow_key, &key)));
                 }
-                self.work.push(Work {
+                q.work.push(Work {
                     idx: idx as u32,
                     ip_len: ip_len as u32,
                     nh: 0,
