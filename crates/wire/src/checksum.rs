@@ -99,10 +99,15 @@ pub fn checksum(data: &[u8]) -> u16 {
 }
 
 /// True when `data`, checksum field included, sums to `0xffff` (a correct message).
+///
+/// Folding keeps a sum's value modulo `0xffff` (2^16 ≡ 1) and never turns a non-zero sum into
+/// zero, so the folded sum is `0xffff` exactly when the wide sum is a non-zero multiple of
+/// `0xffff`: one remainder by a constant (a multiply and shifts) instead of four folding
+/// steps. 0xffff reads the same in either byte order, so the native sum needs no swap.
 #[inline]
 pub fn verify(data: &[u8]) -> bool {
-    // 0xffff reads the same in either byte order: the native sum needs no swap.
-    fold(native_sum(data)) == 0xffff
+    let s = native_sum(data);
+    s != 0 && s.is_multiple_of(0xffff)
 }
 
 /// RFC 1624 equation 3: the checksum `hc` after one covered 16-bit word changes from `old` to
@@ -187,6 +192,18 @@ mod tests {
     }
 
     #[test]
+    fn zeros_do_not_verify_and_all_ones_do() {
+        // Zeros sum to 0, not 0xffff (their checksum would be 0xffff); all-ones words sum to
+        // 0xffff, as do header-sized and longer runs of them.
+        assert!(!verify(&[0u8; 20]));
+        assert!(!verify(&[]));
+        assert!(verify(&[0xffu8; 20]));
+        assert!(verify(&[0xffu8; 24]));
+        assert!(verify(&[0xffu8; 2]));
+        assert!(!verify(&[0xffu8, 0xfe]));
+    }
+
+    #[test]
     fn odd_lengths_and_empty() {
         assert_eq!(ones_sum(&[]), 0);
         assert_eq!(ones_sum(&[0xab]), 0xab00);
@@ -267,6 +284,26 @@ mod tests {
         fn a_header_sized_sum_equals_reference(data in proptest::array::uniform20(any::<u8>())) {
             prop_assert_eq!(ones_sum(&data), reference_sum(&data));
             prop_assert_eq!(verify(&data), reference_sum(&data) == 0xffff);
+        }
+
+        #[test]
+        fn verify_equals_the_folded_sum(
+            mut data in proptest::collection::vec(any::<u8>(), 2..64),
+            word in any::<u16>(),
+            flip in any::<bool>(),
+        ) {
+            // Filled checksums (which verify), and the same data with one word changed
+            // (which mostly do not), against the reference sum.
+            data[0] = 0;
+            data[1] = 0;
+            let c = checksum(&data);
+            data[..2].copy_from_slice(&c.to_be_bytes());
+            if flip {
+                let at = (usize::from(word) % (data.len() / 2)) * 2;
+                data[at] ^= (word >> 8) as u8 | 1;
+            }
+            prop_assert_eq!(verify(&data), reference_sum(&data) == 0xffff);
+            prop_assert_eq!(verify(&data), fold(native_sum(&data)) == 0xffff);
         }
 
         #[test]
