@@ -13,7 +13,7 @@ use vfsr_wire::MacAddr;
 
 use crate::counters::{DropReason, Event};
 use crate::icmp_error::{icmp4_error, icmp6_error, Icmp4Error, Icmp6Error};
-use crate::packet::{Batch, Packet};
+use crate::packet::{Batch, Packet, Verdict};
 use crate::port::{Port, Ports};
 use crate::stage::ecmp::EcmpOutcome;
 use crate::stage::eth_input::{ETHERTYPE_IPV4, ETHERTYPE_IPV6, ETH_HEADER};
@@ -45,6 +45,39 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             (true, _) => ErrorKind::V6(Icmp6Error::AddressUnreachable),
         };
         self.error_for(batch, w, kind, ports, fib4, fib6, nh, now_ns);
+    }
+
+    /// Pass 1's answer to packet `idx`, whose TTL (hop limit) ran out: a Time Exceeded error
+    /// about its first `ip_len` IP bytes (rate-limited), and the drop. Out of line and cold:
+    /// kept out of the loop every transit packet runs, whose registers it would otherwise
+    /// share.
+    #[allow(clippy::too_many_arguments)]
+    #[cold]
+    #[inline(never)]
+    pub(super) fn expired(
+        &mut self,
+        batch: &mut Batch,
+        idx: usize,
+        ip_len: usize,
+        v6: bool,
+        link_bcast: bool,
+        (ports, nh): (&Ports, &NhSnapshot),
+        (fib4, fib6): (&E4, &E6),
+        now_ns: u64,
+    ) -> Verdict {
+        let packet = batch.packets.get(idx);
+        if let Some(port) = packet.and_then(|p| ports.get(p.iif)) {
+            let ip = packet.map_or(&[][..], |p| p.frame().get(ETH_HEADER..).unwrap_or(&[]));
+            let orig = ip.get(..ip_len).unwrap_or(ip).to_vec();
+            if v6 {
+                let k = Icmp6Error::TimeExceeded;
+                self.icmp6(batch, &orig, link_bcast, k, port, ports, fib6, nh, now_ns);
+            } else {
+                let k = Icmp4Error::TimeExceeded;
+                self.icmp4(batch, &orig, link_bcast, k, port, ports, fib4, nh, now_ns);
+            }
+        }
+        self.drop(DropReason::TtlExpired)
     }
 
     /// Sends an ICMP error about work item `w`.

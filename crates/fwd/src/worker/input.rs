@@ -8,7 +8,6 @@ use vfsr_flow::FlowKey;
 use vfsr_lpm::Lpm;
 
 use crate::counters::{DropReason, Event, PuntClass};
-use crate::icmp_error::{Icmp4Error, Icmp6Error};
 use crate::packet::{Batch, Verdict};
 use crate::port::Ports;
 use crate::stage::classify::{classify4, classify6, Class};
@@ -63,20 +62,17 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     self.counters.event(Event::Ip4Options, 1);
                 }
                 if ttl_check(meta.ttl) == TtlOutcome::Expired {
-                    let orig = ip.get(..usize::from(meta.total_len)).unwrap_or(ip);
-                    let orig = orig.to_vec();
-                    self.icmp4(
+                    let (v6, bcast) = (false, link_broadcast);
+                    return Some(self.expired(
                         batch,
-                        &orig,
-                        link_broadcast,
-                        Icmp4Error::TimeExceeded,
-                        port,
-                        ports,
-                        fib4,
-                        nh,
+                        idx,
+                        len,
+                        v6,
+                        bcast,
+                        (ports, nh),
+                        (fib4, fib6),
                         now_ns,
-                    );
-                    return Some(self.drop(DropReason::TtlExpired));
+                    ));
                 }
                 if !FLOWS {
                     q.dst4.push(meta.dst);
@@ -123,19 +119,17 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     Class::Drop(r) => return Some(self.drop(r)),
                 }
                 if ttl_check(meta.hop_limit) == TtlOutcome::Expired {
-                    let orig = ip.get(..ip_len).unwrap_or(ip).to_vec();
-                    self.icmp6(
+                    let (v6, bcast) = (true, link_broadcast);
+                    return Some(self.expired(
                         batch,
-                        &orig,
-                        link_broadcast,
-                        Icmp6Error::TimeExceeded,
-                        port,
-                        ports,
-                        fib6,
-                        nh,
+                        idx,
+                        ip_len,
+                        v6,
+                        bcast,
+                        (ports, nh),
+                        (fib4, fib6),
                         now_ns,
-                    );
-                    return Some(self.drop(DropReason::TtlExpired));
+                    ));
                 }
                 if !FLOWS {
                     q.dst6.push(meta.dst);
