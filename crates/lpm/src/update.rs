@@ -693,14 +693,11 @@ mod tests {
         }
     }
 
-    /// One bucket grows past the vector's limit into a B-tree and shrinks back, and at every
-    /// step answers like one plain ordered map: exact gets, the bucket's routes in order, and
-    /// the range under a prefix inside it.
+    /// One bucket (10.1.0.0/18) made a B-tree by 400 /32s; a /20 and a /26 over some of them.
+    /// Probes right after a covering route are answered by the walk back, probes after many
+    /// /32s by the length-by-length searches, probes under neither by none.
     #[test]
     fn a_big_buckets_covering_route_is_found_by_the_walk_and_past_it() {
-        // One bucket (10.1.0.0/18) made a B-tree by 400 /32s; a /20 and a /26 over some of
-        // them. Probes right after a covering route are answered by the walk back, probes
-        // after many /32s by the length-by-length searches, probes under neither by none.
         let mut m = RouteMap::new();
         let mut want = Vec::new();
         let mut add = |p: Prefix<u32>, nh: NextHop| {
@@ -734,6 +731,9 @@ mod tests {
         }
     }
 
+    /// One bucket grows past the vector's limit into a B-tree and shrinks back, and at every
+    /// step answers like one plain ordered map: exact gets, the bucket's routes in order, and
+    /// the range under a prefix inside it.
     #[test]
     fn a_bucket_turns_into_a_tree_and_back() {
         let mut m = RouteMap::new();
