@@ -47,36 +47,25 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         self.error_for(batch, w, kind, ports, fib4, fib6, nh, now_ns);
     }
 
-    /// Pass 1's answer to packet `idx`, whose TTL (hop limit) ran out: a Time Exceeded error
-    /// about its first `ip_len` IP bytes (rate-limited), and the drop. Out of line and cold:
-    /// kept out of the loop every transit packet runs, whose registers it would otherwise
-    /// share.
-    #[allow(clippy::too_many_arguments)]
+    /// Pass 1's answer to a packet whose TTL (hop limit) ran out: a Time Exceeded error about
+    /// it (rate-limited) and the drop. Out of line and cold: kept out of the loop every transit
+    /// packet runs, whose registers it would otherwise share.
     #[cold]
     #[inline(never)]
     pub(super) fn expired(
         &mut self,
         batch: &mut Batch,
-        idx: usize,
-        ip_len: usize,
-        v6: bool,
-        link_bcast: bool,
+        w: &Work,
         (ports, nh): (&Ports, &NhSnapshot),
         (fib4, fib6): (&E4, &E6),
         now_ns: u64,
     ) -> Verdict {
-        let packet = batch.packets.get(idx);
-        if let Some(port) = packet.and_then(|p| ports.get(p.iif)) {
-            let ip = packet.map_or(&[][..], |p| p.frame().get(ETH_HEADER..).unwrap_or(&[]));
-            let orig = ip.get(..ip_len).unwrap_or(ip).to_vec();
-            if v6 {
-                let k = Icmp6Error::TimeExceeded;
-                self.icmp6(batch, &orig, link_bcast, k, port, ports, fib6, nh, now_ns);
-            } else {
-                let k = Icmp4Error::TimeExceeded;
-                self.icmp4(batch, &orig, link_bcast, k, port, ports, fib4, nh, now_ns);
-            }
-        }
+        let kind = if w.v6 {
+            ErrorKind::V6(Icmp6Error::TimeExceeded)
+        } else {
+            ErrorKind::V4(Icmp4Error::TimeExceeded)
+        };
+        self.error_for(batch, w, kind, ports, fib4, fib6, nh, now_ns);
         self.drop(DropReason::TtlExpired)
     }
 

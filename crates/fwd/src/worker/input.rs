@@ -12,8 +12,8 @@ use crate::packet::{Batch, Verdict};
 use crate::port::Ports;
 use crate::stage::classify::{classify4, classify6, Class};
 use crate::stage::eth_input::{eth_input, EthOutcome, ETH_HEADER};
-use crate::stage::ip4_input::{ip4_input, l4_offset4, ports_at, Ip4Outcome};
-use crate::stage::ip6_input::{ip6_input, l4_offset6, ports6, Ip6Outcome};
+use crate::stage::ip4_input::{ip4_input, l4_offset4, ports_at, Ip4Meta, Ip4Outcome};
+use crate::stage::ip6_input::{ip6_input, l4_offset6, ports6, Ip6Meta, Ip6Outcome};
 use crate::stage::ttl::{ttl_check, TtlOutcome};
 
 use super::decide::flow_key;
@@ -62,17 +62,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     self.counters.event(Event::Ip4Options, 1);
                 }
                 if ttl_check(meta.ttl) == TtlOutcome::Expired {
-                    let (v6, bcast) = (false, link_broadcast);
-                    return Some(self.expired(
-                        batch,
-                        idx,
-                        len,
-                        v6,
-                        bcast,
-                        (ports, nh),
-                        (fib4, fib6),
-                        now_ns,
-                    ));
+                    let w = Work::v4(idx, &meta, l4, link_broadcast);
+                    return Some(self.expired(batch, &w, (ports, nh), (fib4, fib6), now_ns));
                 }
                 if !FLOWS {
                     q.dst4.push(meta.dst);
@@ -83,16 +74,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     q.flows
                         .push(FlowSlot::new(flow_key(self.config.flow_key, &key)));
                 }
-                q.work.push(Work {
-                    idx: idx as u32,
-                    ip_len: u32::from(meta.total_len),
-                    nh: 0,
-                    l4: l4.map_or(0, |at| at as u16),
-                    proto: meta.protocol,
-                    v6: false,
-                    link_bcast: link_broadcast,
-                    df: meta.df,
-                });
+                q.work.push(Work::v4(idx, &meta, l4, link_broadcast));
                 None
             }
             EthOutcome::Ipv6 { link_broadcast } => {
@@ -100,7 +82,6 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     Ip6Outcome::Valid(m) => m,
                     Ip6Outcome::Drop(r) => return Some(self.drop(r)),
                 };
-                let ip_len = 40 + usize::from(meta.payload_len);
                 // The closure holds a copy of `meta` and calls the stage's `ports6` (for
                 // IPv4 the offsets are taken apart first: there a copy counted more
                 // instructions under callgrind, here fewer).
@@ -119,17 +100,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     Class::Drop(r) => return Some(self.drop(r)),
                 }
                 if ttl_check(meta.hop_limit) == TtlOutcome::Expired {
-                    let (v6, bcast) = (true, link_broadcast);
-                    return Some(self.expired(
-                        batch,
-                        idx,
-                        ip_len,
-                        v6,
-                        bcast,
-                        (ports, nh),
-                        (fib4, fib6),
-                        now_ns,
-                    ));
+                    let w = Work::v6(idx, &meta, link_broadcast);
+                    return Some(self.expired(batch, &w, (ports, nh), (fib4, fib6), now_ns));
                 }
                 if !FLOWS {
                     q.dst6.push(meta.dst);
@@ -140,18 +112,41 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     q.flows
                         .push(FlowSlot::new(flow_key(self.config.flow_key, &key)));
                 }
-                q.work.push(Work {
-                    idx: idx as u32,
-                    ip_len: ip_len as u32,
-                    nh: 0,
-                    l4: l4_offset6(&meta).map_or(0, |at| u16::try_from(at).unwrap_or(0)),
-                    proto: meta.upper,
-                    v6: true,
-                    link_bcast: link_broadcast,
-                    df: true,
-                });
+                q.work.push(Work::v6(idx, &meta, link_broadcast));
                 None
             }
+        }
+    }
+}
+
+impl Work {
+    /// The work item of IPv4 packet `idx` with header `meta` (`l4`: where its ports start).
+    #[inline(always)]
+    fn v4(idx: usize, meta: &Ip4Meta, l4: Option<usize>, link_bcast: bool) -> Work {
+        Work {
+            idx: idx as u32,
+            ip_len: u32::from(meta.total_len),
+            nh: 0,
+            l4: l4.map_or(0, |at| at as u16),
+            proto: meta.protocol,
+            v6: false,
+            link_bcast,
+            df: meta.df,
+        }
+    }
+
+    /// The work item of IPv6 packet `idx` with header `meta`.
+    #[inline(always)]
+    fn v6(idx: usize, meta: &Ip6Meta, link_bcast: bool) -> Work {
+        Work {
+            idx: idx as u32,
+            ip_len: 40 + u32::from(meta.payload_len),
+            nh: 0,
+            l4: l4_offset6(meta).map_or(0, |at| u16::try_from(at).unwrap_or(0)),
+            proto: meta.upper,
+            v6: true,
+            link_bcast,
+            df: true,
         }
     }
 }

@@ -271,15 +271,34 @@ struct Work {
 }
 
 /// What pass 1 queues for the passes after it: the transit packets, their flow keys (with a
-/// flow table) or their destinations (without one). The worker's lists are moved into one
-/// of these for the pass, a local whose lengths the compiler keeps in registers, instead of
-/// reading and writing each list's length in the worker at every packet.
+/// flow table) or their destinations (without one; with one, the flow table's misses). The
+/// worker keeps the lists from batch to batch and moves them out for pass 1, into a local
+/// whose lengths the compiler keeps in registers, instead of reading and writing each list's
+/// length in the worker at every packet.
 #[derive(Default)]
 struct Queues {
     work: Vec<Work>,
     flows: Vec<FlowSlot>,
     dst4: Vec<u32>,
     dst6: Vec<u128>,
+}
+
+impl Queues {
+    fn with_capacity(cap: usize) -> Self {
+        Queues {
+            work: Vec::with_capacity(cap),
+            flows: Vec::with_capacity(cap),
+            dst4: Vec::with_capacity(cap),
+            dst6: Vec::with_capacity(cap),
+        }
+    }
+
+    fn clear(&mut self) {
+        self.work.clear();
+        self.flows.clear();
+        self.dst4.clear();
+        self.dst6.clear();
+    }
 }
 
 // A third of a cache line per packet between the passes.
@@ -411,11 +430,8 @@ pub struct Worker<E4, E6> {
     /// The tick of the last idle-sweep step.
     gc_tick: Option<u32>,
     spare: Vec<Packet>,
-    work: Vec<Work>,
-    flows: Vec<FlowSlot>,
-    dst4: Vec<u32>,
+    q: Queues,
     nh4: Vec<u32>,
-    dst6: Vec<u128>,
     nh6: Vec<u32>,
     /// Cycles per stage, when profiling (`None`: one branch per stage boundary).
     profile: Option<Box<Profile>>,
@@ -453,11 +469,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             batches: 0,
             gc_tick: None,
             spare: Vec::new(),
-            work: Vec::with_capacity(cap),
-            flows: Vec::with_capacity(cap),
-            dst4: Vec::with_capacity(cap),
+            q: Queues::with_capacity(cap),
             nh4: Vec::with_capacity(cap),
-            dst6: Vec::with_capacity(cap),
             nh6: Vec::with_capacity(cap),
             profile: None,
             config,
@@ -551,10 +564,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         batch.verdicts.clear();
         batch.verdicts.resize(n, Verdict::Consumed);
         batch.offload.clear();
-        self.work.clear();
-        self.flows.clear();
-        self.dst4.clear();
-        self.dst6.clear();
+        self.q.clear();
         let epochs_moved = self.refresh_epochs();
         let fib4 = self.fib4.load();
         let fib6 = self.fib6.load();
@@ -593,12 +603,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         mark!(Stage::Rx);
 
         // Pass 1: input, classification, TTL (one loop with a flow table, one without).
-        let mut q = Queues {
-            work: std::mem::take(&mut self.work),
-            flows: std::mem::take(&mut self.flows),
-            dst4: std::mem::take(&mut self.dst4),
-            dst6: std::mem::take(&mut self.dst6),
-        };
+        let mut q = std::mem::take(&mut self.q);
         macro_rules! pass1 {
             ($flows:literal) => {
                 for idx in 0..n {
@@ -621,14 +626,11 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
 
         // Pass 2: flow table, then bulk FIB lookups for what it did not answer.
         let now = tick(now_ns);
-        let Queues {
-            mut work,
-            mut flows,
-            dst4,
-            dst6,
-        } = q;
-        self.dst4 = dst4;
-        self.dst6 = dst6;
+        // The work items and flow slots stay out for passes 2 and 3; the destination lists
+        // go back for the bulk lookups.
+        let mut work = std::mem::take(&mut q.work);
+        let mut flows = std::mem::take(&mut q.flows);
+        self.q = q;
         // Packets the flow table answered; when that is all of them the FIB stage has
         // nothing to do and is skipped.
         let mut hits = 0usize;
@@ -663,16 +665,16 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         if direct {
             self.look_up_lists(&fib4.engine, &fib6.engine);
         } else if hits < work.len() {
-            self.dst4.clear();
-            self.dst6.clear();
+            self.q.dst4.clear();
+            self.q.dst6.clear();
             // Each key holds its destination, whatever the key mode.
             for (i, f) in flows.iter().enumerate() {
                 if hit(&flows, i) {
                     continue;
                 }
                 match f.fkey.dst() {
-                    IpAddr::V4(d) => self.dst4.push(u32::from(d)),
-                    IpAddr::V6(d) => self.dst6.push(u128::from(d)),
+                    IpAddr::V4(d) => self.q.dst4.push(u32::from(d)),
+                    IpAddr::V6(d) => self.q.dst6.push(u128::from(d)),
                 }
             }
             self.look_up_lists(&fib4.engine, &fib6.engine);
@@ -718,8 +720,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             set_verdict(batch, w.idx, verdict);
         }
         mark!(Stage::Output);
-        self.work = work;
-        self.flows = flows;
+        self.q.work = work;
+        self.q.flows = flows;
         self.ports = Some(ports);
 
         if let Some(f) = self.flow.as_mut() {
@@ -758,11 +760,11 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     #[inline]
     fn look_up_lists(&mut self, fib4: &E4, fib6: &E6) {
         self.nh4.clear();
-        self.nh4.resize(self.dst4.len(), 0);
-        fib4.lookup_bulk(&self.dst4, &mut self.nh4);
+        self.nh4.resize(self.q.dst4.len(), 0);
+        fib4.lookup_bulk(&self.q.dst4, &mut self.nh4);
         self.nh6.clear();
-        self.nh6.resize(self.dst6.len(), 0);
-        fib6.lookup_bulk(&self.dst6, &mut self.nh6);
+        self.nh6.resize(self.q.dst6.len(), 0);
+        fib6.lookup_bulk(&self.q.dst6, &mut self.nh6);
     }
 
     #[inline]
