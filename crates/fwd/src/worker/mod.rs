@@ -704,8 +704,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 (w.nh, hit)
             };
             let (f4, f6) = (&fib4.engine, &fib6.engine);
-            let verdict = if let Some(v) = quick {
-                self.output(batch, w, &v, &ports, f4, f6, &nh, now_ns)
+            if let Some(v) = quick {
+                self.output(batch, w, &v, &ports, f4, f6, &nh, now_ns);
             } else {
                 let version = if w.v6 { fib6.version } else { fib4.version };
                 let (nh, ports) = (&nh, &ports);
@@ -714,10 +714,9 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 );
                 match d {
                     Ok(v) => self.output(batch, w, &v, ports, f4, f6, nh, now_ns),
-                    Err(verdict) => verdict,
+                    Err(verdict) => set_verdict(batch, w.idx, verdict),
                 }
-            };
-            set_verdict(batch, w.idx, verdict);
+            }
         }
         mark!(Stage::Output);
         self.q.work = work;

@@ -19,8 +19,14 @@ use super::icmp::ErrorKind;
 use super::{FlowValue, Work, Worker};
 
 impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
-    /// MTU and rewrite, once the next hop and its MAC are known. Always inlined: pass 3
-    /// calls it both for the quick answers and for the decided ones.
+    /// MTU and rewrite, once the next hop and its MAC are known, and the packet's verdict
+    /// recorded. Always inlined: pass 3 calls it both for the quick answers and for the
+    /// decided ones.
+    ///
+    /// A forwarded packet's verdict is stored here, in the arm that decides it, not
+    /// returned: returned, the verdicts of all arms met in one stack slot, written field
+    /// by field and read back whole, and that read waited for the writes to retire (the
+    /// CPU cannot forward two small stores to one wider load).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn output(
@@ -33,11 +39,13 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         fib6: &E6,
         nh: &NhSnapshot,
         now_ns: u64,
-    ) -> Verdict {
+    ) {
         let Some(port) = ports.get(v.oif) else {
-            return self.drop(DropReason::NoEgressPort);
+            let verdict = self.drop(DropReason::NoEgressPort);
+            set_verdict(batch, w.idx, verdict);
+            return;
         };
-        let verdict = if w.v6 {
+        let fit = if w.v6 {
             mtu6(w.ip_len as usize, port.mtu)
         } else {
             mtu4(
@@ -47,10 +55,12 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 self.config.fragment,
             )
         };
-        match verdict {
+        let verdict = match fit {
             MtuOutcome::Fits => {
                 let Some(p) = batch.packets.get_mut(w.idx as usize) else {
-                    return self.drop(DropReason::NoEgressPort);
+                    let verdict = self.drop(DropReason::NoEgressPort);
+                    set_verdict(batch, w.idx, verdict);
+                    return;
                 };
                 rewrite(p.frame_mut(), w.v6, v.mac, port.mac);
                 p.oif = v.oif;
@@ -58,7 +68,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     batch.offload.push(w.idx);
                 }
                 self.counters.forwarded();
-                Verdict::Forward { oif: v.oif }
+                set_verdict(batch, w.idx, Verdict::Forward { oif: v.oif });
+                return;
             }
             MtuOutcome::FragNeeded { mtu } => {
                 let kind = Icmp4Error::FragNeeded { mtu };
@@ -74,7 +85,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             }
             MtuOutcome::Disabled => self.drop(DropReason::FragmentationDisabled),
             MtuOutcome::Fragment { mtu } => self.fragment(batch, w, v, port, mtu),
-        }
+        };
+        set_verdict(batch, w.idx, verdict);
     }
 
     /// Splits an IPv4 packet into fragments that fit `mtu` and queues them.
