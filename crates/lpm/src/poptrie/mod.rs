@@ -574,6 +574,19 @@ const fn upto(v: usize) -> u64 {
     (2u64 << v).wrapping_sub(1)
 }
 
+/// `upto(v)` for every slot, read instead of shifted. The bulk lookups' loops take it from
+/// here: a shift by a variable count needs the count register (`shl %cl` without BMI2,
+/// which x86-64-v2 lacks), and those loops have other uses for it.
+static UPTO: [u64; 64] = {
+    let mut m = [0u64; 64];
+    let mut v = 0;
+    while v < 64 {
+        m[v] = upto(v);
+        v += 1;
+    }
+    m
+};
+
 impl<K: Key> Clone for Poptrie<K> {
     /// An independent copy (its own storage), which updates do not share.
     fn clone(&self) -> Self {
@@ -867,28 +880,36 @@ impl<K: Key> Poptrie<K> {
                 res[i] = self.lnode_lookup(idx[i] as usize, v);
             }
             lnode = 0;
-            let upper = u32::from(off) + u32::from(STRIDE) <= 64;
-            let mut lanes = walking;
-            while lanes != 0 {
-                let i = lanes.trailing_zeros() as usize % GROUP;
-                lanes &= lanes - 1;
-                let node = nodes.get(idx[i] as usize);
-                let v = if upper {
-                    ((hi[i] << off) >> (64 - STRIDE)) as usize
-                } else {
-                    addrs.get(i).map_or(0, |a| a.chunk(off, STRIDE))
+            // One node visit per walking lane; `$slot` gives lane `i`'s slot in its node. The
+            // loop is written out twice, once per way of taking the slot, so that the choice
+            // is made once per round, not at every visit.
+            macro_rules! visit_nodes {
+                ($slot:expr) => {
+                    let mut lanes = walking;
+                    while lanes != 0 {
+                        let i = lanes.trailing_zeros() as usize % GROUP;
+                        lanes &= lanes - 1;
+                        let node = nodes.get(idx[i] as usize);
+                        let v: usize = $slot(i);
+                        let below = UPTO[v & 63];
+                        if node.vector & (1u64 << v) != 0 {
+                            let c = node.base1 + (node.vector & below).count_ones() - 1;
+                            idx[i] = c;
+                            prefetch(nodes.as_ptr().wrapping_add(c as usize));
+                        } else {
+                            let l = node.base0 + (node.leafvec & below).count_ones() - 1;
+                            idx[i] = l;
+                            walking &= !(1 << i);
+                            leafing |= 1 << i;
+                            prefetch(self.mem.leaves.as_ptr().wrapping_add(l as usize));
+                        }
+                    }
                 };
-                if node.vector & (1u64 << v) != 0 {
-                    let c = node.base1 + (node.vector & upto(v)).count_ones() - 1;
-                    idx[i] = c;
-                    prefetch(nodes.as_ptr().wrapping_add(c as usize));
-                } else {
-                    let l = Self::rank_leaf(node.leafvec, node.base0, v);
-                    idx[i] = l;
-                    walking &= !(1 << i);
-                    leafing |= 1 << i;
-                    prefetch(self.mem.leaves.as_ptr().wrapping_add(l as usize));
-                }
+            }
+            if u32::from(off) + u32::from(STRIDE) <= 64 {
+                visit_nodes!(|i: usize| ((hi[i] << off) >> (64 - STRIDE)) as usize);
+            } else {
+                visit_nodes!(|i: usize| addrs.get(i).map_or(0, |a| a.chunk(off, STRIDE)));
             }
             off = off.saturating_add(STRIDE);
         }

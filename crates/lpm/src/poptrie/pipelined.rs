@@ -30,7 +30,7 @@
 use core::hint::select_unpredictable;
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use super::{upto, Poptrie, INDEX, LEAF, LNODE, LNODE_HEADER, STRIDE};
+use super::{Poptrie, INDEX, LEAF, LNODE, LNODE_HEADER, STRIDE, UPTO};
 use crate::key::Key;
 use crate::prefetch;
 use crate::prefix::NextHop;
@@ -46,18 +46,6 @@ pub(super) const BITS: u8 = 18;
 /// marked, whose leaf (slot 3) is 0. Reading it spares the loop a branch between leaf and
 /// record.
 static EMPTY_RECORD: [u16; LNODE_HEADER + 64] = [0; LNODE_HEADER + 64];
-
-/// `upto(v)` for every slot, read instead of shifted: a shift by a variable count needs the
-/// count register, and the loop has none to spare.
-static UPTO: [u64; 64] = {
-    let mut m = [0u64; 64];
-    let mut v = 0;
-    while v < 64 {
-        m[v] = upto(v);
-        v += 1;
-    }
-    m
-};
 
 /// Node lanes listed before they are walked. A batch of 64 packets fits whole; a longer call
 /// walks each 64 as they are listed, which keeps enough walks in flight to overlap their
