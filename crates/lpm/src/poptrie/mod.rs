@@ -108,7 +108,8 @@
 //! one level per round): its lookups walk five or more levels of nodes, and there the stages
 //! measured no better (0.82–1.02 times, same runs; 0.86 times on an AMD EPYC Zen 5). Groups
 //! of 32 measured 1.09 times groups of 16 on matched IPv6 traffic there, groups of 64 0.93
-//! times groups of 32.
+//! times groups of 32 (on a first-generation Zen 1.05–1.06 times, and no faster in
+//! forwarding: `docs/bench/zen1.md`).
 //!
 //! Where the CPU has AVX-512 (with `vpopcntq`), a vector version of the lockstep walk runs
 //! instead (see `avx512.rs`). An AVX2 version for IPv4 (`avx2.rs`) runs only when chosen, for
