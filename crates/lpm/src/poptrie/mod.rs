@@ -757,7 +757,7 @@ impl<K: Key> Poptrie<K> {
     /// The leaf index for slot `v` of a node with leaf vector `leafvec` and leaf base `base0`.
     #[inline(always)]
     fn rank_leaf(leafvec: u64, base0: u32, v: usize) -> u32 {
-        base0 + (leafvec & upto(v)).count_ones() - 1
+        base0 + (leafvec & UPTO[v & 63]).count_ones() - 1
     }
 
     /// Where `addr`'s direct-pointing entry is: its index in `direct`, or the next hop when the
@@ -892,13 +892,12 @@ impl<K: Key> Poptrie<K> {
                         lanes &= lanes - 1;
                         let node = nodes.get(idx[i] as usize);
                         let v: usize = $slot(i);
-                        let below = UPTO[v & 63];
                         if node.vector & (1u64 << v) != 0 {
-                            let c = node.base1 + (node.vector & below).count_ones() - 1;
+                            let c = node.base1 + (node.vector & UPTO[v & 63]).count_ones() - 1;
                             idx[i] = c;
                             prefetch(nodes.as_ptr().wrapping_add(c as usize));
                         } else {
-                            let l = node.base0 + (node.leafvec & below).count_ones() - 1;
+                            let l = Self::rank_leaf(node.leafvec, node.base0, v);
                             idx[i] = l;
                             walking &= !(1 << i);
                             leafing |= 1 << i;
