@@ -731,8 +731,8 @@ impl<V: Copy, S: Copy + Default> FlowTable<V, S> {
         self.prefetch_slot(b * WAYS);
     }
 
-    /// Asks for slot `i` (an entry, key and value, is larger than a cache line: every line
-    /// it spans, see [`line_starts`]). Only a hint: `i` need not be in range.
+    /// Asks for slot `i`, every line its entry (key and value) spans: one line for a value
+    /// of up to 24 bytes, see [`line_starts`]. Only a hint: `i` need not be in range.
     #[inline(always)]
     fn prefetch_slot(&self, i: usize) {
         let e = self.slots.as_ptr().wrapping_add(i).cast::<u8>();
