@@ -12,6 +12,8 @@
 //!   prefetch(p)                        a cache-line hint before a dependent read
 //!   rdtsc()                            the time-stamp counter (profiles, TSC frequency)
 //!   default_bench_core()               the last core: away from core 0's system work
+//!   x86_family()                       the CPU's vendor and family (CPUID), where a default
+//!                                      was measured to differ between CPU generations
 //!   check_build_features()             the CPU has what the build was compiled to use
 //!                                      (x86-64-v2, see .cargo/config.toml); the mains
 //!                                      call it through exit_unless_built_for_this_cpu
@@ -142,6 +144,60 @@ pub fn prefetch<T>(p: *const T) {
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = p;
+}
+
+/// Who made an x86 CPU, as CPUID's vendor string says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Vendor {
+    /// "AuthenticAMD".
+    Amd,
+    /// "GenuineIntel".
+    Intel,
+    /// Any other vendor string.
+    Other,
+}
+
+/// The vendor and family of this x86 CPU, the family as the vendors define it (the base
+/// family, plus the extended family where the base is 15: AMD Zen 4 is family 25, Zen 5
+/// family 26). `None` on other architectures.
+pub fn x86_family() -> Option<(Vendor, u32)> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::__cpuid;
+        #[allow(unused_unsafe)]
+        // SAFETY: CPUID exists on every x86-64 CPU; leaves 0 and 1 are defined on all of them.
+        let (l0, eax1) = unsafe { (__cpuid(0), __cpuid(1).eax) };
+        Some((vendor_of(l0.ebx, l0.edx, l0.ecx), family_of(eax1)))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        None
+    }
+}
+
+/// The vendor named by CPUID leaf 0's registers (the string is EBX, EDX, ECX in that order).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn vendor_of(ebx: u32, edx: u32, ecx: u32) -> Vendor {
+    let mut name = [0u8; 12];
+    for (i, r) in [ebx, edx, ecx].into_iter().enumerate() {
+        name[4 * i..4 * i + 4].copy_from_slice(&r.to_le_bytes());
+    }
+    match &name {
+        b"AuthenticAMD" => Vendor::Amd,
+        b"GenuineIntel" => Vendor::Intel,
+        _ => Vendor::Other,
+    }
+}
+
+/// The family in CPUID leaf 1's EAX: bits 8-11, plus bits 20-27 when those are 15.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn family_of(eax: u32) -> u32 {
+    let base = eax >> 8 & 0xf;
+    if base == 0xf {
+        base + (eax >> 20 & 0xff)
+    } else {
+        base
+    }
 }
 
 /// The x86-64 features this build was compiled to use without asking (`target-cpu` in
@@ -324,6 +380,36 @@ mod tests {
         assert!(said.contains("lacks popcnt, ssse3"), "{said}");
         assert!(said.contains("target-cpu=x86-64"), "{said}");
         assert!(refuse_missing(Vec::new()).is_ok());
+    }
+
+    #[test]
+    fn cpuid_vendor_and_family_are_read_as_the_vendors_define_them() {
+        // "AuthenticAMD" and "GenuineIntel" as leaf 0 returns them (EBX, EDX, ECX).
+        let regs = |s: &[u8; 12]| {
+            let w = |i: usize| u32::from_le_bytes([s[i], s[i + 1], s[i + 2], s[i + 3]]);
+            (w(0), w(4), w(8))
+        };
+        let (b, d, c) = regs(b"AuthenticAMD");
+        assert_eq!(vendor_of(b, d, c), Vendor::Amd);
+        let (b, d, c) = regs(b"GenuineIntel");
+        assert_eq!(vendor_of(b, d, c), Vendor::Intel);
+        let (b, d, c) = regs(b"HygonGenuine");
+        assert_eq!(vendor_of(b, d, c), Vendor::Other);
+        // Zen 5 (base 15 + extended 11), Zen 4 (15 + 10), Intel family 6 (no extension).
+        assert_eq!(family_of(0x00b0_0f21), 26);
+        assert_eq!(family_of(0x00a1_0f11), 25);
+        assert_eq!(family_of(0x000c_06f1), 6);
+        // This CPU's, against what the kernel says of it.
+        let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let kernel = info
+            .lines()
+            .find(|l| l.starts_with("cpu family"))
+            .and_then(|l| l.split(':').nth(1))
+            .and_then(|v| v.trim().parse::<u32>().ok());
+        match (x86_family(), kernel) {
+            (Some((_, f)), Some(k)) => assert_eq!(f, k),
+            (found, k) => println!("CPU family not compared: CPUID {found:?}, kernel {k:?}"),
+        }
     }
 
     #[test]

@@ -97,9 +97,24 @@ fn own<K: Key>() -> Vec<Contender<K>> {
         0 => format!("s={}", c.direct_bits),
         t => format!("s={}+{}", t, c.direct_bits - t),
     };
-    v.push(Contender::new("poptrie", label(&family), move |r| {
+    let chosen = Vector::best_for::<K>();
+    let variant = match chosen {
+        Vector::Avx512 => label(&family),
+        v => format!("{},{}", label(&family), v.name()),
+    };
+    v.push(Contender::new("poptrie", variant, move |r| {
         ok(Poptrie::build(r, &family))
     }));
+    // Where this family's default is not AVX-512 on a CPU that has it (IPv4 on AMD Zen 5),
+    // the AVX-512 lookup is measured beside it.
+    if Vector::Avx512.available() && chosen != Vector::Avx512 {
+        let variant = format!("{},{}", label(&family), Vector::Avx512.name());
+        v.push(Contender::new("poptrie_avx512", variant, move |r| {
+            let mut p = Poptrie::build(r, &family)?;
+            p.set_vector(Vector::Avx512);
+            Ok(Box::new(p) as Boxed<K>)
+        }));
+    }
     v.push(Contender::new("poptrie16", "s=16", |r| {
         ok(Poptrie::build(r, &PoptrieConfig::flat(16)))
     }));

@@ -830,7 +830,7 @@ pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
             "cpu": machine["cpu"],
             "table": {"source": table.source, "v4_routes": table.v4.len(), "v6_routes": table.v6.len()},
             "params": {"seconds": a.seconds, "passes": a.passes, "batch": a.batch, "seed": a.seed,
-                "lookup": Vector::preferred().name(),
+                "lookup": Vector::chosen().to_string(),
                 "gateways_per_family": GATEWAYS, "egress_ports": 4,
                 "fib": "poptrie", "legacy": "radix under locks"},
             "results": results,
@@ -941,7 +941,7 @@ fn print_table(source: &str, machine: &Value, a: &FwdBenchArgs, results: &[Value
         a.batch,
         a.seconds,
         a.passes,
-        Vector::preferred().name(),
+        Vector::chosen(),
         crate::machine::summary(machine)
     );
     println!(

@@ -141,12 +141,11 @@ fn run_engines(plan: &Plan, ports: Vec<PortIo>, opts: &RunOptions) -> Result<Sum
     let used = Vector::prefer(plan.lookup);
     if plan.fib4 == "poptrie" || plan.fib6 == "poptrie" {
         match plan.lookup {
-            Some(v) if v != used => println!(
-                "vfsrd: router.lookup = {:?}: this CPU cannot run it; Poptrie uses its {} bulk lookup",
+            Some(v) if !v.available() => println!(
+                "vfsrd: router.lookup = {:?}: this CPU cannot run it; Poptrie uses its {used} bulk lookup",
                 v.name(),
-                used.name()
             ),
-            _ => println!("vfsrd: Poptrie uses its {} bulk lookup", used.name()),
+            _ => println!("vfsrd: Poptrie uses its {used} bulk lookup"),
         }
     }
     match plan.fib4.as_str() {

@@ -112,7 +112,8 @@
 //! forwarding: `docs/bench/zen1.md`).
 //!
 //! Where the CPU has AVX-512 (with `vpopcntq`), a vector version of the lockstep walk runs
-//! instead (see `avx512.rs`). An AVX2 version for IPv4 (`avx2.rs`) runs only when chosen, for
+//! instead (see `avx512.rs`), except for IPv4 on an AMD Zen 5, where the pipelined loop
+//! measured faster (see [`Vector::best_for`]). An AVX2 version for IPv4 (`avx2.rs`) runs only when chosen, for
 //! one trie with [`Poptrie::set_vector`] or for the process with [`Vector::prefer`]: it wins
 //! on matched traffic and loses on uniform traffic (see [`Vector::best`]).
 //!
@@ -477,8 +478,8 @@ impl Vector {
         }
     }
 
-    /// The one a trie uses unless told otherwise: AVX-512 where the CPU has it, else the
-    /// portable lookup. AVX2 runs only when chosen ([`Poptrie::set_vector`],
+    /// The widest bulk lookup this CPU has that runs by default: AVX-512 where the CPU has
+    /// it, else the portable lookup. AVX2 runs only when chosen ([`Poptrie::set_vector`],
     /// [`Vector::prefer`]): on an AMD EPYC Zen 5
     /// it measured 1.14–1.16 times the portable lookup's rate on matched IPv4 traffic but
     /// 0.73–0.76 times on uniform traffic (`vfsr lpm bench` row `poptrie_avx2`, same run);
@@ -491,6 +492,25 @@ impl Vector {
             Vector::Avx512
         } else {
             Vector::Portable
+        }
+    }
+
+    /// The one a trie of `K` uses unless told otherwise: [`Vector::best`], except IPv4 on a
+    /// CPU where the portable lookup's pipelined loop measured faster than the AVX-512
+    /// gathers. That is AMD's Zen 5 (family 26): there the portable IPv4 lookup ran 1.17
+    /// times the AVX-512 one's rate on uniform and 1.12 times on matched traffic (`vfsr lpm
+    /// bench`, same run), and forwarded at 1.00 times its cycles per packet with 1k flows and
+    /// 0.99 times with a million (`vfsr fwd bench --lookup`, four to six alternating rounds;
+    /// `docs/bench/zen5.md`). On Intel's Xeons (family 6, models 167 and 207) AVX-512 led on
+    /// matched IPv4 traffic by 1.15–1.37 times, and AMD's Zen 4 was not measured with the
+    /// pipelined loop, so both keep AVX-512. IPv6 keeps it everywhere: its portable lookup
+    /// ran about half the AVX-512 rate on the same Zen 5.
+    pub fn best_for<K: Key>() -> Vector {
+        let widest = Vector::best();
+        if widest == Vector::Avx512 && K::BITS == 32 && portable_leads_v4() {
+            Vector::Portable
+        } else {
+            widest
         }
     }
 
@@ -523,25 +543,66 @@ impl Vector {
     }
 
     /// Chooses, for the whole process, the bulk lookup that tries built from now on start
-    /// with (`None`: [`Vector::best`] again); tries built before keep theirs. Returns the one
-    /// they will use on this CPU: `v` where the CPU has it, else [`Vector::best`]. A router
-    /// whose traffic is mostly to routed destinations (matched traffic) and whose CPU has
-    /// AVX2 but not AVX-512 may prefer [`Vector::Avx2`].
-    pub fn prefer(v: Option<Vector>) -> Vector {
+    /// with (`None`: [`Vector::best_for`] again); tries built before keep theirs. Returns the
+    /// ones they will use on this CPU, per address family: `v` where the CPU has it, else
+    /// [`Vector::best_for`]. A router whose traffic is mostly to routed destinations (matched
+    /// traffic) and whose CPU has AVX2 but not AVX-512 may prefer [`Vector::Avx2`].
+    pub fn prefer(v: Option<Vector>) -> Chosen {
         let code = v.map_or(0, |v| 1 + v as u8);
         PREFERRED.store(code, Ordering::Relaxed);
-        Vector::preferred()
+        Vector::chosen()
     }
 
-    /// The bulk lookup a new trie starts with: the one [`Vector::prefer`] chose where the CPU
-    /// has it, else [`Vector::best`].
-    pub fn preferred() -> Vector {
+    /// The bulk lookup a new trie of `K` starts with: the one [`Vector::prefer`] chose where
+    /// the CPU has it, else [`Vector::best_for`].
+    pub fn preferred_for<K: Key>() -> Vector {
         let code = usize::from(PREFERRED.load(Ordering::Relaxed));
         code.checked_sub(1)
             .and_then(|i| Vector::ALL.get(i).copied())
             .filter(|v| v.available())
-            .unwrap_or_else(Vector::best)
+            .unwrap_or_else(Vector::best_for::<K>)
     }
+
+    /// The bulk lookups new IPv4 and IPv6 tries start with ([`Vector::preferred_for`]).
+    pub fn chosen() -> Chosen {
+        Chosen {
+            v4: Vector::preferred_for::<u32>(),
+            v6: Vector::preferred_for::<u128>(),
+        }
+    }
+}
+
+/// The bulk lookups new tries use, per address family ([`Vector::chosen`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Chosen {
+    /// For IPv4 tries.
+    pub v4: Vector,
+    /// For IPv6 tries.
+    pub v6: Vector,
+}
+
+impl core::fmt::Display for Chosen {
+    /// One name when both families use the same lookup, else both: "portable (IPv4), avx512
+    /// (IPv6)".
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        if self.v4 == self.v6 {
+            f.write_str(self.v4.name())
+        } else {
+            write!(f, "{} (IPv4), {} (IPv6)", self.v4.name(), self.v6.name())
+        }
+    }
+}
+
+/// Whether this CPU is one where the portable IPv4 lookup measured faster than the AVX-512
+/// one (see [`Vector::best_for`]): AMD's family 26 (Zen 5). Asked of CPUID once.
+fn portable_leads_v4() -> bool {
+    static LEADS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *LEADS.get_or_init(|| {
+        matches!(
+            vfsr_cpu::x86_family(),
+            Some((vfsr_cpu::Vendor::Amd, 26))
+        )
+    })
 }
 
 /// A word that names no bulk lookup (see [`Vector::choice`]).
@@ -563,7 +624,8 @@ impl std::error::Error for UnknownVector {}
 /// The process-wide choice of [`Vector::prefer`]: 0 for none, else 1 + the path's number.
 static PREFERRED: AtomicU8 = AtomicU8::new(0);
 
-/// Whether tries use a vector bulk lookup on this CPU unless told otherwise ([`Vector::best`]).
+/// Whether tries of some address family use a vector bulk lookup on this CPU unless told
+/// otherwise ([`Vector::best`]).
 pub fn simd_available() -> bool {
     Vector::best() != Vector::Portable
 }
@@ -667,9 +729,13 @@ impl<K: Key> Poptrie<K> {
     }
 
     /// Turns the vector bulk lookup off (to measure the portable one) or back to
-    /// [`Vector::best`] (not to a [`Vector::prefer`] choice).
+    /// [`Vector::best_for`] (not to a [`Vector::prefer`] choice).
     pub fn set_simd(&mut self, on: bool) {
-        self.vector = if on { Vector::best() } else { Vector::Portable };
+        self.vector = if on {
+            Vector::best_for::<K>()
+        } else {
+            Vector::Portable
+        };
     }
 
     /// Whether the bulk lookup uses a vector path.
@@ -1292,7 +1358,7 @@ impl<K: Key> Poptrie<K> {
             direct_bits: ds,
             top_bits: tb,
             routes: routes.len(),
-            vector: Vector::preferred(),
+            vector: Vector::preferred_for::<K>(),
             scratch: None,
         };
         p.publish_used();
@@ -1780,10 +1846,14 @@ mod tests {
         let cfg = PoptrieConfig::default();
         for v in [Vector::Portable, Vector::Avx2, Vector::Avx512] {
             assert_eq!(Vector::from_name(v.name()), Some(v));
-            let want = if v.available() { v } else { Vector::best() };
+            let or = |best: Vector| if v.available() { v } else { best };
+            let want = Chosen {
+                v4: or(Vector::best_for::<u32>()),
+                v6: or(Vector::best_for::<u128>()),
+            };
             assert_eq!(Vector::prefer(Some(v)), want);
             let p = Poptrie::build(&routes, &cfg).unwrap();
-            assert_eq!(p.vector(), want, "{v:?}");
+            assert_eq!(p.vector(), want.v4, "{v:?}");
             let mut out = [0; 3];
             p.lookup_bulk(&[0x0a01_0203, 0x0b00_0000, 0x0aff_ffff], &mut out);
             assert_eq!(out, [3, NO_ROUTE, 3]);
@@ -1792,10 +1862,34 @@ mod tests {
         assert_eq!(Vector::choice("auto"), Ok(None));
         assert_eq!(Vector::choice("avx2"), Ok(Some(Vector::Avx2)));
         assert!(Vector::choice("sse").is_err());
-        assert_eq!(Vector::prefer(None), Vector::best());
+        let auto = Vector::prefer(None);
         assert_eq!(
-            Poptrie::build(&routes, &cfg).unwrap().vector(),
-            Vector::best()
+            auto,
+            Chosen {
+                v4: Vector::best_for::<u32>(),
+                v6: Vector::best_for::<u128>()
+            }
+        );
+        assert_eq!(Poptrie::build(&routes, &cfg).unwrap().vector(), auto.v4);
+        let routes6 = [Route::new(Prefix::new_masked(0x2001u128 << 112, 16), 3)];
+        assert_eq!(Poptrie::build(&routes6, &cfg).unwrap().vector(), auto.v6);
+    }
+
+    #[test]
+    fn only_ipv4_may_leave_avx512_for_the_portable_lookup() {
+        // IPv6 always gets the widest path; IPv4 the same or, on a CPU where the portable
+        // loop leads, the portable lookup instead of AVX-512 (never another choice).
+        assert_eq!(Vector::best_for::<u128>(), Vector::best());
+        let v4 = Vector::best_for::<u32>();
+        if v4 != Vector::best() {
+            assert_eq!((v4, Vector::best()), (Vector::Portable, Vector::Avx512));
+            assert!(portable_leads_v4());
+        }
+        let both = |v4, v6| Chosen { v4, v6 }.to_string();
+        assert_eq!(both(Vector::Avx512, Vector::Avx512), "avx512");
+        assert_eq!(
+            both(Vector::Portable, Vector::Avx512),
+            "portable (IPv4), avx512 (IPv6)"
         );
     }
 

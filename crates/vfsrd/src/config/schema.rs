@@ -148,8 +148,9 @@ pub struct RouterSection {
     pub fib4: String,
     /// IPv6 lookup engine.
     pub fib6: String,
-    /// Poptrie's bulk lookup: `auto` (AVX-512 where the CPU has it, else portable), or
-    /// `avx512`, `avx2`, `portable`.
+    /// Poptrie's bulk lookup: `auto` (AVX-512 where the CPU has it, else portable; IPv4 on
+    /// an AMD Zen 5 runs the portable lookup, measured faster there), or `avx512`, `avx2`,
+    /// `portable`.
     pub lookup: String,
     /// Whether workers keep a flow table.
     pub flow_table: bool,
