@@ -98,10 +98,14 @@ impl<K: Key> Poptrie<K> {
         for i in 0..n.min(D) {
             Self::pipe_entry(&f, i, out);
         }
-        for i in D..n {
-            if let Some(&a) = addrs.get(i + D) {
-                pf_direct(a);
-            }
+        // The steady state, where the address 2D ahead exists: no test before its prefetch.
+        let steady = n.saturating_sub(D).max(D);
+        for i in D..steady {
+            pf_direct(addrs[i + D]);
+            Self::pipe_entry(&f, i, out);
+            self.pipe_finish(&f, i - D, out, &mut nodes);
+        }
+        for i in steady..n {
             Self::pipe_entry(&f, i, out);
             self.pipe_finish(&f, i - D, out, &mut nodes);
         }
