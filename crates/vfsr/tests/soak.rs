@@ -17,12 +17,12 @@
 use std::path::PathBuf;
 
 mod common;
-use common::{namespaces_left, netns_skip_reason, run_with_report};
+use common::{generator_skip_reason, namespaces_left, run_with_report};
 
 #[test]
 fn a_short_soak_passes_its_three_checks() {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_vfsr"));
-    if let Some(why) = netns_skip_reason(Some(&exe)) {
+    if let Some(why) = generator_skip_reason(Some(&exe)) {
         println!("skipped: {why}");
         return;
     }

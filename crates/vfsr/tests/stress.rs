@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 
 mod common;
-use common::{namespaces_left, netns_skip_reason, run_with_report};
+use common::{generator_skip_reason, namespaces_left, run_with_report};
 
 use serde_json::Value;
 
@@ -34,7 +34,7 @@ fn check_ok(c: &Value, name: &str) -> bool {
 #[test]
 fn short_stress_run_keeps_the_books_and_restores_the_ports() {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_vfsr"));
-    if let Some(why) = netns_skip_reason(Some(&exe)) {
+    if let Some(why) = generator_skip_reason(Some(&exe)) {
         println!("skipped: {why}");
         return;
     }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{namespaces_left, netns_skip_reason, run_with_report, TempFile};
+use common::{generator_skip_reason, namespaces_left, run_with_report, TempFile};
 
 /// The benchmark floods both cores: the tests of this file take turns.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -38,7 +38,7 @@ fn small_table(path: &Path) {
 #[test]
 fn veth_bench_reports_every_router() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = netns_skip_reason(None) {
+    if let Some(why) = generator_skip_reason(None) {
         println!("skipped: {why}");
         return;
     }
@@ -135,7 +135,7 @@ fn veth_bench_reports_every_router() {
 #[test]
 fn an_interrupted_run_leaves_nothing_behind() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(why) = netns_skip_reason(None) {
+    if let Some(why) = generator_skip_reason(None) {
         println!("skipped: {why}");
         return;
     }

@@ -30,6 +30,17 @@ pub fn netns_skip_reason(vfsrd_next_to: Option<&Path>) -> Option<String> {
     None
 }
 
+/// Why a test that sends traffic with the veth benchmark's generator cannot run here, if it
+/// cannot: [`netns_skip_reason`], or a kernel that refuses XDP test runs on live frames (the
+/// generator's way of sending; see `vfsr_io::bpf::live_frames_usable`).
+pub fn generator_skip_reason(vfsrd_next_to: Option<&Path>) -> Option<String> {
+    netns_skip_reason(vfsrd_next_to).or_else(|| {
+        vfsr_io::bpf::live_frames_usable()
+            .err()
+            .map(|why| format!("this kernel refuses XDP test runs on live frames: {why}"))
+    })
+}
+
 /// Removes a file when dropped, so a failing test leaves nothing behind.
 pub struct TempFile(pub PathBuf);
 
