@@ -75,6 +75,12 @@ pub(crate) enum Error {
     /// The thread that starts the generator at `SCHED_IDLE` panicked.
     #[error("starting the generator failed")]
     GeneratorStart,
+    /// The kernel refuses XDP test runs on live frames, the generator's way of sending.
+    #[error(
+        "the traffic generator cannot send here: this kernel refuses XDP test runs on live \
+         frames (BPF_F_TEST_XDP_LIVE_FRAMES): {0}"
+    )]
+    LiveFrames(String),
     /// The generator was given no destinations.
     #[error("the generator has no destinations")]
     NoDestinations,
