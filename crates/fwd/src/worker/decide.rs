@@ -19,19 +19,21 @@ use super::neighbor::{epoch_of, neigh_current};
 use super::{Adj, FlowMade, FlowSlot, FlowState, FlowValue, Work, Worker};
 
 impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
-    /// The flow table's answer for `key`, checked against the current snapshots.
+    /// The flow table's answer for slot `f`'s key, checked against the current snapshots,
+    /// written into the slot; returns whether it is a hit.
     #[inline]
     pub(super) fn flow_lookup(
         &mut self,
-        fkey: &FlowKey,
-        fhash: u64,
+        f: &mut FlowSlot,
         now: u32,
         fib_version: u64,
         nh: &NhSnapshot,
-    ) -> FlowState {
+    ) -> bool {
         let Some(table) = self.flow.as_mut() else {
-            return FlowState::None;
+            f.state = FlowState::None;
+            return false;
         };
+        let (fkey, fhash) = (&f.fkey, f.fhash);
         let arp = &mut self.arp;
         let nd = &mut self.nd;
         let epochs = &self.epochs;
@@ -55,21 +57,33 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             }
             current
         };
-        match table.lookup_hashed(fkey, fhash, now, valid) {
+        // A hit is stored in its own arm: one store after the match moved every arm's state
+        // through a temporary (callgrind, vfsr fwd bench split+flow 1k flows: 556 against 534
+        // instructions per packet).
+        let state = match table.lookup_hashed(fkey, fhash, now, valid) {
             Lookup::Hit(v) => {
                 self.counters.event(Event::FlowHit, 1);
-                FlowState::Hit(v)
+                f.state = FlowState::Hit(v);
+                return true;
             }
             Lookup::Stale(_) => {
                 self.counters.event(Event::FlowStale, 1);
                 // The check that found it stale copied out what it was made from.
-                stale.map_or(FlowState::None, FlowState::Stale)
+                match stale {
+                    Some(m) => {
+                        self.q.stale.push(m);
+                        FlowState::Stale(self.q.stale.len() as u32 - 1)
+                    }
+                    None => FlowState::None,
+                }
             }
             Lookup::Miss => {
                 self.counters.event(Event::FlowMiss, 1);
                 FlowState::None
             }
-        }
+        };
+        f.state = state;
+        false
     }
 
     /// Pass 3's decision for a transit packet that neither the flow table (a hit) nor,
@@ -93,7 +107,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     ) -> Result<FlowValue, Verdict> {
         let stale = match slot.map(|f| f.state) {
             Some(FlowState::Hit(v)) => return Ok(v),
-            Some(FlowState::Stale(m)) => Some(m),
+            Some(FlowState::Stale(i)) => self.q.stale.get(i as usize).copied(),
             Some(FlowState::None) | None => None,
         };
         // A miss tries the gateway's memo first; a stale entry takes the full path, which

@@ -279,6 +279,9 @@ struct Work {
 struct Queues {
     work: Vec<Work>,
     flows: Vec<FlowSlot>,
+    /// What the batch's stale flow entries were made from ([`FlowState::Stale`] holds the
+    /// index): kept apart so that a flow slot stays small for the common hit.
+    stale: Vec<FlowMade>,
     dst4: Vec<u32>,
     dst6: Vec<u128>,
 }
@@ -288,6 +291,7 @@ impl Queues {
         Queues {
             work: Vec::with_capacity(cap),
             flows: Vec::with_capacity(cap),
+            stale: Vec::new(),
             dst4: Vec::with_capacity(cap),
             dst6: Vec::with_capacity(cap),
         }
@@ -296,6 +300,7 @@ impl Queues {
     fn clear(&mut self) {
         self.work.clear();
         self.flows.clear();
+        self.stale.clear();
         self.dst4.clear();
         self.dst6.clear();
     }
@@ -392,12 +397,18 @@ impl FlowSlot {
     }
 }
 
+// Written for every packet in pass 1 and read in passes 2 and 3: the key, the hash and a
+// state no larger than a hit's value (a stale entry's inputs wait in `Queues::stale`), one
+// cache line in all.
+const _: () = assert!(std::mem::size_of::<FlowSlot>() <= 64);
+
 #[derive(Clone, Copy, Debug)]
 enum FlowState {
     /// No flow table, or a miss.
     None,
-    /// A stale entry: recompute, keeping its member if possible.
-    Stale(FlowMade),
+    /// A stale entry: recompute, keeping its member if possible. What it was made from is
+    /// at this index of the batch's `Queues::stale`.
+    Stale(u32),
     /// A valid entry: use it.
     Hit(FlowValue),
 }
@@ -649,8 +660,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             }
             for (w, f) in work.iter().zip(flows.iter_mut()) {
                 let version = if w.v6 { fib6.version } else { fib4.version };
-                f.state = self.flow_lookup(&f.fkey, f.fhash, now, version, &nh);
-                hits += usize::from(matches!(f.state, FlowState::Hit(_)));
+                hits += usize::from(self.flow_lookup(f, now, version, &nh));
             }
         }
         mark!(Stage::Flow);
