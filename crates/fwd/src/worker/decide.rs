@@ -71,8 +71,9 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                 // The check that found it stale copied out what it was made from.
                 match stale {
                     Some(m) => {
+                        let at = self.q.stale.len() as u32;
                         self.q.stale.push(m);
-                        FlowState::Stale(self.q.stale.len() as u32 - 1)
+                        FlowState::Stale(at)
                     }
                     None => FlowState::None,
                 }

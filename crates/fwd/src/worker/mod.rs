@@ -291,7 +291,8 @@ impl Queues {
         Queues {
             work: Vec::with_capacity(cap),
             flows: Vec::with_capacity(cap),
-            stale: Vec::new(),
+            // At most one per packet: sized with the rest, so no batch allocates.
+            stale: Vec::with_capacity(cap),
             dst4: Vec::with_capacity(cap),
             dst6: Vec::with_capacity(cap),
         }

@@ -113,9 +113,10 @@
 //!
 //! Where the CPU has AVX-512 (with `vpopcntq`), a vector version of the lockstep walk runs
 //! instead (see `avx512.rs`), except for IPv4 on an AMD Zen 5, where the pipelined loop
-//! measured faster (see [`Vector::best_for`]). An AVX2 version for IPv4 (`avx2.rs`) runs only when chosen, for
-//! one trie with [`Poptrie::set_vector`] or for the process with [`Vector::prefer`]: it wins
-//! on matched traffic and loses on uniform traffic (see [`Vector::best`]).
+//! measured faster (see [`Vector::best_for`]). An AVX2 version for IPv4 (`avx2.rs`) runs only
+//! when chosen, for one trie with [`Poptrie::set_vector`] or for the process with
+//! [`Vector::prefer`]: it wins on matched traffic and loses on uniform traffic (see
+//! [`Vector::best`]).
 //!
 //! ## Storage shared with readers
 //!
@@ -478,8 +479,9 @@ impl Vector {
         }
     }
 
-    /// The widest bulk lookup this CPU has that runs by default: AVX-512 where the CPU has
-    /// it, else the portable lookup. AVX2 runs only when chosen ([`Poptrie::set_vector`],
+    /// The widest bulk lookup this CPU has, AVX2 aside: AVX-512 where the CPU has it, else
+    /// the portable lookup (what a trie uses by default is [`Vector::best_for`], which takes
+    /// the portable one for IPv4 on some CPUs). AVX2 runs only when chosen ([`Poptrie::set_vector`],
     /// [`Vector::prefer`]): on an AMD EPYC Zen 5
     /// it measured 1.14–1.16 times the portable lookup's rate on matched IPv4 traffic but
     /// 0.73–0.76 times on uniform traffic (`vfsr lpm bench` row `poptrie_avx2`, same run);
