@@ -2,7 +2,7 @@
 //! snapshots, or route, ECMP and neighbor decided afresh (and cached in the flow table).
 
 use vfsr_fib::nexthop::{NhEntry, NhSnapshot};
-use vfsr_flow::{FlowKey, KeyMode, Lookup};
+use vfsr_flow::{FlowKey, FlowTable, KeyMode, Lookup};
 use vfsr_lpm::Lpm;
 use vfsr_wire::MacAddr;
 
@@ -20,30 +20,34 @@ use super::{Adj, FlowMade, FlowSlot, FlowState, FlowValue, Work, Worker};
 
 impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     /// The flow table's answer for slot `f`'s key, checked against the current snapshots,
-    /// written into the slot; returns whether it is a hit.
+    /// written into the slot; returns whether it is a hit. The caller counts the hits (one
+    /// counter update per batch); a stale entry and a miss are counted here.
+    ///
+    /// The table is handed in, taken out of the worker for the batch's lookups, and the FIB
+    /// versions of both families with it: which one applies is looked at only when an entry
+    /// needs its full check. Both were read per packet before, a test of the worker's
+    /// optional table and a select on the family, on the path of every hit.
     #[inline]
     pub(super) fn flow_lookup(
         &mut self,
+        table: &mut FlowTable<FlowValue, FlowMade>,
         f: &mut FlowSlot,
         now: u32,
-        fib_version: u64,
+        fib_versions: (u64, u64),
         nh: &NhSnapshot,
     ) -> bool {
-        let Some(table) = self.flow.as_mut() else {
-            f.state = FlowState::None;
-            return false;
-        };
         let (fkey, fhash) = (&f.fkey, f.fhash);
         let arp = &mut self.arp;
         let nd = &mut self.nd;
         let epochs = &self.epochs;
-        let v6 = fkey.family() == vfsr_flow::Family::V6;
         let world = self.world.serial;
         let mut stale = None;
         let valid = |v: &mut FlowValue, m: &mut FlowMade| {
             if v.world == world {
                 return true;
             }
+            let v6 = fkey.family() == vfsr_flow::Family::V6;
+            let fib_version = if v6 { fib_versions.1 } else { fib_versions.0 };
             let current = m.fib_version == fib_version
                 && entry_matches(nh, m.member, m.member_gen, m.member_version)
                 && (m.route_nh == m.member
@@ -62,7 +66,6 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         // instructions per packet).
         let state = match table.lookup_hashed(fkey, fhash, now, valid) {
             Lookup::Hit(v) => {
-                self.counters.event(Event::FlowHit, 1);
                 f.state = FlowState::Hit(v);
                 return true;
             }

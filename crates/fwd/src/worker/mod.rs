@@ -646,7 +646,8 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         // Packets the flow table answered; when that is all of them the FIB stage has
         // nothing to do and is skipped.
         let mut hits = 0usize;
-        if let Some(table) = self.flow.as_ref() {
+        // Taken out for the lookups, put back after them.
+        if let Some(mut table) = self.flow.take() {
             // Hash and prefetch the whole batch first (pass 1 made the keys), so the misses
             // overlap.
             for f in flows.iter_mut() {
@@ -659,10 +660,12 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     table.prefetch_entry(f.fhash);
                 }
             }
-            for (w, f) in work.iter().zip(flows.iter_mut()) {
-                let version = if w.v6 { fib6.version } else { fib4.version };
-                hits += usize::from(self.flow_lookup(f, now, version, &nh));
+            let versions = (fib4.version, fib6.version);
+            for f in flows.iter_mut() {
+                hits += usize::from(self.flow_lookup(&mut table, f, now, versions, &nh));
             }
+            self.flow = Some(table);
+            self.counters.event(Event::FlowHit, hits as u64);
         }
         mark!(Stage::Flow);
         let hit = |flows: &[FlowSlot], i: usize| {
