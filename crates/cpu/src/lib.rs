@@ -161,13 +161,35 @@ pub enum Vendor {
 /// family, plus the extended family where the base is 15: AMD Zen 4 is family 25, Zen 5
 /// family 26). `None` on other architectures.
 pub fn x86_family() -> Option<(Vendor, u32)> {
+    x86_signature().map(|s| (s.vendor, s.family))
+}
+
+/// Who made an x86 CPU and which one it is, from CPUID leaves 0 and 1: what the kernel shows
+/// as `vendor_id`, `cpu family` and `model` in `/proc/cpuinfo`, read at the source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct X86Signature {
+    /// The vendor string's maker.
+    pub vendor: Vendor,
+    /// The family: the base family, plus the extended family where the base is 15.
+    pub family: u32,
+    /// The model: the base model, plus the extended model times 16 where the base family
+    /// is 6 or 15.
+    pub model: u32,
+}
+
+/// This CPU's [`X86Signature`]; `None` on other architectures.
+pub fn x86_signature() -> Option<X86Signature> {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::__cpuid;
         #[allow(unused_unsafe)]
         // SAFETY: CPUID exists on every x86-64 CPU; leaves 0 and 1 are defined on all of them.
         let (l0, eax1) = unsafe { (__cpuid(0), __cpuid(1).eax) };
-        Some((vendor_of(l0.ebx, l0.edx, l0.ecx), family_of(eax1)))
+        Some(X86Signature {
+            vendor: vendor_of(l0.ebx, l0.edx, l0.ecx),
+            family: family_of(eax1),
+            model: model_of(eax1),
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -186,6 +208,17 @@ fn vendor_of(ebx: u32, edx: u32, ecx: u32) -> Vendor {
         b"AuthenticAMD" => Vendor::Amd,
         b"GenuineIntel" => Vendor::Intel,
         _ => Vendor::Other,
+    }
+}
+
+/// The model in CPUID leaf 1's EAX: bits 4-7, plus bits 16-19 as the high nibble when the
+/// base family (bits 8-11) is 6 or 15.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+fn model_of(eax: u32) -> u32 {
+    let base = eax >> 4 & 0xf;
+    match eax >> 8 & 0xf {
+        0x6 | 0xf => base | (eax >> 16 & 0xf) << 4,
+        _ => base,
     }
 }
 
@@ -383,7 +416,7 @@ mod tests {
     }
 
     #[test]
-    fn cpuid_vendor_and_family_are_read_as_the_vendors_define_them() {
+    fn cpuid_vendor_family_and_model_are_read_as_the_vendors_define_them() {
         // "AuthenticAMD" and "GenuineIntel" as leaf 0 returns them (EBX, EDX, ECX).
         let regs = |s: &[u8; 12]| {
             let w = |i: usize| u32::from_le_bytes([s[i], s[i + 1], s[i + 2], s[i + 3]]);
@@ -399,16 +432,28 @@ mod tests {
         assert_eq!(family_of(0x00b0_0f21), 26);
         assert_eq!(family_of(0x00a1_0f11), 25);
         assert_eq!(family_of(0x000c_06f1), 6);
+        // Models: Zen 5 model 2, Zen 4 model 17 (extended 1, base 1), Intel family 6 model
+        // 207 (extended 12, base 15); a base family other than 6 or 15 takes no extension.
+        assert_eq!(model_of(0x00b0_0f21), 2);
+        assert_eq!(model_of(0x00a1_0f11), 17);
+        assert_eq!(model_of(0x000c_06f1), 207);
+        assert_eq!(model_of(0x0001_0521), 2);
         // This CPU's, against what the kernel says of it.
         let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let kernel = info
-            .lines()
-            .find(|l| l.starts_with("cpu family"))
-            .and_then(|l| l.split(':').nth(1))
-            .and_then(|v| v.trim().parse::<u32>().ok());
-        match (x86_family(), kernel) {
-            (Some((_, f)), Some(k)) => assert_eq!(f, k),
-            (found, k) => println!("CPU family not compared: CPUID {found:?}, kernel {k:?}"),
+        let kernel = |key: &str| {
+            info.lines()
+                .find(|l| l.split(':').next().is_some_and(|k| k.trim() == key))
+                .and_then(|l| l.split(':').nth(1))
+                .and_then(|v| v.trim().parse::<u32>().ok())
+        };
+        match (x86_signature(), kernel("cpu family"), kernel("model")) {
+            (Some(s), Some(f), Some(m)) => {
+                assert_eq!((s.family, s.model), (f, m));
+                assert_eq!(x86_family(), Some((s.vendor, f)));
+            }
+            (found, f, m) => {
+                println!("CPU not compared: CPUID {found:?}, kernel family {f:?} model {m:?}")
+            }
         }
     }
 

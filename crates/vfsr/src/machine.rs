@@ -12,38 +12,45 @@ use std::time::{Duration, Instant};
 /// The CPU's model name (`/proc/cpuinfo`), or "unknown CPU". Where a virtual machine hides
 /// the model number ("AMD EPYC"), the AMD core generation its family and model give is
 /// added, as in "AMD EPYC (Zen 4; family 25, model 17)": the generations differ in speed and
-/// in AVX-512, and a figure must say which one it came from.
+/// in AVX-512, and a figure must say which one it came from. The vendor, family and model
+/// are CPUID's ([`vfsr_cpu::x86_signature`], which the lookups' choice of code reads too);
+/// only the name comes from the kernel.
 pub fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .map(|s| cpu_model_of(&s))
-        .unwrap_or_else(|_| "unknown CPU".into())
+    let name = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| model_name(&s));
+    cpu_model_of(name.as_deref(), vfsr_cpu::x86_signature())
 }
 
-/// [`cpu_model`] from the text of `/proc/cpuinfo`.
-fn cpu_model_of(cpuinfo: &str) -> String {
-    let field = |name: &str| {
-        cpuinfo
-            .lines()
-            .take_while(|l| !l.trim().is_empty())
-            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
-            .and_then(|l| l.split_once(':'))
-            .map(|(_, v)| v.trim().to_string())
-    };
-    let Some(name) = field("model name") else {
+/// The first processor's `model name` in the text of `/proc/cpuinfo`.
+fn model_name(cpuinfo: &str) -> Option<String> {
+    cpuinfo
+        .lines()
+        .take_while(|l| !l.trim().is_empty())
+        .find(|l| {
+            l.split(':')
+                .next()
+                .is_some_and(|k| k.trim() == "model name")
+        })
+        .and_then(|l| l.split_once(':'))
+        .map(|(_, v)| v.trim().to_string())
+}
+
+/// [`cpu_model`] from a model name and a CPUID signature.
+fn cpu_model_of(name: Option<&str>, sig: Option<vfsr_cpu::X86Signature>) -> String {
+    let Some(name) = name else {
         return "unknown CPU".into();
     };
-    let num = |k: &str| field(k).and_then(|v| v.parse::<u32>().ok());
-    let vendor = field("vendor_id").unwrap_or_default();
-    match (num("cpu family"), num("model")) {
-        (Some(f), Some(m))
-            if vendor == "AuthenticAMD" && !name.chars().any(|c| c.is_ascii_digit()) =>
-        {
-            match amd_generation(f, m) {
-                Some(g) => format!("{name} ({g}; family {f}, model {m})"),
-                None => format!("{name} (family {f}, model {m})"),
-            }
-        }
-        _ => name,
+    match sig {
+        Some(vfsr_cpu::X86Signature {
+            vendor: vfsr_cpu::Vendor::Amd,
+            family: f,
+            model: m,
+        }) if !name.chars().any(|c| c.is_ascii_digit()) => match amd_generation(f, m) {
+            Some(g) => format!("{name} ({g}; family {f}, model {m})"),
+            None => format!("{name} (family {f}, model {m})"),
+        },
+        _ => name.to_string(),
     }
 }
 
@@ -172,29 +179,40 @@ mod tests {
 
     #[test]
     fn a_hidden_amd_model_is_named_by_its_generation() {
-        let info = |name: &str, vendor: &str, family: u32, model: u32| {
-            format!(
-                "processor\t: 0\nvendor_id\t: {vendor}\ncpu family\t: {family}\n\
-                 model\t\t: {model}\nmodel name\t: {name}\nflags\t\t: fpu\n\n\
-                 processor\t: 1\nmodel\t\t: 99\n"
-            )
+        use vfsr_cpu::{Vendor, X86Signature};
+        let sig = |vendor, family, model| {
+            Some(X86Signature {
+                vendor,
+                family,
+                model,
+            })
         };
-        let amd = "AuthenticAMD";
         for (family, model, named) in [
             (25, 17, "Zen 4; family 25, model 17"),
             (25, 1, "Zen 3; family 25, model 1"),
             (26, 2, "Zen 5; family 26, model 2"),
             (16, 2, "family 16, model 2"),
         ] {
-            let got = cpu_model_of(&info("AMD EPYC", amd, family, model));
+            let got = cpu_model_of(Some("AMD EPYC"), sig(Vendor::Amd, family, model));
             assert_eq!(got, format!("AMD EPYC ({named})"));
         }
         // A full model name says it all already; other vendors are left as named.
         let full = "AMD EPYC 7B13 64-Core Processor";
-        assert_eq!(cpu_model_of(&info(full, amd, 25, 1)), full);
+        assert_eq!(cpu_model_of(Some(full), sig(Vendor::Amd, 25, 1)), full);
         let intel = "Intel Xeon Processor";
-        assert_eq!(cpu_model_of(&info(intel, "GenuineIntel", 6, 143)), intel);
-        assert_eq!(cpu_model_of(""), "unknown CPU");
+        assert_eq!(cpu_model_of(Some(intel), sig(Vendor::Intel, 6, 143)), intel);
+        assert_eq!(cpu_model_of(Some("AMD EPYC"), None), "AMD EPYC");
+        assert_eq!(cpu_model_of(None, sig(Vendor::Amd, 26, 2)), "unknown CPU");
+    }
+
+    #[test]
+    fn the_model_name_is_the_first_processors() {
+        let info = "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel\t\t: 2\n\
+                    model name\t: AMD EPYC\nflags\t\t: fpu\n\n\
+                    processor\t: 1\nmodel name\t: Other\n";
+        assert_eq!(model_name(info).as_deref(), Some("AMD EPYC"));
+        assert_eq!(model_name("processor\t: 0\n\nmodel name\t: late\n"), None);
+        assert_eq!(model_name(""), None);
     }
 
     #[test]
