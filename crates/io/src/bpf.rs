@@ -581,6 +581,16 @@ pub fn live_frames_usable() -> Result<(), String> {
         .clone()
 }
 
+/// [`live_frames_usable`]'s refusal as one sentence for a user or a skipped test, naming the
+/// feature and the kernel's answer; `None` where live-frames test runs work.
+pub fn live_frames_refusal() -> Option<String> {
+    live_frames_usable().err().map(|why| {
+        format!(
+            "this kernel refuses XDP test runs on live frames (BPF_F_TEST_XDP_LIVE_FRAMES): {why}"
+        )
+    })
+}
+
 fn probe_live_frames() -> Result<(), IoError> {
     raise_memlock_limit();
     // r0 = XDP_DROP; exit. Both instructions name register 0 only, so the register bit
@@ -741,6 +751,15 @@ mod tests {
             assert!(why.contains("probe") || why.contains("test run"), "{why}");
         }
         assert_eq!(live_frames_usable(), first);
+        // The sentence for users says the same, in full.
+        match (&first, live_frames_refusal()) {
+            (Ok(()), None) => {}
+            (Err(why), Some(said)) => {
+                assert!(said.starts_with("this kernel refuses XDP test runs on live frames"));
+                assert!(said.ends_with(why.as_str()), "{said}");
+            }
+            (a, b) => panic!("the probe said {a:?}, the sentence {b:?}"),
+        }
         println!("live-frames XDP test runs here: {first:?}");
     }
 

@@ -76,10 +76,7 @@ pub(crate) enum Error {
     #[error("starting the generator failed")]
     GeneratorStart,
     /// The kernel refuses XDP test runs on live frames, the generator's way of sending.
-    #[error(
-        "the traffic generator cannot send here: this kernel refuses XDP test runs on live \
-         frames (BPF_F_TEST_XDP_LIVE_FRAMES): {0}"
-    )]
+    #[error("the traffic generator cannot send here: {0}")]
     LiveFrames(String),
     /// The generator was given no destinations.
     #[error("the generator has no destinations")]

@@ -63,7 +63,9 @@ impl Generator {
         scheduling: Scheduling,
     ) -> Result<Generator, Error> {
         // Asked first, so a kernel that refuses it is named before any namespace sees traffic.
-        bpf::live_frames_usable().map_err(Error::LiveFrames)?;
+        if let Some(why) = bpf::live_frames_refusal() {
+            return Err(Error::LiveFrames(why));
+        }
         let obj = BpfObject::load("bench", bpf::objects::BENCH)?;
         let dmap = obj.map_fd("dests")?;
         for (i, d) in (0u32..).zip(dests) {

@@ -32,13 +32,9 @@ pub fn netns_skip_reason(vfsrd_next_to: Option<&Path>) -> Option<String> {
 
 /// Why a test that sends traffic with the veth benchmark's generator cannot run here, if it
 /// cannot: [`netns_skip_reason`], or a kernel that refuses XDP test runs on live frames (the
-/// generator's way of sending; see `vfsr_io::bpf::live_frames_usable`).
+/// generator's way of sending; see `vfsr_io::bpf::live_frames_refusal`).
 pub fn generator_skip_reason(vfsrd_next_to: Option<&Path>) -> Option<String> {
-    netns_skip_reason(vfsrd_next_to).or_else(|| {
-        vfsr_io::bpf::live_frames_usable()
-            .err()
-            .map(|why| format!("this kernel refuses XDP test runs on live frames: {why}"))
-    })
+    netns_skip_reason(vfsrd_next_to).or_else(vfsr_io::bpf::live_frames_refusal)
 }
 
 /// Removes a file when dropped, so a failing test leaves nothing behind.
