@@ -14,6 +14,7 @@ use crate::peers::PeerError;
 use crate::stats::Stats;
 use serde::Serialize;
 use std::time::Instant;
+use vfsr_lpm::poptrie::Vector;
 use vfsr_lpm::{Key, Lpm, NextHop, Route};
 
 /// A structure under test: how to build it from a route list.
@@ -394,7 +395,9 @@ pub const MAX_BUILD_S: f64 = 0.3;
 /// (`poptrie`) against the fastest `rte_fib`/`rte_fib6` variant measured, and Poptrie's
 /// portable path (`poptrie_scalar`, and `poptrie_avx2` where measured) against DPDK's scalar
 /// lookup, the pair a CPU without AVX-512 runs; then Poptrie's IPv4 memory and build time.
-/// Rows that were not measured give no check.
+/// Where a family's default is the portable path on a CPU with vector paths (IPv4 on AMD
+/// Zen 5), the bench measures it once, as `poptrie` with a variant ending in `,portable`,
+/// and that row stands for the portable path. Rows that were not measured give no check.
 pub fn checks(rows: &[Row]) -> Vec<Check> {
     let find = |backend: &str, traffic: &str| {
         rows.iter()
@@ -419,14 +422,20 @@ pub fn checks(rows: &[Row]) -> Vec<Check> {
             ));
         }
         if let Some(peer) = find(scalar, traffic) {
-            for own in ["poptrie_scalar", "poptrie_avx2"] {
-                if let Some(p) = find(own, traffic) {
-                    out.push(Check::at_least(
-                        format!("{traffic}: {own} / {scalar} (no AVX-512)"),
-                        p.mlps.median / peer.mlps.median,
-                        PEER_RATIO,
-                    ));
-                }
+            let portable = format!(",{}", Vector::Portable.name());
+            let default_portable = find("poptrie", traffic).filter(|p| {
+                p.variant.ends_with(&portable) && find("poptrie_scalar", traffic).is_none()
+            });
+            let own = ["poptrie_scalar", "poptrie_avx2"]
+                .into_iter()
+                .filter_map(|own| find(own, traffic).map(|p| (own, p)))
+                .chain(default_portable.map(|p| ("poptrie (portable)", p)));
+            for (own, p) in own {
+                out.push(Check::at_least(
+                    format!("{traffic}: {own} / {scalar} (no AVX-512)"),
+                    p.mlps.median / peer.mlps.median,
+                    PEER_RATIO,
+                ));
             }
         }
     }
@@ -504,6 +513,47 @@ mod tests {
         assert_eq!(c.len(), 5);
         let text = crate::check::render(&c);
         assert!(text.contains("NOT met") && text.contains("target >= 1.5"));
+    }
+
+    #[test]
+    fn a_portable_default_row_stands_for_the_portable_path() {
+        let portable = |traffic: &str, mlps: f64| {
+            let mut r = row("poptrie", traffic, mlps);
+            r.variant = "s=18,portable".into();
+            r
+        };
+        let rows = vec![
+            portable("uniform4", 300.0),
+            row("rte_fib", "uniform4", 100.0),
+            // A run with its own portable row keeps reading that one.
+            portable("matched4", 300.0),
+            row("poptrie_scalar", "matched4", 200.0),
+            row("rte_fib", "matched4", 100.0),
+            // A vector default is not the portable path.
+            row("poptrie", "matched6", 90.0),
+            row("rte_fib6", "matched6", 30.0),
+        ];
+        let c = checks(&rows);
+        let get = |what: &str| c.iter().find(|c| c.what == what).map(|c| c.value);
+        assert_eq!(
+            get("uniform4: poptrie (portable) / rte_fib (no AVX-512)"),
+            Some(3.0)
+        );
+        assert_eq!(
+            get("matched4: poptrie_scalar / rte_fib (no AVX-512)"),
+            Some(2.0)
+        );
+        assert_eq!(
+            get("matched4: poptrie (portable) / rte_fib (no AVX-512)"),
+            None
+        );
+        assert!(!c
+            .iter()
+            .any(|c| c.what.starts_with("matched6: poptrie (portable)")));
+        assert_eq!(
+            get("matched6: poptrie / best rte_fib (rte_fib6)"),
+            Some(3.0)
+        );
     }
 
     #[test]

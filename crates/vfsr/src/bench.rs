@@ -137,7 +137,9 @@ fn own<K: Key>() -> Vec<Contender<K>> {
             Ok(Box::new(p) as Boxed<K>)
         }));
     }
-    if vfsr_lpm::poptrie::simd_available() {
+    // The portable lookup on its own row, unless it is this family's default already (IPv4
+    // on AMD Zen 5), where the `poptrie` row measures it and the checks read that row.
+    if vfsr_lpm::poptrie::simd_available() && chosen != Vector::Portable {
         let variant = format!("{},no simd", label(&family));
         v.push(Contender::new("poptrie_scalar", variant, move |r| {
             let mut p = Poptrie::build(r, &family)?;
