@@ -29,9 +29,10 @@
 pub enum Stage {
     /// Batch set-up: verdicts cleared, snapshots and port epochs loaded, headers prefetched.
     Rx,
-    /// Pass 1: Ethernet and IP input, classification, TTL.
+    /// Pass 1: Ethernet and IP input, classification, TTL; with a flow table, the flow keys
+    /// made and hashed and their buckets asked for.
     Input,
-    /// Pass 2a: flow keys hashed, flow table looked up and entries checked.
+    /// Pass 2a: flow table looked up and entries checked.
     Flow,
     /// Pass 2b: the FIB's bulk lookups for what the flow table did not answer.
     Fib,
@@ -70,8 +71,8 @@ impl Stage {
     pub fn text(self) -> &'static str {
         match self {
             Stage::Rx => "rx bookkeeping (verdicts, snapshots, epochs, prefetch)",
-            Stage::Input => "input + classify + TTL",
-            Stage::Flow => "flow hash + lookup",
+            Stage::Input => "input + classify + TTL (+ flow key and hash)",
+            Stage::Flow => "flow lookup",
             Stage::Fib => "FIB bulk lookup",
             Stage::Output => "next hop/ECMP + neighbor + MTU + rewrite",
             Stage::Counters => "counters / flow gc",

@@ -21,8 +21,8 @@ use super::{FlowSlot, Queues, Work, Worker};
 
 impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
     /// Pass 1 for packet `idx`: a final verdict, or `None` after queueing it as work (and,
-    /// with a flow table (`FLOWS`), its flow key; without one, its destination for the
-    /// bulk lookup).
+    /// with a flow table (`FLOWS`), its flow key, hashed; without one, its destination for
+    /// the bulk lookup).
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     pub(super) fn input<const FLOWS: bool>(
@@ -71,8 +71,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     let (sport, dport) = l4_ports();
                     let (src, dst) = (Ipv4Addr::from(meta.src), Ipv4Addr::from(meta.dst));
                     let key = FlowKey::v4(src, dst, meta.protocol, sport, dport);
-                    q.flows
-                        .push(FlowSlot::new(flow_key(self.config.flow_key, &key)));
+                    q.flows.push(self.flow_slot(&key));
                 }
                 q.work.push(Work::v4(idx, &meta, l4, link_broadcast));
                 None
@@ -109,13 +108,37 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
                     let ((sport, dport), _) = upper();
                     let (src, dst) = (Ipv6Addr::from(meta.src), Ipv6Addr::from(meta.dst));
                     let key = FlowKey::v6(src, dst, meta.upper, sport, dport);
-                    q.flows
-                        .push(FlowSlot::new(flow_key(self.config.flow_key, &key)));
+                    q.flows.push(self.flow_slot(&key));
                 }
                 q.work.push(Work::v6(idx, &meta, link_broadcast));
                 None
             }
         }
+    }
+}
+
+impl<E4, E6> Worker<E4, E6> {
+    /// The flow slot of a packet whose 5-tuple is `key`: its key in the configured mode,
+    /// hashed while the header's fields are in registers, and its bucket asked for, so the
+    /// lines have the rest of pass 1 to arrive before pass 2 reads them. In a table that fits
+    /// the cache that is the bucket's head and first way; in one past it the head alone,
+    /// whose signatures pass 2 reads to ask for the way that holds the key.
+    #[inline(always)]
+    fn flow_slot(&self, key: &FlowKey) -> FlowSlot {
+        let fkey = flow_key(self.config.flow_key, key);
+        let fhash = match self.flow.as_ref() {
+            Some(t) => {
+                let h = t.hash(&fkey);
+                if self.flows_past_cache {
+                    t.prefetch_head(h);
+                } else {
+                    t.prefetch_hash(h);
+                }
+                h
+            }
+            None => 0,
+        };
+        FlowSlot::new(fkey, fhash)
     }
 }
 

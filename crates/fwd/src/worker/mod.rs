@@ -4,10 +4,10 @@
 //!   Batch.packets ─┬─ pass 1, per packet: eth_input → ip4/ip6_input → classify → ttl
 //!                  │     punts, drops and expiries end here; transit packets become work
 //!                  │     (without a flow table, their destinations also go on the lists
-//!                  │     for the bulk lookup; with one, their flow keys are made)
-//!                  ├─ pass 2: flow table hash and prefetch of the batch (in a table past
-//!                  │     1 MiB also of each matching entry), lookup per packet (split+flow),
-//!                  │     then one bulk FIB
+//!                  │     for the bulk lookup; with one, their flow keys are made and
+//!                  │     hashed and their buckets asked for)
+//!                  ├─ pass 2: in a flow table past 1 MiB, each matching entry asked for;
+//!                  │     lookup per packet (split+flow), then one bulk FIB
 //!                  │     lookup per family for the misses and stale entries (without a
 //!                  │     flow table: for the lists pass 1 made; pass 3 reads the answers
 //!                  │     in the same order)
@@ -387,12 +387,12 @@ struct FlowSlot {
 }
 
 impl FlowSlot {
-    /// The slot of a packet with flow key `fkey`, before pass 2 hashes and looks it up.
+    /// The slot of a packet with flow key `fkey` of hash `fhash`, before pass 2 looks it up.
     #[inline]
-    fn new(fkey: FlowKey) -> FlowSlot {
+    fn new(fkey: FlowKey, fhash: u64) -> FlowSlot {
         FlowSlot {
             fkey,
-            fhash: 0,
+            fhash,
             state: FlowState::None,
         }
     }
@@ -445,6 +445,9 @@ pub struct Worker<E4, E6> {
     q: Queues,
     nh4: Vec<u32>,
     nh6: Vec<u32>,
+    /// This batch's flow table outgrows the cache: pass 1 asks for the buckets' heads alone
+    /// (see `input.rs`).
+    flows_past_cache: bool,
     /// Cycles per stage, when profiling (`None`: one branch per stage boundary).
     profile: Option<Box<Profile>>,
 }
@@ -485,6 +488,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             nh4: Vec::with_capacity(cap),
             nh6: Vec::with_capacity(cap),
             profile: None,
+            flows_past_cache: false,
             config,
             fib4,
             fib6,
@@ -614,6 +618,13 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         }
         mark!(Stage::Rx);
 
+        // A flow table past the cache: pass 1 asks for the buckets' heads alone, pass 2 for
+        // the entries.
+        let large = self
+            .flow
+            .as_ref()
+            .is_some_and(|f| f.entries_outgrow_cache());
+        self.flows_past_cache = large;
         // Pass 1: input, classification, TTL (one loop with a flow table, one without).
         let mut q = std::mem::take(&mut self.q);
         macro_rules! pass1 {
@@ -648,14 +659,9 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let mut hits = 0usize;
         // Taken out for the lookups, put back after them.
         if let Some(mut table) = self.flow.take() {
-            // Hash and prefetch the whole batch first (pass 1 made the keys), so the misses
-            // overlap.
-            for f in flows.iter_mut() {
-                f.fhash = table.hash(&f.fkey);
-                table.prefetch_hash(f.fhash);
-            }
-            // A large table: the entry in whichever way holds it, once the heads are in.
-            if table.entries_outgrow_cache() {
+            if large {
+                // Pass 1 hashed the keys and asked for their buckets' heads, which have had
+                // the rest of it to arrive: now the entry in whichever way holds it.
                 for f in flows.iter() {
                     table.prefetch_entry(f.fhash);
                 }
