@@ -12,8 +12,9 @@
 //!   prefetch(p)                        a cache-line hint before a dependent read
 //!   rdtsc()                            the time-stamp counter (profiles, TSC frequency)
 //!   default_bench_core()               the last core: away from core 0's system work
-//!   x86_family()                       the CPU's vendor and family (CPUID), where a default
-//!                                      was measured to differ between CPU generations
+//!   x86_signature(), x86_family()      the CPU's vendor, family and model (CPUID): for a
+//!                                      default measured to differ between CPU generations,
+//!                                      and for naming the machine beside a figure
 //!   check_build_features()             the CPU has what the build was compiled to use
 //!                                      (x86-64-v2, see .cargo/config.toml); the mains
 //!                                      call it through exit_unless_built_for_this_cpu

@@ -98,7 +98,8 @@ impl<K: Key> Poptrie<K> {
         for i in 0..n.min(D) {
             Self::pipe_entry(&f, i, out);
         }
-        // The steady state, where the address 2D ahead exists: no test before its prefetch.
+        // The steady state, where the address 2D ahead always exists: its prefetch is not
+        // behind a test of whether it does (the index keeps a bounds check that never fails).
         let steady = n.saturating_sub(D).max(D);
         for i in D..steady {
             pf_direct(addrs[i + D]);
