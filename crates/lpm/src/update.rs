@@ -31,11 +31,40 @@ use crate::{BuildError, LpmBuild};
 type Buckets<K> = HashMap<u64, Bucket<K>, FxBuildHasher>;
 
 /// Bytes of entries a bucket keeps in a sorted vector before it turns into a B-tree (on x86-64:
-/// 96 IPv4 routes, 24 IPv6 ones).
+/// 144 IPv4 routes, 36 IPv6 ones).
 const SMALL_BYTES: usize = 1152;
 
-/// The routes of one bucket in canonical order: a sorted vector while small, a B-tree once
-/// large.
+/// A route's prefix inside its bucket as one integer of its family: the address bits after the
+/// bucket's `b`, then the length, in the low bits the bucket's own bits left free.
+///
+/// ```text
+///   IPv6, b = 20:  │ address bits 20..128 (108 bits) │ 12 zero bits │ length (8 bits) │
+///   IPv4, b = 18:  │ address bits 18..32  (14 bits)  │ 12 zero bits │ length (6 bits) │
+/// ```
+///
+/// The prefixes of one bucket share its first `b` bits, so they differ only in what the key
+/// keeps, and the keys' numeric order is the canonical one (address, then length). An IPv6
+/// key is a `u128` of 16 bytes where a `Prefix<u128>` takes 32 (a byte of length padded to
+/// the `u128`'s alignment): a B-tree node's keys and a vector's entries fill half the cache
+/// lines a search reads.
+#[inline(always)]
+fn pack<K: Key>(p: Prefix<K>, b: u8) -> K {
+    let len = (p.len() as u128) << (128 - K::BITS as u32);
+    K::from_u128_left(p.addr().to_u128_left() << b | len)
+}
+
+/// The prefix of key `v` (see [`pack`]) in the bucket whose first address is `base`.
+#[inline(always)]
+fn unpack<K: Key>(v: K, base: K, b: u8) -> Prefix<K> {
+    let x = v.to_u128_left();
+    // The length's bits are the key's lowest; shifted by `b`, they fall below the family's
+    // width and out of the address.
+    let len = (x >> (128 - K::BITS as u32)) as u8;
+    Prefix::new_masked(K::from_u128_left(base.to_u128_left() | x >> b), len)
+}
+
+/// The routes of one bucket in canonical order, by their keys ([`pack`]): a sorted vector
+/// while small, a B-tree once large.
 ///
 /// Most IPv4 buckets are small (18 bucket bits, the 2024 reference table: half the routes sit
 /// in buckets of 27 or fewer, 99 % in buckets of at most 71). A vector of that size is a few
@@ -46,8 +75,8 @@ const SMALL_BYTES: usize = 1152;
 /// are in those (20 bucket bits: half the routes sit in buckets of 1,700 or more).
 #[derive(Clone, Debug)]
 enum Bucket<K: Key> {
-    Small(Vec<(Prefix<K>, NextHop)>),
-    Big(BTreeMap<Prefix<K>, NextHop>),
+    Small(Vec<(K, NextHop)>),
+    Big(BTreeMap<K, NextHop>),
 }
 
 impl<K: Key> Default for Bucket<K> {
@@ -72,20 +101,21 @@ fn prefetch_all<T>(v: &[T]) {
 /// looked at until one covers `p` with a length in `lens` (`Some(Some(route))`), or one starts
 /// before the shortest such length's address or none is left (`Some(None)`: no route covers
 /// it), or `limit` were looked at (`None`: undecided).
-fn walk_back<'a, K: Key>(
-    before: impl Iterator<Item = (&'a Prefix<K>, &'a NextHop)>,
+fn walk_back<K: Key>(
+    before: impl Iterator<Item = Route<K>>,
     p: Prefix<K>,
     lens: &Range<u8>,
     limit: usize,
 ) -> Option<Option<Route<K>>> {
     let lo = p.addr().masked(lens.start);
     let mut seen = 0;
-    for (q, &nh) in before.take(limit) {
+    for r in before.take(limit) {
+        let q = r.prefix;
         if q.addr() < lo {
             return Some(None);
         }
         if lens.contains(&q.len()) && q.covers(&p) {
-            return Some(Some(Route::new(*q, nh)));
+            return Some(Some(r));
         }
         seen += 1;
     }
@@ -94,82 +124,89 @@ fn walk_back<'a, K: Key>(
 
 impl<K: Key> Bucket<K> {
     /// Entries of the sorted vector at most.
-    const SMALL_MAX: usize = SMALL_BYTES / std::mem::size_of::<(Prefix<K>, NextHop)>();
+    const SMALL_MAX: usize = SMALL_BYTES / std::mem::size_of::<(K, NextHop)>();
 
     /// Routes a covering route's backward walk in the B-tree looks at before it asks for
     /// each length instead (one exact search per length).
     const WALK: usize = 16;
 
-    /// Where `p` is in the sorted vector `v`, or where it would go.
-    fn find(v: &[(Prefix<K>, NextHop)], p: &Prefix<K>) -> Result<usize, usize> {
+    /// Bucket bits: those the keys leave out.
+    const B: u8 = RouteMap::<K>::B;
+
+    /// Where key `k` is in the sorted vector `v`, or where it would go.
+    fn find(v: &[(K, NextHop)], k: K) -> Result<usize, usize> {
         prefetch_all(v);
-        v.binary_search_by(|(q, _)| q.cmp(p))
+        v.binary_search_by(|(q, _)| q.cmp(&k))
     }
 
     fn get(&self, p: &Prefix<K>) -> Option<NextHop> {
+        let k = pack(*p, Self::B);
         match self {
             Bucket::Small(v) => {
-                let i = Self::find(v, p).ok()?;
+                let i = Self::find(v, k).ok()?;
                 v.get(i).map(|e| e.1)
             }
-            Bucket::Big(m) => m.get(p).copied(),
+            Bucket::Big(m) => m.get(&k).copied(),
         }
     }
 
-    /// The longest route of the bucket covering `p` with a length in `lens` (all below
-    /// `p`'s). In canonical order the routes covering `p` come before it, the longest last,
-    /// and a route of length `l` at the earliest at `p`'s address cut to `l` bits: one search
-    /// for `p`'s place, then a walk back over the routes from the shortest length's address
-    /// on. In the B-tree the walk stops after [`Self::WALK`] routes (a dense range before
-    /// `p`) and the lengths are then asked one by one.
-    fn covering(&self, p: Prefix<K>, lens: Range<u8>) -> Option<Route<K>> {
+    /// The longest route of the bucket (first address `base`) covering `p` with a length in
+    /// `lens` (all below `p`'s). In canonical order the routes covering `p` come before it,
+    /// the longest last, and a route of length `l` at the earliest at `p`'s address cut to
+    /// `l` bits: one search for `p`'s place, then a walk back over the routes from the
+    /// shortest length's address on. In the B-tree the walk stops after [`Self::WALK`]
+    /// routes (a dense range before `p`) and the lengths are then asked one by one.
+    fn covering(&self, p: Prefix<K>, lens: Range<u8>, base: K) -> Option<Route<K>> {
         if lens.is_empty() {
             return None;
         }
+        let k = pack(p, Self::B);
+        let route = |(q, nh): (&K, &NextHop)| Route::new(unpack(*q, base, Self::B), *nh);
         match self {
             Bucket::Small(v) => {
-                let before = v.get(..v.partition_point(|(q, _)| *q < p))?;
-                let nearest_first = before.iter().rev().map(|(q, nh)| (q, nh));
+                let before = v.get(..v.partition_point(|(q, _)| *q < k))?;
+                let nearest_first = before.iter().rev().map(|(q, nh)| route((q, nh)));
                 walk_back(nearest_first, p, &lens, usize::MAX).flatten()
             }
-            Bucket::Big(m) => {
-                walk_back(m.range(..p).rev(), p, &lens, Self::WALK).unwrap_or_else(|| {
+            Bucket::Big(m) => walk_back(m.range(..k).rev().map(route), p, &lens, Self::WALK)
+                .unwrap_or_else(|| {
                     lens.clone().rev().find_map(|len| {
                         let q = Prefix::new_masked(p.addr(), len);
-                        m.get(&q).map(|&nh| Route::new(q, nh))
+                        m.get(&pack(q, Self::B)).map(|&nh| Route::new(q, nh))
                     })
-                })
-            }
+                }),
         }
     }
 
     fn insert(&mut self, p: Prefix<K>, nh: NextHop) -> Option<NextHop> {
+        let k = pack(p, Self::B);
         match self {
-            Bucket::Small(v) => match Self::find(v, &p) {
+            Bucket::Small(v) => match Self::find(v, k) {
                 Ok(i) => v.get_mut(i).map(|e| std::mem::replace(&mut e.1, nh)),
                 Err(i) if v.len() < Self::SMALL_MAX => {
-                    v.insert(i, (p, nh));
+                    v.insert(i, (k, nh));
                     None
                 }
                 Err(_) => {
-                    let mut m: BTreeMap<Prefix<K>, NextHop> = v.drain(..).collect();
-                    m.insert(p, nh);
+                    let mut m: BTreeMap<K, NextHop> = v.drain(..).collect();
+                    m.insert(k, nh);
                     *self = Bucket::Big(m);
                     None
                 }
             },
-            Bucket::Big(m) => m.insert(p, nh),
+            Bucket::Big(m) => m.insert(k, nh),
         }
     }
 
     fn remove(&mut self, p: &Prefix<K>) -> Option<NextHop> {
+        let k = pack(*p, Self::B);
         match self {
             Bucket::Small(v) => {
-                let i = Self::find(v, p).ok()?;
+                let i = Self::find(v, k).ok()?;
                 Some(v.remove(i).1)
             }
             Bucket::Big(m) => {
-                let old = m.remove(p);
+                let old = m.remove(&k);
                 // Back to a vector well below the limit, so a bucket at the limit does not
                 // switch back and forth.
                 if m.len() < Self::SMALL_MAX / 2 {
@@ -187,58 +224,69 @@ impl<K: Key> Bucket<K> {
         }
     }
 
-    /// The entries inside `outer` (`outer` included), in order.
-    fn inside(&self, outer: Prefix<K>) -> Entries<'_, K> {
+    /// The entries inside `outer` (`outer` included), in order; `base` is the bucket's first
+    /// address.
+    fn inside(&self, outer: Prefix<K>, base: K) -> Entries<'_, K> {
+        // In canonical order the prefixes inside `outer` follow it without a gap, up to the
+        // host route of its last address.
+        let lo = pack(outer, Self::B);
+        let hi = pack(Prefix::new_masked(last_addr(outer), K::BITS), Self::B);
         match self {
             Bucket::Small(v) => {
-                // In canonical order the prefixes inside `outer` follow it without a gap, so
-                // one search finds the start and the run ends at the first one outside.
-                let a = v.partition_point(|(q, _)| *q < outer);
+                let a = v.partition_point(|(q, _)| *q < lo);
                 let rest = v.get(a..).unwrap_or_default();
-                let n = rest.iter().take_while(|(q, _)| outer.covers(q)).count();
-                Entries::Small(rest.get(..n).unwrap_or_default().iter())
+                let n = rest.iter().take_while(|(q, _)| *q <= hi).count();
+                Entries::Small(rest.get(..n).unwrap_or_default().iter(), base)
             }
-            // From `outer` on, up to the first entry outside it: one search down the tree
-            // instead of two (a range to `outer`'s last prefix also searches for its end).
-            Bucket::Big(m) => Entries::Inside(m.range(outer..), outer),
+            // From `outer` on, up to the first entry past `hi`: one search down the tree
+            // instead of two (a range to `hi` also searches for its end).
+            Bucket::Big(m) => Entries::Inside(m.range(lo..), base, hi),
         }
     }
 
-    /// Every entry, in order.
-    fn all(&self) -> Entries<'_, K> {
+    /// Every entry, in order; `base` is the bucket's first address.
+    fn all(&self, base: K) -> Entries<'_, K> {
         match self {
-            Bucket::Small(v) => Entries::Small(v.iter()),
-            Bucket::Big(m) => Entries::Big(m.range(..)),
+            Bucket::Small(v) => Entries::Small(v.iter(), base),
+            Bucket::Big(m) => Entries::Big(m.range(..), base),
         }
     }
 }
 
-/// A range of one bucket (or of the short prefixes' B-tree).
+/// A range of one bucket (with the bucket's first address, to make prefixes of its keys), or
+/// of the short prefixes' B-tree.
 enum Entries<'a, K: Key> {
-    Small(std::slice::Iter<'a, (Prefix<K>, NextHop)>),
-    Big(std::collections::btree_map::Range<'a, Prefix<K>, NextHop>),
-    /// A B-tree's entries from a prefix on, while the prefix covers them.
-    Inside(
-        std::collections::btree_map::Range<'a, Prefix<K>, NextHop>,
-        Prefix<K>,
-    ),
+    Small(std::slice::Iter<'a, (K, NextHop)>, K),
+    Big(std::collections::btree_map::Range<'a, K, NextHop>, K),
+    /// A B-tree's entries from a key on, up to the last key inside a prefix.
+    Inside(std::collections::btree_map::Range<'a, K, NextHop>, K, K),
+    Short(std::collections::btree_map::Range<'a, Prefix<K>, NextHop>),
 }
 
-impl<'a, K: Key> Iterator for Entries<'a, K> {
-    type Item = (&'a Prefix<K>, &'a NextHop);
+impl<K: Key> Entries<'_, K> {
+    fn empty() -> Self {
+        Entries::Small(Default::default(), K::ZERO)
+    }
+}
 
-    fn next(&mut self) -> Option<Self::Item> {
+impl<K: Key> Iterator for Entries<'_, K> {
+    type Item = Route<K>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Route<K>> {
+        let b = RouteMap::<K>::B;
         match self {
-            Entries::Small(i) => i.next().map(|(p, n)| (p, n)),
-            Entries::Big(r) => r.next(),
-            Entries::Inside(r, outer) => match r.next() {
-                Some(e) if outer.covers(e.0) => Some(e),
-                // Everything after the first entry outside is outside too.
+            Entries::Small(i, base) => i.next().map(|(q, n)| Route::new(unpack(*q, *base, b), *n)),
+            Entries::Big(r, base) => r.next().map(|(q, n)| Route::new(unpack(*q, *base, b), *n)),
+            Entries::Inside(r, base, hi) => match r.next() {
+                Some((q, n)) if q <= hi => Some(Route::new(unpack(*q, *base, b), *n)),
+                // Everything after the first entry past the last one inside is outside too.
                 _ => {
-                    *self = Entries::Small(Default::default());
+                    *self = Entries::empty();
                     None
                 }
             },
+            Entries::Short(r) => r.next().map(|(p, n)| Route::new(*p, *n)),
         }
     }
 }
@@ -251,7 +299,8 @@ impl<'a, K: Key> Iterator for Entries<'a, K> {
 /// engine's look at the routes around it). So routes are kept in buckets by their first
 /// `B` address bits (18 for IPv4, the direct-pointing width of Poptrie, so a Poptrie slot's
 /// routes are one small bucket; 20 for IPv6), each found by hashing its number and kept in
-/// order, as a sorted vector while small and a B-tree once large; routes shorter
+/// order, as a sorted vector while small and a B-tree once large, under keys of one integer
+/// of the family that leave the bucket's bits out (`pack` in this module); routes shorter
 /// than `B` bits sit in one ordered map of their own, and an ordered set of the bucket numbers
 /// in use lists the buckets under a short prefix:
 ///
@@ -400,11 +449,11 @@ impl<K: Key> RouteMap<K> {
 
     /// The routes whose prefix lies inside `outer` (`outer` itself included), in order.
     pub fn within(&self, outer: Prefix<K>) -> impl Iterator<Item = Route<K>> + '_ {
-        let as_route = |(p, n): (&Prefix<K>, &NextHop)| Route::new(*p, *n);
         if outer.len() >= Self::B {
-            let one = self.buckets.get(&Self::bucket_of(outer.addr()));
-            let entries = one.map_or(Entries::Small(Default::default()), |m| m.inside(outer));
-            return Within::One(entries.map(as_route));
+            let b = Self::bucket_of(outer.addr());
+            let one = self.buckets.get(&b);
+            let base = Self::bucket_addr(b);
+            return Within::One(one.map_or(Entries::empty(), |m| m.inside(outer, base)));
         }
         let hi = Prefix::new_masked(last_addr(outer), K::BITS);
         let range = (Bound::Included(outer), Bound::Included(hi));
@@ -414,11 +463,10 @@ impl<K: Key> RouteMap<K> {
             .range(first..=first + ((1u64 << (Self::B - outer.len())) - 1));
         Within::Many(Merge {
             map: self,
-            short: Entries::Big(self.short.range(range)).peekable(),
+            short: Entries::Short(self.short.range(range)).peekable(),
             keys: keys.peekable(),
             current: None,
         })
-        .map_many(as_route)
     }
 
     /// The longest route that covers `p` and is strictly shorter than it.
@@ -432,8 +480,9 @@ impl<K: Key> RouteMap<K> {
     pub fn covering(&self, p: Prefix<K>, lens: Range<u8>) -> Option<Route<K>> {
         let end = lens.end.min(p.len());
         if end > Self::B {
-            if let Some(b) = self.buckets.get(&Self::bucket_of(p.addr())) {
-                let r = b.covering(p, lens.start.max(Self::B)..end);
+            let n = Self::bucket_of(p.addr());
+            if let Some(b) = self.buckets.get(&n) {
+                let r = b.covering(p, lens.start.max(Self::B)..end, Self::bucket_addr(n));
                 if r.is_some() {
                     return r;
                 }
@@ -463,10 +512,10 @@ struct Merge<'a, K: Key> {
     current: Option<Entries<'a, K>>,
 }
 
-impl<'a, K: Key> Iterator for Merge<'a, K> {
-    type Item = (&'a Prefix<K>, &'a NextHop);
+impl<K: Key> Iterator for Merge<'_, K> {
+    type Item = Route<K>;
 
-    fn next(&mut self) -> Option<Self::Item> {
+    fn next(&mut self) -> Option<Route<K>> {
         loop {
             if let Some(c) = self.current.as_mut() {
                 if let Some(e) = c.next() {
@@ -477,13 +526,14 @@ impl<'a, K: Key> Iterator for Merge<'a, K> {
             // Between buckets: short prefixes up to the next bucket's first address come
             // first (a short prefix at that address is shorter than all of the bucket's).
             let next_bucket = self.keys.peek().map(|&&b| RouteMap::<K>::bucket_addr(b));
-            if let Some((p, _)) = self.short.peek() {
-                if next_bucket.is_none_or(|a| p.addr() <= a) {
+            if let Some(r) = self.short.peek() {
+                if next_bucket.is_none_or(|a| r.prefix.addr() <= a) {
                     return self.short.next();
                 }
             }
             let b = *self.keys.next()?;
-            self.current = self.map.buckets.get(&b).map(Bucket::all);
+            let base = RouteMap::<K>::bucket_addr(b);
+            self.current = self.map.buckets.get(&b).map(|m| m.all(base));
         }
     }
 }
@@ -492,19 +542,6 @@ impl<'a, K: Key> Iterator for Merge<'a, K> {
 enum Within<A, B> {
     One(A),
     Many(B),
-}
-
-impl<A, B> Within<A, B> {
-    fn map_many<F, T, I>(self, f: F) -> Within<A, std::iter::Map<B, F>>
-    where
-        B: Iterator<Item = I>,
-        F: FnMut(I) -> T,
-    {
-        match self {
-            Within::One(a) => Within::One(a),
-            Within::Many(b) => Within::Many(b.map(f)),
-        }
-    }
 }
 
 impl<T, A: Iterator<Item = T>, B: Iterator<Item = T>> Iterator for Within<A, B> {
@@ -781,6 +818,49 @@ mod tests {
         }
         assert!(m.is_empty());
         assert!(m.buckets.is_empty() && m.keys.is_empty());
+    }
+
+    /// A bucket's key gives back its prefix, at the bucket's ends and every length from the
+    /// bucket bits to the full width, and orders prefixes as the canonical order does.
+    fn packs_both_ways<K: Key>(addrs: &[K]) {
+        let b = RouteMap::<K>::B;
+        let mut prefixes = Vec::new();
+        for &a in addrs {
+            for len in b..=K::BITS {
+                let p = Prefix::new_masked(a, len);
+                let base = RouteMap::<K>::bucket_addr(RouteMap::<K>::bucket_of(a));
+                assert_eq!(unpack(pack(p, b), base, b), p, "{p:?}");
+                prefixes.push(p);
+            }
+        }
+        for p in &prefixes {
+            for q in prefixes
+                .iter()
+                .filter(|q| q.addr().masked(b) == p.addr().masked(b))
+            {
+                assert_eq!(pack(*p, b).cmp(&pack(*q, b)), p.cmp(q), "{p:?} {q:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_buckets_keys_keep_prefix_and_order() {
+        packs_both_ways::<u32>(&[
+            0,
+            u32::MAX,
+            0x0a01_0000,
+            0x0a01_3fff,
+            0x0a01_2a80,
+            0xc000_0001,
+        ]);
+        packs_both_ways::<u128>(&[
+            0,
+            u128::MAX,
+            0x2001_0db8 << 96,
+            (0x2001_0db8 << 96) | 1,
+            (0x2001_0fff_ffff << 80) | (u128::MAX >> 48),
+            0x2a00_1450_4001_0800 << 64,
+        ]);
     }
 
     #[test]
