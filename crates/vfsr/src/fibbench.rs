@@ -16,7 +16,10 @@
 //!    phase's lookup rate is divided by the rate of the idle phases around it.
 //! 4. **trace**: the seeded update trace of `vfsr_table::trace` (withdraw and re-announce a
 //!    share of the table, next-hop changes, a session reset of the busiest next hop), phase
-//!    by phase, and a check that the FIB then answers like a fresh build.
+//!    by phase, over several passes (the change phase's routes set back between passes, so
+//!    each starts from the same table), reported as the median pass with the slowest and the
+//!    fastest beside it, and a check that the FIB then answers like a fresh build. A phase
+//!    of a session reset lasts a few milliseconds, which one hiccup of the host can double.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -90,6 +93,10 @@ pub struct FibBenchArgs {
     /// Seed of the sampled routes, the traffic and the trace.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Passes of the update trace (each phase reported as the median pass, with the slowest
+    /// and the fastest).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub trace_passes: u64,
     /// Families to measure, comma-separated: v4, v6 (the reader phases are IPv4's and run
     /// only with v4; the RIB is loaded with both families either way).
     #[arg(long, value_delimiter = ',', default_values_t = ["v4".to_string(), "v6".to_string()],
@@ -477,33 +484,58 @@ fn reader_ratios(
     Ok(())
 }
 
-/// The seeded trace, phase by phase, then a check against a fresh build.
+/// The seeded trace, phase by phase over `passes` passes, then a check against a fresh build.
+/// Between passes the change phase's routes get their table next hops back (not timed); the
+/// other phases end where they began.
 fn run_trace<K: Key>(
     routes: &[Route<K>],
     seed: u64,
     per_phase: usize,
+    passes: u64,
     delay: Duration,
     out: &mut Vec<Value>,
 ) -> Result<(), Error> {
     let mut fib = new_fib(routes, delay)?;
-    let tr = trace::trace(
-        &vfsr_lpm::RouteMap::from_routes(routes).to_routes(),
-        per_phase,
-        seed,
-    );
+    let map = vfsr_lpm::RouteMap::from_routes(routes);
+    let tr = trace::trace(&map.to_routes(), per_phase, seed);
+    let restore: Vec<Route<K>> = tr
+        .iter()
+        .filter(|p| p.name == "change")
+        .flat_map(|p| &p.changes)
+        .map(|r| Route::new(r.prefix, map.get(&r.prefix).unwrap_or(NO_ROUTE)))
+        .collect();
+    let mut runs: Vec<Vec<(f64, u64)>> = vec![Vec::new(); tr.len()];
+    for pass in 0..passes {
+        if pass > 0 {
+            stream(&mut fib, &restore, false)?;
+        }
+        for (p, r) in tr.iter().zip(runs.iter_mut()) {
+            let (per_s, pubs) = stream(&mut fib, &p.changes, false)?;
+            eprintln!(
+                "trace   {:<3} {:<15} {:>8} changes {:>12.0} /s  ({pubs} publications, pass {})",
+                K::FAMILY,
+                p.name,
+                p.changes.len(),
+                per_s,
+                pass + 1
+            );
+            r.push((per_s, pubs));
+        }
+    }
     let mut probe = Vec::new();
-    for p in &tr {
-        let (per_s, pubs) = stream(&mut fib, &p.changes, false)?;
-        eprintln!(
-            "trace   {:<3} {:<15} {:>8} changes {:>12.0} /s  ({pubs} publications)",
-            K::FAMILY,
-            p.name,
-            p.changes.len(),
-            per_s
+    for (p, r) in tr.iter().zip(runs.iter_mut()) {
+        r.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let rates: Vec<f64> = r.iter().map(|x| x.0).collect();
+        let (lo, med, hi) = (
+            rates.first().copied().unwrap_or(0.0),
+            rates.get(rates.len() / 2).copied().unwrap_or(0.0),
+            rates.last().copied().unwrap_or(0.0),
         );
+        let pubs = r.get(r.len() / 2).map_or(0, |x| x.1);
         out.push(
             json!({"family": K::FAMILY, "phase": p.name, "changes": p.changes.len(),
-            "per_s": per_s, "publications": pubs}),
+            "per_s": med, "per_s_min": lo, "per_s_max": hi, "passes": rates,
+            "publications": pubs}),
         );
         probe.extend(p.changes.iter().copied());
     }
@@ -563,10 +595,24 @@ pub(crate) fn run(a: &FibBenchArgs) -> Result<(), Error> {
     }
     let mut traces = Vec::new();
     if v4 {
-        run_trace(&table.v4, a.seed, a.updates, delay, &mut traces)?;
+        run_trace(
+            &table.v4,
+            a.seed,
+            a.updates,
+            a.trace_passes,
+            delay,
+            &mut traces,
+        )?;
     }
     if v6 {
-        run_trace(&table.v6, a.seed, a.updates / 4, delay, &mut traces)?;
+        run_trace(
+            &table.v6,
+            a.seed,
+            a.updates / 4,
+            a.trace_passes,
+            delay,
+            &mut traces,
+        )?;
     }
 
     println!(
@@ -618,14 +664,20 @@ pub(crate) fn run(a: &FibBenchArgs) -> Result<(), Error> {
             );
         }
     }
-    println!("\nupdate trace (seed {}), batched publication", a.seed);
+    println!(
+        "\nupdate trace (seed {}), batched publication, median of {} passes (slowest, fastest)",
+        a.seed, a.trace_passes
+    );
     for t in &traces {
+        let f = |k: &str| t[k].as_f64().unwrap_or(0.0);
         println!(
-            "  {:<3} {:<15} {:>8} changes {:>12.0} /s",
+            "  {:<3} {:<15} {:>8} changes {:>12.0} /s  ({:.0} - {:.0})",
             t["family"].as_str().unwrap_or(""),
             t["phase"].as_str().unwrap_or(""),
             t["changes"],
-            t["per_s"].as_f64().unwrap_or(0.0)
+            f("per_s"),
+            f("per_s_min"),
+            f("per_s_max")
         );
     }
     if let Some(path) = &a.json {
@@ -636,7 +688,7 @@ pub(crate) fn run(a: &FibBenchArgs) -> Result<(), Error> {
             "table": {"source": table.source, "v4_routes": table.v4.len(), "v6_routes": table.v6.len()},
             "params": {"updates": a.updates, "phase_s": a.phase_s, "max_delay_us": a.max_delay_us,
                 "reader_core": core, "writer_core": 0, "seed": a.seed, "backend": "poptrie",
-                "families": a.families},
+                "families": a.families, "trace_passes": a.trace_passes},
             "load": loads,
             "updates": updates,
             "reader": reader,

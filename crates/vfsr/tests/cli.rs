@@ -313,7 +313,16 @@ fn bench_json(name: &str, args: &[&str]) -> serde_json::Value {
 fn fib_bench_runs_and_writes_its_json_shape() {
     let doc = bench_json(
         "fib",
-        &["fib", "bench", "--updates", "2000", "--phase-s", "0.05"],
+        &[
+            "fib",
+            "bench",
+            "--updates",
+            "2000",
+            "--phase-s",
+            "0.05",
+            "--trace-passes",
+            "3",
+        ],
     );
     let load = doc["load"].as_array().unwrap();
     assert!(load
@@ -338,6 +347,30 @@ fn fib_bench_runs_and_writes_its_json_shape() {
     assert!(reader
         .iter()
         .all(|r| r["updates_per_s"].is_number() && r["ratio_to_idle"].as_f64().unwrap() > 0.0));
+    // Every trace phase of both families, three passes each, the median between the ends.
+    let trace = doc["trace"].as_array().unwrap();
+    for fam in ["v4", "v6"] {
+        for phase in [
+            "withdraw",
+            "announce",
+            "change",
+            "reset-withdraw",
+            "reset-announce",
+        ] {
+            let t = trace
+                .iter()
+                .find(|t| t["family"] == fam && t["phase"] == phase)
+                .unwrap_or_else(|| panic!("{fam} {phase}"));
+            let f = |k: &str| t[k].as_f64().unwrap();
+            assert_eq!(t["passes"].as_array().unwrap().len(), 3, "{fam} {phase}");
+            assert!(
+                0.0 < f("per_s_min")
+                    && f("per_s_min") <= f("per_s")
+                    && f("per_s") <= f("per_s_max"),
+                "{fam} {phase}: {t}"
+            );
+        }
+    }
 }
 
 /// `vfsr fwd bench` on a small generated table: every design forwards every packet (the
