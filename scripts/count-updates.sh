@@ -45,9 +45,15 @@ printf '%-40s %-4s %16s %14s\n' binary fam instructions "D1 misses"
 for b in "${bins[@]}"; do
     for fam in ${families//,/ }; do
         out="$tmp/cg.out"
+        # One pass of the update trace, as binaries before --trace-passes ran it, so that
+        # old and new builds count the same work.
+        passes=()
+        if "$b" fib bench --help 2>/dev/null | grep -q -- --trace-passes; then
+            passes=(--trace-passes 1)
+        fi
         valgrind --tool=callgrind --cache-sim=yes --collect-atstart=no \
             --toggle-collect='vfsr::fibbench::stream*' --callgrind-out-file="$out" \
-            "$b" fib bench --families "$fam" --phase-s 0.05 --updates "$updates" \
+            "$b" fib bench --families "$fam" --phase-s 0.05 --updates "$updates" "${passes[@]}" \
             >"$tmp/log" 2>&1 || { tail -5 "$tmp/log" >&2; exit 1; }
         # Events: Ir Dr Dw I1mr D1mr D1mw ...
         read -r ir d1 < <(awk '/^summary:/ { print $2, $6 + $7 }' "$out")
