@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use serde_json::{json, Value};
+use vfsr_bench::stats::Stats;
 use vfsr_fib::nexthop::Forward;
 use vfsr_fib::LiveFib;
 use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
@@ -523,19 +524,14 @@ fn run_trace<K: Key>(
         }
     }
     let mut probe = Vec::new();
-    for (p, r) in tr.iter().zip(runs.iter_mut()) {
-        r.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (p, r) in tr.iter().zip(&runs) {
         let rates: Vec<f64> = r.iter().map(|x| x.0).collect();
-        let (lo, med, hi) = (
-            rates.first().copied().unwrap_or(0.0),
-            rates.get(rates.len() / 2).copied().unwrap_or(0.0),
-            rates.last().copied().unwrap_or(0.0),
-        );
-        let pubs = r.get(r.len() / 2).map_or(0, |x| x.1);
+        let pubs: Vec<f64> = r.iter().map(|x| x.1 as f64).collect();
+        let st = Stats::of(&rates);
         out.push(
             json!({"family": K::FAMILY, "phase": p.name, "changes": p.changes.len(),
-            "per_s": med, "per_s_min": lo, "per_s_max": hi, "passes": rates,
-            "publications": pubs}),
+            "per_s": st.median, "per_s_min": st.min, "per_s_max": st.max, "passes": rates,
+            "publications": Stats::of(&pubs).median.round() as u64}),
         );
         probe.extend(p.changes.iter().copied());
     }
