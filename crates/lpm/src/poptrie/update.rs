@@ -477,8 +477,9 @@ impl<K: Key> Builder<'_, K> {
         let lv = lnode_leafvec(&self.mem.lnodes, o);
         let mut slots = decode_leaves(&self.mem.lnodes, o + LNODE_HEADER, lv, 0);
         for &p in changed {
-            if !repaint_range(&mut slots, table, p, ds, cover.nh[s])? {
-                // Cannot happen while the slot is a childless node; rebuild it whole.
+            if paint_range(&mut slots, table, p, ds, cover.nh[s])? != 0 {
+                // A route that needs a child: cannot happen while the slot is a childless
+                // node; rebuild it whole.
                 return self.rebuild_slot(ds, cover, table, s);
             }
         }
@@ -666,7 +667,7 @@ impl<K: Key> Builder<'_, K> {
         let mut slots = decode_leaves(&self.mem.leaves, n.base0 as usize, n.leafvec, n.vector);
         let default = self.w.ndef.get(idx).copied().unwrap_or(0);
         let children = paint_range(&mut slots, table, p, off, default)?;
-        if children != n.vector & range || (children != 0 && end > K::BITS) {
+        if children != n.vector & range {
             return Ok(false);
         }
         let mut base1 = n.base1 as usize;
@@ -678,6 +679,8 @@ impl<K: Key> Builder<'_, K> {
             self.retire(Kind::Nodes, base1, nc);
             base1 = blk;
         }
+        // Each child's prefix: the node's bits, then the child's slot (a child holds routes
+        // longer than `end`, so `end` is inside the address).
         let top = p.addr().to_u128_left() & !(u128::MAX >> off);
         let mut m = children;
         while m != 0 {
@@ -812,21 +815,9 @@ impl<K: Key> Builder<'_, K> {
 /// Repaints, in the 64 slots of the node at bit `off`, the range of `p` (a prefix ending in
 /// that node's stride): the route just above `p` inside the node (or `default`, the node's
 /// own default) first, unless `p` itself is a route, then `p` and the routes inside it, in
-/// canonical order, so the range is final whatever was there. Returns false, having painted
-/// part of it, when a route inside `p` is longer than the stride (its slot needs a child).
-fn repaint_range<K: Key>(
-    slots: &mut [u16; 64],
-    table: &RouteMap<K>,
-    p: Prefix<K>,
-    off: u8,
-    default: u16,
-) -> Result<bool, BuildError> {
-    Ok(paint_range(slots, table, p, off, default)? == 0)
-}
-
-/// [`repaint_range`] over the whole range, routes longer than the stride left out: returns
-/// the slots they are in (the children the range needs), whose entries hold the default each
-/// such child takes.
+/// canonical order, so the range is final whatever was there. Routes inside `p` longer than
+/// the stride are left out: returns the slots they are in (the children the range needs),
+/// whose entries hold the default each such child takes.
 fn paint_range<K: Key>(
     slots: &mut [u16; 64],
     table: &RouteMap<K>,
