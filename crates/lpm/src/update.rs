@@ -35,32 +35,36 @@ type Buckets<K> = HashMap<u64, Bucket<K>, FxBuildHasher>;
 const SMALL_BYTES: usize = 1152;
 
 /// A route's prefix inside its bucket as one integer of its family: the address bits after the
-/// bucket's `b`, then the length, in the low bits the bucket's own bits left free.
+/// bucket's `B` (see [`RouteMap`]), then the length, in the low bits the bucket's own bits
+/// left free.
 ///
 /// ```text
-///   IPv6, b = 20:  │ address bits 20..128 (108 bits) │ 12 zero bits │ length (8 bits) │
-///   IPv4, b = 18:  │ address bits 18..32  (14 bits)  │ 12 zero bits │ length (6 bits) │
+///   IPv6, B = 20:  │ address bits 20..128 (108 bits) │ 12 zero bits │ length (8 bits) │
+///   IPv4, B = 18:  │ address bits 18..32  (14 bits)  │ 12 zero bits │ length (6 bits) │
 /// ```
 ///
-/// The prefixes of one bucket share its first `b` bits, so they differ only in what the key
+/// The prefixes of one bucket share its first `B` bits, so they differ only in what the key
 /// keeps, and the keys' numeric order is the canonical one (address, then length). An IPv6
 /// key is a `u128` of 16 bytes where a `Prefix<u128>` takes 32 (a byte of length padded to
 /// the `u128`'s alignment): a B-tree node's keys and a vector's entries fill half the cache
 /// lines a search reads.
 #[inline(always)]
-fn pack<K: Key>(p: Prefix<K>, b: u8) -> K {
+fn pack<K: Key>(p: Prefix<K>) -> K {
     let len = (p.len() as u128) << (128 - K::BITS as u32);
-    K::from_u128_left(p.addr().to_u128_left() << b | len)
+    K::from_u128_left(p.addr().to_u128_left() << RouteMap::<K>::B | len)
 }
 
 /// The prefix of key `v` (see [`pack`]) in the bucket whose first address is `base`.
 #[inline(always)]
-fn unpack<K: Key>(v: K, base: K, b: u8) -> Prefix<K> {
+fn unpack<K: Key>(v: K, base: K) -> Prefix<K> {
     let x = v.to_u128_left();
-    // The length's bits are the key's lowest; shifted by `b`, they fall below the family's
+    // The length's bits are the key's lowest; shifted by `B`, they fall below the family's
     // width and out of the address.
     let len = (x >> (128 - K::BITS as u32)) as u8;
-    Prefix::new_masked(K::from_u128_left(base.to_u128_left() | x >> b), len)
+    Prefix::new_masked(
+        K::from_u128_left(base.to_u128_left() | x >> RouteMap::<K>::B),
+        len,
+    )
 }
 
 /// The routes of one bucket in canonical order, by their keys ([`pack`]): a sorted vector
@@ -130,9 +134,6 @@ impl<K: Key> Bucket<K> {
     /// each length instead (one exact search per length).
     const WALK: usize = 16;
 
-    /// Bucket bits: those the keys leave out.
-    const B: u8 = RouteMap::<K>::B;
-
     /// Where key `k` is in the sorted vector `v`, or where it would go.
     fn find(v: &[(K, NextHop)], k: K) -> Result<usize, usize> {
         prefetch_all(v);
@@ -140,7 +141,7 @@ impl<K: Key> Bucket<K> {
     }
 
     fn get(&self, p: &Prefix<K>) -> Option<NextHop> {
-        let k = pack(*p, Self::B);
+        let k = pack(*p);
         match self {
             Bucket::Small(v) => {
                 let i = Self::find(v, k).ok()?;
@@ -160,8 +161,8 @@ impl<K: Key> Bucket<K> {
         if lens.is_empty() {
             return None;
         }
-        let k = pack(p, Self::B);
-        let route = |(q, nh): (&K, &NextHop)| Route::new(unpack(*q, base, Self::B), *nh);
+        let k = pack(p);
+        let route = |(q, nh): (&K, &NextHop)| Route::new(unpack(*q, base), *nh);
         match self {
             Bucket::Small(v) => {
                 let before = v.get(..v.partition_point(|(q, _)| *q < k))?;
@@ -172,14 +173,14 @@ impl<K: Key> Bucket<K> {
                 .unwrap_or_else(|| {
                     lens.clone().rev().find_map(|len| {
                         let q = Prefix::new_masked(p.addr(), len);
-                        m.get(&pack(q, Self::B)).map(|&nh| Route::new(q, nh))
+                        m.get(&pack(q)).map(|&nh| Route::new(q, nh))
                     })
                 }),
         }
     }
 
     fn insert(&mut self, p: Prefix<K>, nh: NextHop) -> Option<NextHop> {
-        let k = pack(p, Self::B);
+        let k = pack(p);
         match self {
             Bucket::Small(v) => match Self::find(v, k) {
                 Ok(i) => v.get_mut(i).map(|e| std::mem::replace(&mut e.1, nh)),
@@ -199,7 +200,7 @@ impl<K: Key> Bucket<K> {
     }
 
     fn remove(&mut self, p: &Prefix<K>) -> Option<NextHop> {
-        let k = pack(*p, Self::B);
+        let k = pack(*p);
         match self {
             Bucket::Small(v) => {
                 let i = Self::find(v, k).ok()?;
@@ -229,8 +230,8 @@ impl<K: Key> Bucket<K> {
     fn inside(&self, outer: Prefix<K>, base: K) -> Entries<'_, K> {
         // In canonical order the prefixes inside `outer` follow it without a gap, up to the
         // host route of its last address.
-        let lo = pack(outer, Self::B);
-        let hi = pack(Prefix::new_masked(last_addr(outer), K::BITS), Self::B);
+        let lo = pack(outer);
+        let hi = pack(Prefix::new_masked(last_addr(outer), K::BITS));
         match self {
             Bucket::Small(v) => {
                 let a = v.partition_point(|(q, _)| *q < lo);
@@ -274,12 +275,12 @@ impl<K: Key> Iterator for Entries<'_, K> {
 
     #[inline]
     fn next(&mut self) -> Option<Route<K>> {
-        let b = RouteMap::<K>::B;
+        let route = |q: &K, n: &NextHop, base: K| Route::new(unpack(*q, base), *n);
         match self {
-            Entries::Small(i, base) => i.next().map(|(q, n)| Route::new(unpack(*q, *base, b), *n)),
-            Entries::Big(r, base) => r.next().map(|(q, n)| Route::new(unpack(*q, *base, b), *n)),
+            Entries::Small(i, base) => i.next().map(|(q, n)| route(q, n, *base)),
+            Entries::Big(r, base) => r.next().map(|(q, n)| route(q, n, *base)),
             Entries::Inside(r, base, hi) => match r.next() {
-                Some((q, n)) if q <= hi => Some(Route::new(unpack(*q, *base, b), *n)),
+                Some((q, n)) if q <= hi => Some(route(q, n, *base)),
                 // Everything after the first entry past the last one inside is outside too.
                 _ => {
                     *self = Entries::empty();
@@ -829,7 +830,7 @@ mod tests {
             for len in b..=K::BITS {
                 let p = Prefix::new_masked(a, len);
                 let base = RouteMap::<K>::bucket_addr(RouteMap::<K>::bucket_of(a));
-                assert_eq!(unpack(pack(p, b), base, b), p, "{p:?}");
+                assert_eq!(unpack(pack(p), base), p, "{p:?}");
                 prefixes.push(p);
             }
         }
@@ -838,7 +839,7 @@ mod tests {
                 .iter()
                 .filter(|q| q.addr().masked(b) == p.addr().masked(b))
             {
-                assert_eq!(pack(*p, b).cmp(&pack(*q, b)), p.cmp(q), "{p:?} {q:?}");
+                assert_eq!(pack(*p).cmp(&pack(*q)), p.cmp(q), "{p:?} {q:?}");
             }
         }
     }
