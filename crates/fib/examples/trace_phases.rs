@@ -28,18 +28,20 @@ type Fib<K> = LiveFib<K, Poptrie<K>>;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Applies one phase as `vfsr fib bench` does: the delay bound polled every 64 changes.
+/// Applies one phase as `vfsr fib bench` does: the delay bound polled every 64 changes. A
+/// refused change or publication ends the program, saying why.
 fn apply<K: Key>(fib: &mut Fib<K>, changes: &[Route<K>]) {
-    for (i, r) in changes.iter().enumerate() {
-        if let Err(e) = fib.set(r.prefix, r.nexthop) {
-            eprintln!("trace_phases: {e}");
-            std::process::exit(1);
+    let mut run = || -> Result<(), vfsr_fib::FibError> {
+        for (i, r) in changes.iter().enumerate() {
+            fib.set(r.prefix, r.nexthop)?;
+            if i % 64 == 63 {
+                fib.poll(Instant::now())?;
+            }
         }
-        if i % 64 == 63 && fib.poll(Instant::now()).is_err() {
-            std::process::exit(1);
-        }
-    }
-    if fib.settle().is_err() {
+        fib.settle()
+    };
+    if let Err(e) = run() {
+        eprintln!("trace_phases: {e}");
         std::process::exit(1);
     }
 }
