@@ -2035,7 +2035,18 @@ mod tests {
         let mut p = Poptrie::build(&routes, &PoptrieConfig::default()).unwrap();
         p.set_vector(Vector::Portable);
         let d = pipelined::D;
-        let batches = [addrs.len(), 1, d - 1, d + 1, 2 * CHUNK + 5];
+        // Lengths around the prologue, the unrolled steady loop (blocks of eight lanes) and
+        // the lanes left after its last block.
+        let batches = [
+            addrs.len(),
+            1,
+            d - 1,
+            d + 1,
+            2 * d,
+            2 * d + 11,
+            5 * d + 3,
+            2 * CHUNK + 5,
+        ];
         check_batches(&p, &routes, &addrs, &batches, "pipelined");
     }
 
