@@ -12,7 +12,7 @@
 //!   prefetch(p)                        a cache-line hint before a dependent read
 //!   rdtsc()                            the time-stamp counter (profiles, TSC frequency)
 //!   default_bench_core()               the last core: away from core 0's system work
-//!   x86_signature(), x86_family()      the CPU's vendor, family and model (CPUID): for a
+//!   x86_signature()                    the CPU's vendor, family and model (CPUID): for a
 //!                                      default measured to differ between CPU generations,
 //!                                      and for naming the machine beside a figure
 //!   check_build_features()             the CPU has what the build was compiled to use
@@ -158,20 +158,14 @@ pub enum Vendor {
     Other,
 }
 
-/// The vendor and family of this x86 CPU, the family as the vendors define it (the base
-/// family, plus the extended family where the base is 15: AMD Zen 4 is family 25, Zen 5
-/// family 26). `None` on other architectures.
-pub fn x86_family() -> Option<(Vendor, u32)> {
-    x86_signature().map(|s| (s.vendor, s.family))
-}
-
 /// Who made an x86 CPU and which one it is, from CPUID leaves 0 and 1: what the kernel shows
 /// as `vendor_id`, `cpu family` and `model` in `/proc/cpuinfo`, read at the source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct X86Signature {
     /// The vendor string's maker.
     pub vendor: Vendor,
-    /// The family: the base family, plus the extended family where the base is 15.
+    /// The family: the base family, plus the extended family where the base is 15 (AMD Zen 4
+    /// is family 25, Zen 5 family 26).
     pub family: u32,
     /// The model: the base model, plus the extended model times 16 where the base family
     /// is 6 or 15.
@@ -450,7 +444,6 @@ mod tests {
         match (x86_signature(), kernel("cpu family"), kernel("model")) {
             (Some(s), Some(f), Some(m)) => {
                 assert_eq!((s.family, s.model), (f, m));
-                assert_eq!(x86_family(), Some((s.vendor, f)));
             }
             (found, f, m) => {
                 println!("CPU not compared: CPUID {found:?}, kernel family {f:?} model {m:?}")

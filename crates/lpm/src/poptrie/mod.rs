@@ -599,7 +599,10 @@ impl core::fmt::Display for Chosen {
 /// one (see [`Vector::best_for`]): AMD's family 26 (Zen 5). Asked of CPUID once.
 fn portable_leads_v4() -> bool {
     static LEADS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *LEADS.get_or_init(|| matches!(vfsr_cpu::x86_family(), Some((vfsr_cpu::Vendor::Amd, 26))))
+    *LEADS.get_or_init(|| {
+        vfsr_cpu::x86_signature()
+            .is_some_and(|s| s.vendor == vfsr_cpu::Vendor::Amd && s.family == 26)
+    })
 }
 
 /// A word that names no bulk lookup (see [`Vector::choice`]).
