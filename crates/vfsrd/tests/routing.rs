@@ -539,7 +539,17 @@ fn faults_zebra_and_vfsrd_restarts() {
             let state = f
                 .vtysh("show bgp summary")
                 .unwrap_or_else(|e| e.to_string());
-            println!("{e}; bgpd:\n{state}\nclearing its sessions");
+            println!("{e}; bgpd:\n{state}");
+            // What the path to the speaker looked like: vfsrd's control counters (punts to
+            // the TAPs and back), and each end's neighbours and TCP sockets.
+            println!("vfsrd control: {}", v.stats()["control"]);
+            for ns in ["rt", "s1"] {
+                for argv in [&["ip", "neigh"][..], &["ss", "-tan"][..]] {
+                    let out = lab.sh(ns, argv).unwrap_or_else(|e| e.to_string());
+                    println!("{ns}: {}:\n{out}", argv.join(" "));
+                }
+            }
+            println!("clearing bgpd's sessions");
             if let Err(e) = f.vtysh("clear bgp *") {
                 println!("clear bgp * failed: {e}");
             }
