@@ -202,9 +202,13 @@ fn slot_range<K: Key>(p: Prefix<K>, ds: u8) -> (usize, usize) {
     (a, a + (1usize << (ds - p.len())))
 }
 
-/// The prefix of direct slot `s`.
-fn slot_prefix<K: Key>(s: usize, ds: u8) -> Prefix<K> {
-    Prefix::new_masked(K::from_u128_left((s as u128) << (128 - ds as u32)), ds)
+/// The prefix ending at bit `end` whose last chunk is `v`, below the bits `above` (left
+/// aligned, nothing at or past the chunk): a direct slot's (nothing above), a node's child's.
+fn chunk_prefix<K: Key>(above: u128, v: usize, end: u8) -> Prefix<K> {
+    Prefix::new_masked(
+        K::from_u128_left(above | (v as u128) << (128 - end as u32)),
+        end,
+    )
 }
 
 impl<K: Key> Poptrie<K> {
@@ -590,14 +594,7 @@ impl<K: Key> Builder<'_, K> {
         p: Prefix<K>,
         root: usize,
     ) -> Result<(u32, Prefix<K>), BuildError> {
-        let root = if self.is_fresh(root) {
-            root
-        } else {
-            let top = self.alloc_nodes(1)?;
-            self.copy_nodes(root, top, 1);
-            self.retire(Kind::Nodes, root, 1);
-            top
-        };
+        let root = self.fresh_block(root, 1)?;
         let mut idx = root;
         let mut off = ds;
         while p.len() > off + STRIDE {
@@ -607,14 +604,10 @@ impl<K: Key> Builder<'_, K> {
                 break;
             }
             let rank = (n.vector & super::upto(v)).count_ones() as usize - 1;
-            let base = n.base1 as usize;
-            if !self.is_fresh(base) {
-                // The child block of a fresh node is still the published one: copy it.
-                let nc = n.vector.count_ones() as usize;
-                let blk = self.alloc_nodes(nc)?;
-                self.copy_nodes(base, blk, nc);
-                self.retire(Kind::Nodes, base, nc);
-                n.base1 = blk as u32;
+            // The child block of a fresh node may still be the published one.
+            let base = self.fresh_block(n.base1 as usize, n.vector.count_ones() as usize)?;
+            if base != n.base1 as usize {
+                n.base1 = base as u32;
                 self.set_node(idx, n);
             }
             idx = n.base1 as usize + rank;
@@ -670,28 +663,20 @@ impl<K: Key> Builder<'_, K> {
         if children != n.vector & range {
             return Ok(false);
         }
-        let mut base1 = n.base1 as usize;
-        if children != 0 && !self.is_fresh(base1) {
-            // The children are rebuilt where they are: in a copy of their block.
-            let nc = n.vector.count_ones() as usize;
-            let blk = self.alloc_nodes(nc)?;
-            self.copy_nodes(base1, blk, nc);
-            self.retire(Kind::Nodes, base1, nc);
-            base1 = blk;
-        }
-        // Each child's prefix: the node's bits, then the child's slot (a child holds routes
-        // longer than `end`, so `end` is inside the address).
+        // The children are rebuilt where they are: in a copy of their block.
+        let base1 = if children != 0 {
+            self.fresh_block(n.base1 as usize, n.vector.count_ones() as usize)?
+        } else {
+            n.base1 as usize
+        };
+        // A child holds routes longer than `end`, so `end` is inside the address.
         let top = p.addr().to_u128_left() & !(u128::MAX >> off);
         let mut m = children;
         while m != 0 {
             let v = m.trailing_zeros() as usize;
             m &= m - 1;
             let k = base1 + (n.vector & upto(v)).count_ones() as usize - 1;
-            let q = Prefix::new_masked(
-                K::from_u128_left(top | (v as u128) << (128 - end as u32)),
-                end,
-            );
-            self.with_run_below(table, q, end, |b, run| {
+            self.with_run_below(table, chunk_prefix(top, v, end), end, |b, run| {
                 b.retire_below(k);
                 b.fill(run, k, end, slots[v])
             })?;
@@ -764,6 +749,19 @@ impl<K: Key> Builder<'_, K> {
         self.w.marking && self.w.stamp.get(at) == Some(&self.w.round)
     }
 
+    /// The node block of `n` nodes at `at` if it is fresh, else a fresh copy of it, the
+    /// published one retired: where a change may write the block's nodes.
+    #[inline(always)]
+    fn fresh_block(&mut self, at: usize, n: usize) -> Result<usize, BuildError> {
+        if self.is_fresh(at) {
+            return Ok(at);
+        }
+        let blk = self.alloc_nodes(n)?;
+        self.copy_nodes(at, blk, n);
+        self.retire(Kind::Nodes, at, n);
+        Ok(blk)
+    }
+
     /// Copies nodes `from..from + n` (and their defaults) to `to..`, a fresh block: one copy
     /// of the block, not a load and a store per node (a change copies the child block of
     /// every node on its path, up to 64 nodes each).
@@ -787,7 +785,7 @@ impl<K: Key> Builder<'_, K> {
         table: &RouteMap<K>,
         s: usize,
     ) -> Result<u32, BuildError> {
-        self.with_run_below(table, slot_prefix::<K>(s, ds), ds, |b, run| {
+        self.with_run_below(table, chunk_prefix::<K>(0, s, ds), ds, |b, run| {
             if run.is_empty() {
                 Ok(LEAF | cover.nh[s] as u32)
             } else {
