@@ -28,11 +28,11 @@
 //!
 //! The staged lookup (`lookup_staged`) does the same work in a loop per kind of read, with
 //! three lists written for every address: about a hundred instructions per matched lookup,
-//! against about sixty in this loop before it was unrolled, and on an AMD EPYC (Zen 3) the count, not the misses, bounded
-//! it. The trie's parts are copied into locals and the loop is a function of its own, so
-//! they stay in registers; the direct width is a constant, so the slots are cut with
-//! immediate shifts. Written by hand for the same reason as the rest of the module: it is
-//! the forwarding path's hottest loop.
+//! against about sixty in this loop before it was unrolled, and on an AMD EPYC (Zen 3) the
+//! count, not the misses, bounded it. The trie's parts are copied into locals and the loop
+//! is a function of its own, so they stay in registers; the direct width is a constant, so
+//! the slots are cut with immediate shifts. Written by hand for the same reason as the rest
+//! of the module: it is the forwarding path's hottest loop.
 
 use core::hint::select_unpredictable;
 use core::sync::atomic::{AtomicU32, Ordering};
@@ -193,8 +193,8 @@ impl<K: Key> Poptrie<K> {
     }
 
     /// Finishes lane `i` from the entry left in `out[i]` and the record `rec` kept for it by
-    /// [`Self::pipe_entry`]: a leaf's next hop, a record's leaf,
-    /// or the lane listed for the walk (walked at once when that fills the list).
+    /// [`Self::pipe_entry`]: a leaf's next hop, a record's leaf, or the lane listed for the
+    /// walk (walked at once when that fills the list).
     #[inline(always)]
     fn pipe_finish(
         &self,
