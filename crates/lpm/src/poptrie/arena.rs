@@ -31,6 +31,7 @@ use crate::BuildError;
 pub(super) trait Zeroable: Copy {}
 impl Zeroable for u16 {}
 impl Zeroable for super::Node {}
+impl Zeroable for super::NodeWords {}
 
 /// `cap` elements of `T` at a fixed address, zeroed at first.
 pub(super) struct Arena<T: Zeroable> {

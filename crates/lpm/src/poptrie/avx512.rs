@@ -2,12 +2,13 @@
 //!
 //! Each 64-bit lane carries one lookup. The direct-pointing entries are gathered first: leaf
 //! lanes are done, lanes on a childless node rank their slot in it at once, the others walk.
-//! A round of the walk gathers the two words of every walking lane's node (`vector` and the
-//! two bases), extracts the lane's next 6 address bits, and ranks the slot with `vpopcntq`;
-//! lanes whose slot is a child move down, the others stop and remember their node. Then one
-//! gather reads the stopped nodes' leaf vectors (in the same cache line as the node), and a
-//! last one the leaves of every lane. All live lanes of a call are at the same depth, so the
-//! bit offset is one scalar for the whole round. A last masked gather reads the leaves.
+//! A round of the walk extracts every walking lane's next 6 address bits and gathers the one
+//! word of its node that holds that slot's half of the vector and the base the half's ranks
+//! start from (the nodes' copy kept for this lookup, `NodeWords`), then ranks the slot with
+//! `vpopcntq`; lanes whose slot is a child move down, the others stop and remember the word
+//! of their half of the leaf vector. Then one gather reads those words (in the node's cache
+//! line), and a last masked one the leaves of every lane. All live lanes of a call are at the
+//! same depth, so the bit offset is one scalar for the whole round.
 //!
 //! `G` vectors are advanced together so that the gathers of one overlap the misses of the
 //! others. Used when the CPU has AVX-512F and AVX-512 VPOPCNTDQ (checked at run time by the
@@ -15,10 +16,11 @@
 //!
 //! Memory safety rests on the structure's invariants, established by the builder and never
 //! changed after: every direct-pointing entry is a leaf, a valid childless-node index or a
-//! valid node index; a child rank
-//! `base1 + popcnt(vector & upto(v)) - 1` with bit `v` of `vector` set is a valid node index; a
-//! leaf rank `base0 + popcnt(leafvec & upto(v)) - 1` for a leaf slot `v` is a valid leaf index
-//! (the first leaf slot of a node always starts a run). The leaf and childless-node arrays end
+//! valid node index; the node words mirror the nodes slot for slot (every node the writer
+//! stores or copies, it stores or copies in both forms before publishing it); a child rank
+//! (the base in a node's word plus the ones up to the slot in its half, less one) with the
+//! slot's bit set is a valid node index, and a leaf rank taken the same way is a valid leaf
+//! index (the first leaf slot of a node always starts a run). The leaf and childless-node arrays end
 //! with one padding element, so a gather that reads a few bytes past the last real record (a
 //! 4-byte read of a 2-byte leaf, an 8-byte read of a 4-byte base) stays inside the allocation.
 
@@ -104,16 +106,16 @@ unsafe fn finish(
     // SAFETY: the caller checked AVX-512F and VPOPCNTDQ and passes the parts of a built
     // trie; every gather and load stays inside them by the invariants in the module doc.
     unsafe {
-        let nodes = p.nodes.as_ptr() as *const i64;
+        let words = p.words.as_ptr() as *const i64;
         let leaves = p.leaves.as_ptr() as *const i32;
         let one = _mm512_set1_epi64(1);
         let two = _mm512_set1_epi64(2);
         let low32 = _mm512_set1_epi64(0xffff_ffff);
         let z = _mm512_setzero_si512();
-        // Per vector, for lanes that stop in a node: the node, the slot mask and the leaf base.
-        let mut stop_idx = [z; G];
+        // Per vector, for lanes that stop in a node: the word of their leaf-vector half and
+        // the slot mask.
+        let mut stop_w = [z; G];
         let mut stop_m = [z; G];
-        let mut stop_base0 = [z; G];
         let mut stopped = [0 as __mmask8; G];
         while st.walking.iter().any(|&a| a != 0) {
             for g in 0..G {
@@ -121,25 +123,26 @@ unsafe fn finish(
                 if a == 0 {
                     continue;
                 }
-                let i3 = _mm512_add_epi64(_mm512_slli_epi64::<1>(st.idx[g]), st.idx[g]);
-                let vec = _mm512_mask_i64gather_epi64::<8>(z, a, i3, nodes);
-                let bases =
-                    _mm512_mask_i64gather_epi64::<8>(z, a, _mm512_add_epi64(i3, one), nodes);
+                // The node's word with the slot's half of the vector and the half's base:
+                // one gather for the level (see `NodeWords`).
                 let v = chunk(g, off);
-                let bit = _mm512_sllv_epi64(one, v);
-                let m = _mm512_sub_epi64(_mm512_sllv_epi64(two, v), one);
-                let child = _mm512_mask_test_epi64_mask(a, vec, bit);
+                let w =
+                    _mm512_add_epi64(_mm512_slli_epi64::<2>(st.idx[g]), _mm512_srli_epi64::<5>(v));
+                let word = _mm512_mask_i64gather_epi64::<8>(z, a, w, words);
+                let vs = _mm512_and_si512(v, _mm512_set1_epi64(31));
+                let half = _mm512_and_si512(word, low32);
+                let m = _mm512_sub_epi64(_mm512_sllv_epi64(two, vs), one);
+                let child = _mm512_mask_test_epi64_mask(a, half, _mm512_sllv_epi64(one, vs));
                 let stop = a & !child;
-                let cc = _mm512_popcnt_epi64(_mm512_and_si512(vec, m));
-                let base1 = _mm512_srli_epi64::<32>(bases);
-                stop_idx[g] = _mm512_mask_mov_epi64(stop_idx[g], stop, st.idx[g]);
+                let cc = _mm512_popcnt_epi64(_mm512_and_si512(half, m));
+                let base = _mm512_srli_epi64::<32>(word);
+                // A lane that stops keeps the word of its half of the leaf vector, two on.
+                stop_w[g] = _mm512_mask_mov_epi64(stop_w[g], stop, _mm512_add_epi64(w, two));
                 stop_m[g] = _mm512_mask_mov_epi64(stop_m[g], stop, m);
-                stop_base0[g] =
-                    _mm512_mask_mov_epi64(stop_base0[g], stop, _mm512_and_si512(bases, low32));
                 st.idx[g] = _mm512_mask_mov_epi64(
                     st.idx[g],
                     child,
-                    _mm512_sub_epi64(_mm512_add_epi64(base1, cc), one),
+                    _mm512_sub_epi64(_mm512_add_epi64(base, cc), one),
                 );
                 stopped[g] |= stop;
                 st.walking[g] = child;
@@ -148,16 +151,10 @@ unsafe fn finish(
         }
         for g in 0..G {
             if stopped[g] != 0 {
-                // The leaf vector is the node's third word, in the cache line just read.
-                let i3 = _mm512_add_epi64(_mm512_slli_epi64::<1>(stop_idx[g]), stop_idx[g]);
-                let lv = _mm512_mask_i64gather_epi64::<8>(
-                    z,
-                    stopped[g],
-                    _mm512_add_epi64(i3, two),
-                    nodes,
-                );
-                let cl = _mm512_popcnt_epi64(_mm512_and_si512(lv, stop_m[g]));
-                let li = _mm512_sub_epi64(_mm512_add_epi64(stop_base0[g], cl), one);
+                // The word of the slot's half of the leaf vector, in the node's line.
+                let lw = _mm512_mask_i64gather_epi64::<8>(z, stopped[g], stop_w[g], words);
+                let cl = _mm512_popcnt_epi64(_mm512_and_si512(lw, stop_m[g]));
+                let li = _mm512_sub_epi64(_mm512_add_epi64(_mm512_srli_epi64::<32>(lw), cl), one);
                 st.lidx[g] = _mm512_mask_mov_epi64(st.lidx[g], stopped[g], li);
                 st.leafing[g] |= stopped[g];
             }

@@ -768,7 +768,12 @@ impl<K: Key> Builder<'_, K> {
     fn copy_nodes(&mut self, from: usize, to: usize, n: usize) {
         // SAFETY: `to..to + n` is a block this builder allocated and has not published (as
         // in `set_node`); the builder is the only writer, so nobody writes `from..from + n`.
-        unsafe { self.mem.nodes.copy_block(from, to, n) }
+        unsafe {
+            self.mem.nodes.copy_block(from, to, n);
+            if self.mem.mirrored() {
+                self.mem.words.copy_block(from, to, n);
+            }
+        }
         // Every node comes from `alloc_nodes`, which grows the defaults to cover it, so both
         // ranges are in them; the check only keeps a broken trie from panicking here.
         let d = &mut self.w.ndef;
