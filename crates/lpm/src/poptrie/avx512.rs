@@ -20,9 +20,9 @@
 //! stores or copies, it stores or copies in both forms before publishing it); a child rank
 //! (the base in a node's word plus the ones up to the slot in its half, less one) with the
 //! slot's bit set is a valid node index, and a leaf rank taken the same way is a valid leaf
-//! index (the first leaf slot of a node always starts a run). The leaf and childless-node arrays end
-//! with one padding element, so a gather that reads a few bytes past the last real record (a
-//! 4-byte read of a 2-byte leaf, an 8-byte read of a 4-byte base) stays inside the allocation.
+//! index (the first leaf slot of a node always starts a run). The leaf and childless-node
+//! arrays end with one padding element, so a gather that reads a few bytes past the last real
+//! record (a 4-byte read of a 2-byte leaf) stays inside the allocation.
 
 #![allow(clippy::needless_range_loop)] // lanes are indexed by vector number on purpose
 

@@ -459,7 +459,7 @@ struct Parts<'a> {
     top_bits: u8,
     direct: &'a [u32],
     nodes: &'a [Node],
-    /// `nodes` in the AVX-512 lookup's form (empty where the CPU lacks AVX-512).
+    /// `nodes` in the AVX-512 lookup's form (one unused slot where the CPU lacks AVX-512).
     words: &'a [NodeWords],
     /// Childless-node records plus one padding element.
     lnodes: &'a [u16],
@@ -838,18 +838,15 @@ impl<K: Key> Poptrie<K> {
                         m.direct.len(),
                     ),
                     nodes: m.nodes.as_slice(),
-                    words: if m.mirrored() {
-                        m.words.as_slice()
-                    } else {
-                        &[]
-                    },
+                    words: m.words.as_slice(),
                     lnodes: m.lnodes.as_slice(),
                     leaves: m.leaves.as_slice(),
                     direct_bits: self.direct_bits,
                 }
             };
             if self.vector == Vector::Avx512 && !m.mirrored() {
-                // Not reached: a trie built where AVX-512 is missing cannot be set to it.
+                // Not reached (a trie built where AVX-512 is missing cannot be set to it),
+                // but the walk must not gather from words that do not mirror the nodes.
                 return 0;
             }
             if TypeId::of::<K>() == TypeId::of::<u32>() {
@@ -1269,11 +1266,7 @@ impl<K: Key> Lpm<K> for Poptrie<K> {
             + core::mem::size_of::<Mem>()
             + (m.top.capacity() + m.direct.len()) * 4
             + used(0) * core::mem::size_of::<Node>()
-            + if m.mirrored() {
-                used(0) * core::mem::size_of::<NodeWords>()
-            } else {
-                0
-            }
+            + used(0) * core::mem::size_of::<NodeWords>() * usize::from(m.mirrored())
             + used(1) * 2
             + used(2) * 2
             + self
