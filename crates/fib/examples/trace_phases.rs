@@ -18,7 +18,7 @@
 
 use std::time::Instant;
 
-use vfsr_fib::LiveFib;
+use vfsr_fib::{LiveFib, Publish};
 use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
 use vfsr_lpm::{Key, Route, RouteMap};
 use vfsr_table::trace;
@@ -28,19 +28,10 @@ type Fib<K> = LiveFib<K, Poptrie<K>>;
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Applies one phase as `vfsr fib bench` does: the delay bound polled every 64 changes. A
+/// Applies one phase as `vfsr fib bench` does ([`LiveFib::apply_changes`], batched). A
 /// refused change or publication ends the program, saying why.
 fn apply<K: Key>(fib: &mut Fib<K>, changes: &[Route<K>]) {
-    let mut run = || -> Result<(), vfsr_fib::FibError> {
-        for (i, r) in changes.iter().enumerate() {
-            fib.set(r.prefix, r.nexthop)?;
-            if i % 64 == 63 {
-                fib.poll(Instant::now())?;
-            }
-        }
-        fib.settle()
-    };
-    if let Err(e) = run() {
+    if let Err(e) = fib.apply_changes(changes, Publish::Batched) {
         eprintln!("trace_phases: {e}");
         std::process::exit(1);
     }

@@ -21,4 +21,6 @@
 pub mod live;
 pub mod nexthop;
 
-pub use live::{FibError, FibReader, FibStats, LiveFib, Snapshot, DEFAULT_MAX_DELAY};
+pub use live::{
+    FibError, FibReader, FibStats, LiveFib, Publish, Snapshot, DEFAULT_MAX_DELAY, POLL_EVERY,
+};

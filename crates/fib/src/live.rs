@@ -184,6 +184,20 @@ pub struct LiveFib<K: Key, E: LpmUpdate<K>> {
 /// Pending changes applied to the spare copy as they come; more wait for the publication.
 pub const DEFAULT_EAGER_LIMIT: usize = 256;
 
+/// Changes between two looks at the delay bound in [`LiveFib::apply_changes`], as an event
+/// loop looks between reads of its input.
+pub const POLL_EVERY: usize = 64;
+
+/// When [`LiveFib::apply_changes`] publishes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Publish {
+    /// After every change.
+    Each,
+    /// When the oldest pending change has waited the delay bound, looked at every
+    /// [`POLL_EVERY`] changes.
+    Batched,
+}
+
 /// Changes the pending list keeps room for between publications; a list grown past it (a
 /// full load) is dropped instead of kept.
 const KEEP_PENDING: usize = 4096;
@@ -385,6 +399,27 @@ impl<K: Key, E: LpmUpdate<K>> LiveFib<K, E> {
             return false;
         }
         true
+    }
+
+    /// Applies `changes` in order ([`NO_ROUTE`] withdraws), publishing as `publish` says,
+    /// then settles: a run of route changes as an event loop applies it. Stops at the first
+    /// change or publication refused; the changes before it stay applied.
+    pub fn apply_changes(
+        &mut self,
+        changes: &[Route<K>],
+        publish: Publish,
+    ) -> Result<(), FibError> {
+        for (i, r) in changes.iter().enumerate() {
+            self.set(r.prefix, r.nexthop)?;
+            match publish {
+                Publish::Each => self.publish()?,
+                Publish::Batched if i % POLL_EVERY == POLL_EVERY - 1 => {
+                    self.poll(Instant::now())?;
+                }
+                Publish::Batched => {}
+            }
+        }
+        self.settle()
     }
 
     /// Withdraws `prefix` (nothing happens if it is not in the table).

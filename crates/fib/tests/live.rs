@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use vfsr_fib::{FibError, LiveFib};
+use vfsr_fib::{FibError, LiveFib, Publish};
 use vfsr_lpm::golden::Golden;
 use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
 use vfsr_lpm::{Key, Lpm, LpmBuild, LpmUpdate, NextHop, Prefix, Route, NO_ROUTE};
@@ -137,6 +137,47 @@ fn poll_publishes_after_the_delay_bound() {
     assert_eq!(fib.reader().load().engine.lookup(0x0a00_0001), 3);
     assert_eq!(fib.deadline(), None);
     assert_eq!(fib.reader().load().version, 1);
+}
+
+#[test]
+fn a_run_of_changes_publishes_as_asked_and_ends_published() {
+    let changes: Vec<Route<u32>> = (0..200u32)
+        .map(|i| v4(0x0a00_0000 | i << 8, 24, 1 + i % 7))
+        .chain([v4(0x0a00_0500, 24, NO_ROUTE)])
+        .collect();
+    let expect = |fib: &LiveFib<u32, Poptrie<u32>>| {
+        let s = fib.reader().load();
+        assert_eq!(s.engine.lookup(0x0a00_0001), 1);
+        assert_eq!(s.engine.lookup(0x0a00_c701), 1 + 199 % 7);
+        assert_eq!(
+            s.engine.lookup(0x0a00_0501),
+            9,
+            "withdrawn: the /8 under it"
+        );
+        assert_eq!(fib.pending(), 0);
+    };
+    let base = [v4(0x0a00_0000, 8, 9)];
+    let mut each = LiveFib::<u32, Poptrie<u32>>::new(&base, PoptrieConfig::default()).unwrap();
+    each.apply_changes(&changes, Publish::Each).unwrap();
+    expect(&each);
+    assert_eq!(each.stats().publications, changes.len() as u64);
+    // A bound no run reaches: the one publication is the settle at the end.
+    let mut batched = LiveFib::<u32, Poptrie<u32>>::new(&base, PoptrieConfig::default()).unwrap();
+    batched.set_max_delay(Duration::from_secs(3600));
+    batched.apply_changes(&changes, Publish::Batched).unwrap();
+    expect(&batched);
+    assert_eq!(batched.stats().publications, 1);
+    // A refused change stops the run; the ones before it stay.
+    let bad = [
+        v4(0x0b00_0000, 8, 4),
+        v4(0x0c00_0000, 8, 70_000),
+        v4(0x0d00_0000, 8, 4),
+    ];
+    assert!(batched.apply_changes(&bad, Publish::Batched).is_err());
+    batched.publish().unwrap();
+    let s = batched.reader().load();
+    assert_eq!(s.engine.lookup(0x0b00_0001), 4);
+    assert_eq!(s.engine.lookup(0x0d00_0001), NO_ROUTE);
 }
 
 #[test]

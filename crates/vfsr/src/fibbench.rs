@@ -29,7 +29,7 @@ use clap::Args;
 use serde_json::{json, Value};
 use vfsr_bench::stats::Stats;
 use vfsr_fib::nexthop::Forward;
-use vfsr_fib::LiveFib;
+use vfsr_fib::{LiveFib, Publish, POLL_EVERY};
 use vfsr_lpm::poptrie::{Poptrie, PoptrieConfig};
 use vfsr_lpm::{Key, Lpm, LpmBuild, LpmUpdate, NextHop, Route, NO_ROUTE};
 use vfsr_rib::{Rib, RibFamily, RibRoute, RouteTable, Source};
@@ -146,9 +146,9 @@ fn new_fib<K: Key>(routes: &[Route<K>], delay: Duration) -> Result<Fib<K>, Error
     Ok(f)
 }
 
-/// Applies `changes` one at a time; `each` publishes after every change, otherwise the delay
-/// bound decides (checked every 64 changes, as an event loop would between input reads).
-/// Returns changes per second and publications made.
+/// Applies `changes` one at a time ([`LiveFib::apply_changes`]); `each` publishes after every
+/// change, otherwise the delay bound decides. Returns changes per second and publications
+/// made.
 fn stream<K: Key, E: LpmUpdate<K> + Clone>(
     fib: &mut LiveFib<K, E>,
     changes: &[Route<K>],
@@ -156,15 +156,14 @@ fn stream<K: Key, E: LpmUpdate<K> + Clone>(
 ) -> Result<(f64, u64), Error> {
     let p0 = fib.stats().publications;
     let t = Instant::now();
-    for (i, r) in changes.iter().enumerate() {
-        fib.set(r.prefix, r.nexthop)?;
+    fib.apply_changes(
+        changes,
         if each {
-            fib.publish()?;
-        } else if i % 64 == 63 {
-            fib.poll(Instant::now())?;
-        }
-    }
-    fib.settle()?;
+            Publish::Each
+        } else {
+            Publish::Batched
+        },
+    )?;
     let s = t.elapsed().as_secs_f64();
     Ok((changes.len() as f64 / s, fib.stats().publications - p0))
 }
@@ -330,7 +329,7 @@ fn rib_update_rates<K: Key + RibFamily>(
                 rt.feed()?;
                 if each {
                     rt.publish()?;
-                } else if i % 64 == 63 {
+                } else if i % POLL_EVERY == POLL_EVERY - 1 {
                     rt.poll(Instant::now())?;
                 }
             }
