@@ -36,7 +36,9 @@
 //! (broadcast, multicast), link-layer broadcast, source, then buffer room.
 //!
 //! The builders write into a caller's buffer (the worker's spare packet buffers) and return
-//! the length; nothing is allocated. Rate limiting is the caller's (`ratelimit.rs`).
+//! the length; nothing is allocated. Rate limiting is the caller's (`ratelimit.rs`), which
+//! asks [`icmp4_allowed`] / [`icmp6_allowed`] (the same rules, nothing built) before it
+//! takes a token, so that packets no error may answer neither spend one nor cost a build.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -207,16 +209,25 @@ fn quote_len(have: usize, header: usize, room: usize) -> Result<usize, Suppresse
     Ok(have.min(room))
 }
 
-/// Writes an ICMPv4 error about `orig` (an IPv4 packet from its header on) into `out` and
-/// returns its length (see the module doc for the layout and the rules).
-pub fn icmp4_error(
-    orig: &[u8],
-    link_broadcast: bool,
-    kind: Icmp4Error,
+/// What the rules found in an IPv4 original that may be answered.
+struct Orig4 {
+    /// Its header's length.
+    header: usize,
+    /// Its bytes up to its stated length.
+    have: usize,
+    /// Its source, the error's destination.
     src: Ipv4Addr,
-    ident: u16,
-    out: &mut [u8],
-) -> Result<usize, Suppressed> {
+}
+
+/// Whether the rules let an ICMPv4 error answer `orig` (an IPv4 packet from its header on):
+/// the checks of [`icmp4_error`] before the buffer's, without building anything, so that a
+/// caller can count a suppressed error before it spends a rate-limit token or a buffer.
+pub fn icmp4_allowed(orig: &[u8], link_broadcast: bool) -> Result<(), Suppressed> {
+    rules4(orig, link_broadcast).map(|_| ())
+}
+
+/// The checks of the module doc, in their order, for an IPv4 original.
+fn rules4(orig: &[u8], link_broadcast: bool) -> Result<Orig4, Suppressed> {
     // The original may be cut short (quoted as far as it goes): an unchecked view, with the
     // header's own bounds checked here.
     if orig.len() < ipv4::MIN_HEADER_LEN {
@@ -253,7 +264,28 @@ pub fn icmp4_error(
     if ipv4::check_source(orig_src).is_err() {
         return Err(Suppressed::BadSource);
     }
-    let have = orig.len().min(stated.max(header));
+    Ok(Orig4 {
+        header,
+        have: orig.len().min(stated.max(header)),
+        src: orig_src,
+    })
+}
+
+/// Writes an ICMPv4 error about `orig` (an IPv4 packet from its header on) into `out` and
+/// returns its length (see the module doc for the layout and the rules).
+pub fn icmp4_error(
+    orig: &[u8],
+    link_broadcast: bool,
+    kind: Icmp4Error,
+    src: Ipv4Addr,
+    ident: u16,
+    out: &mut [u8],
+) -> Result<usize, Suppressed> {
+    let Orig4 {
+        header,
+        have,
+        src: orig_src,
+    } = rules4(orig, link_broadcast)?;
     let room = out.len().min(MAX_ICMP4).saturating_sub(28);
     let q = quote_len(have, header, room)?;
     let total = 28 + q;
@@ -281,15 +313,26 @@ pub fn icmp4_error(
     Ok(total)
 }
 
-/// Writes an ICMPv6 error about `orig` (an IPv6 packet from its header on) into `out` and
-/// returns its length (see the module doc).
-pub fn icmp6_error(
+/// What the rules found in an IPv6 original that may be answered.
+struct Orig6 {
+    /// Its bytes up to its stated length.
+    have: usize,
+    /// Its source, the error's destination.
+    src: Ipv6Addr,
+}
+
+/// Whether the rules let an ICMPv6 error of `kind` answer `orig` (an IPv6 packet from its
+/// header on): the checks of [`icmp6_error`] before the buffer's, without building anything.
+pub fn icmp6_allowed(
     orig: &[u8],
     link_multicast: bool,
     kind: Icmp6Error,
-    src: Ipv6Addr,
-    out: &mut [u8],
-) -> Result<usize, Suppressed> {
+) -> Result<(), Suppressed> {
+    rules6(orig, link_multicast, kind).map(|_| ())
+}
+
+/// The checks of the module doc, in their order, for an IPv6 original.
+fn rules6(orig: &[u8], link_multicast: bool, kind: Icmp6Error) -> Result<Orig6, Suppressed> {
     // The original may be cut short: an unchecked view over at least its fixed header.
     if orig.len() < ipv6::HEADER_LEN {
         return Err(Suppressed::Truncated);
@@ -327,6 +370,25 @@ pub fn icmp6_error(
     if orig_src.is_unspecified() || orig_src.is_multicast() || orig_src.is_loopback() {
         return Err(Suppressed::BadSource);
     }
+    Ok(Orig6 {
+        have,
+        src: orig_src,
+    })
+}
+
+/// Writes an ICMPv6 error about `orig` (an IPv6 packet from its header on) into `out` and
+/// returns its length (see the module doc).
+pub fn icmp6_error(
+    orig: &[u8],
+    link_multicast: bool,
+    kind: Icmp6Error,
+    src: Ipv6Addr,
+    out: &mut [u8],
+) -> Result<usize, Suppressed> {
+    let Orig6 {
+        have,
+        src: orig_src,
+    } = rules6(orig, link_multicast, kind)?;
     let room = out.len().min(MAX_ICMP6).saturating_sub(48);
     let q = quote_len(have, 40, room)?;
     let total = 48 + q;
@@ -789,6 +851,46 @@ mod tests {
             if let Ok(n) = icmp6_error(&orig, lb, Icmp6Error::PacketTooBig { mtu: 1280 }, src, &mut out) {
                 prop_assert!(n <= room.min(MAX_ICMP6));
                 prop_assert!(verify6(&out[..n]));
+            }
+        }
+
+        /// The rules asked alone answer as the builders do wherever the buffer has room.
+        #[test]
+        fn the_rules_alone_agree_with_the_builders(
+            mut orig in proptest::collection::vec(any::<u8>(), 0..200),
+            v6: bool,
+            ihl in 5u8..16,
+            icmp_at in 20usize..80,
+            icmp_type: u8,
+            lb: bool,
+            mtu: u16,
+        ) {
+            // A version nibble, no later fragment, and now and then ICMP in the payload, so
+            // that every rule is reached, not only the first.
+            if let Some(b) = orig.get_mut(0) {
+                *b = if v6 { 0x60 } else { 0x40 | ihl };
+            }
+            if !v6 && orig.len() > 9 {
+                orig[6] &= 0xe0;
+                orig[7] = 0;
+                if mtu % 3 == 0 {
+                    orig[9] = ip_proto::ICMP;
+                }
+            }
+            if v6 && orig.len() > 6 && mtu % 3 == 0 {
+                orig[6] = ip_proto::ICMPV6;
+            }
+            if let Some(b) = orig.get_mut(icmp_at) {
+                *b = icmp_type;
+            }
+            let mut out = vec![0u8; 1600];
+            let k4 = Icmp4Error::FragNeeded { mtu };
+            let built4 = icmp4_error(&orig, lb, k4, ROUTER4, 1, &mut out).map(|_| ());
+            prop_assert_eq!(icmp4_allowed(&orig, lb), built4);
+            let src: Ipv6Addr = ROUTER6.parse().unwrap();
+            for k6 in [Icmp6Error::NoRoute, Icmp6Error::PacketTooBig { mtu: u32::from(mtu) }] {
+                let built6 = icmp6_error(&orig, lb, k6, src, &mut out).map(|_| ());
+                prop_assert_eq!(icmp6_allowed(&orig, lb, k6), built6);
             }
         }
 

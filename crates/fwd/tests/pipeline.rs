@@ -391,6 +391,37 @@ fn icmp_errors_are_rate_limited() {
 }
 
 #[test]
+fn errors_the_rules_forbid_spend_no_token_and_are_counted_as_such() {
+    let fx = fixture();
+    let mut w = split(&fx);
+    // A later fragment whose TTL runs out: no error may answer it.
+    let mut late = udp4(HOST4, [10, 1, 2, 3], 1, 20, false);
+    late[20] = 0x20;
+    late[21] = 8;
+    fix4(&mut late);
+    let later: Vec<Vec<u8>> = (0..64).map(|_| late.clone()).collect();
+    let expiring: Vec<Vec<u8>> = (0..64)
+        .map(|_| udp4(HOST4, [10, 1, 2, 3], 1, 0, false))
+        .collect();
+    let t = 5_000_000_000;
+    for chunk in later.chunks(32) {
+        assert!(run(&mut w, chunk, t).generated.is_empty());
+    }
+    assert_eq!(w.counters().get(Event::IcmpSuppressed), 64);
+    // The burst of 50 is whole for the packets that may be answered.
+    let sent: usize = expiring
+        .chunks(32)
+        .map(|c| run(&mut w, c, t).generated.len())
+        .sum();
+    assert_eq!(sent, 50);
+    assert_eq!(w.counters().get(Event::IcmpRateLimited), 14);
+    // With the bucket empty, the rules still come first.
+    assert!(run(&mut w, &later[..8], t).generated.is_empty());
+    assert_eq!(w.counters().get(Event::IcmpSuppressed), 72);
+    assert_eq!(w.counters().get(Event::IcmpRateLimited), 14);
+}
+
+#[test]
 fn broadcast_multicast_and_local() {
     let fx = fixture();
     let mut w = split(&fx);

@@ -12,7 +12,9 @@ use vfsr_wire::ipv6::Ipv6Packet;
 use vfsr_wire::MacAddr;
 
 use crate::counters::{DropReason, Event};
-use crate::icmp_error::{icmp4_error, icmp6_error, Icmp4Error, Icmp6Error};
+use crate::icmp_error::{
+    icmp4_allowed, icmp4_error, icmp6_allowed, icmp6_error, Icmp4Error, Icmp6Error,
+};
 use crate::packet::{Batch, Packet, Verdict};
 use crate::port::{Port, Ports};
 use crate::stage::ecmp::EcmpOutcome;
@@ -69,7 +71,11 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         self.drop(DropReason::TtlExpired)
     }
 
-    /// Sends an ICMP error about work item `w`.
+    /// Sends an ICMP error about work item `w`. The checks that need no buffer come first, in
+    /// this order: an address to send from, the rules ([`icmp4_allowed`], [`icmp6_allowed`]),
+    /// then a token of the rate limit; only an error that passes them all is copied, built
+    /// and routed. So a flood the limit holds back costs a look at each packet's header, not
+    /// a build and a route lookup each.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn error_for(
         &mut self,
@@ -91,15 +97,34 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         let orig = p
             .frame()
             .get(ETH_HEADER..ETH_HEADER + w.ip_len as usize)
-            .unwrap_or(&[])
-            .to_vec();
+            .unwrap_or(&[]);
+        let (has_source, allowed) = match kind {
+            ErrorKind::V4(_) => (
+                port.icmp_source4().is_some(),
+                icmp4_allowed(orig, w.link_bcast),
+            ),
+            ErrorKind::V6(k) => (
+                port.icmp_source6().is_some(),
+                icmp6_allowed(orig, w.link_bcast, k),
+            ),
+        };
+        if !has_source {
+            self.counters.event(Event::IcmpNoRoute, 1);
+            return;
+        }
+        if allowed.is_err() {
+            self.counters.event(Event::IcmpSuppressed, 1);
+            return;
+        }
+        if !self.icmp.allow(now_ns) {
+            self.counters.event(Event::IcmpRateLimited, 1);
+            return;
+        }
+        // Copied: the error is queued on the batch the original lies in.
+        let orig = orig.to_vec();
         match kind {
-            ErrorKind::V4(k) => {
-                self.icmp4(batch, &orig, w.link_bcast, k, port, ports, fib4, nh, now_ns)
-            }
-            ErrorKind::V6(k) => {
-                self.icmp6(batch, &orig, w.link_bcast, k, port, ports, fib6, nh, now_ns)
-            }
+            ErrorKind::V4(k) => self.icmp4(batch, &orig, w.link_bcast, k, port, ports, fib4, nh),
+            ErrorKind::V6(k) => self.icmp6(batch, &orig, w.link_bcast, k, port, ports, fib6, nh),
         }
     }
 
@@ -115,7 +140,6 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         ports: &Ports,
         fib4: &E4,
         nh: &NhSnapshot,
-        now_ns: u64,
     ) {
         let Some(src) = in_port.icmp_source4() else {
             self.counters.event(Event::IcmpNoRoute, 1);
@@ -142,7 +166,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             ethertype: ETHERTYPE_IPV4,
             sent: Event::Icmp4Sent,
         };
-        self.send_error(batch, out, built.ok(), reply, in_port, nh, ports, now_ns);
+        self.send_error(batch, out, built.ok(), reply, in_port, nh, ports);
     }
 
     /// Builds, routes and queues an ICMPv6 error about `orig` (an IPv6 packet).
@@ -157,7 +181,6 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         ports: &Ports,
         fib6: &E6,
         nh: &NhSnapshot,
-        now_ns: u64,
     ) {
         let Some(src) = in_port.icmp_source6() else {
             self.counters.event(Event::IcmpNoRoute, 1);
@@ -180,11 +203,12 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             ethertype: ETHERTYPE_IPV6,
             sent: Event::Icmp6Sent,
         };
-        self.send_error(batch, out, built.ok(), reply, in_port, nh, ports, now_ns);
+        self.send_error(batch, out, built.ok(), reply, in_port, nh, ports);
     }
 
-    /// The common end of an ICMP error: `len` is the built message's length (`None` when
-    /// the rules forbid one); rate-limits it, routes it back, and queues it or counts why not.
+    /// The common end of an ICMP error, its rate-limit token taken: `len` is the built
+    /// message's length (`None` when it could not be built); routes it back, and queues it or
+    /// counts why not.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn send_error(
         &mut self,
@@ -195,18 +219,12 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         in_port: &Port,
         nh: &NhSnapshot,
         ports: &Ports,
-        now_ns: u64,
     ) {
         let Some(len) = len else {
             self.counters.event(Event::IcmpSuppressed, 1);
             self.spare.push(out);
             return;
         };
-        if !self.icmp.allow(now_ns) {
-            self.counters.event(Event::IcmpRateLimited, 1);
-            self.spare.push(out);
-            return;
-        }
         match self.reply_path(reply.hop, reply.dst, &reply.key, nh, ports) {
             Some((oif, mac, port_mac)) => {
                 write_eth(out.buffer_mut(), mac, port_mac, reply.ethertype);
