@@ -797,7 +797,7 @@ mod tests {
     fn without_privileges_the_error_says_what_to_do() {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
-            eprintln!("skipped: running as root, the socket opens");
+            vfsr_skip::skip("running as root, the socket opens");
             return;
         }
         let e = PacketPort::open("lo").err().unwrap();

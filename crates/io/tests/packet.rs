@@ -47,7 +47,7 @@ impl Drop for Topo {
 fn topo() -> Option<Topo> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root for network namespaces and AF_PACKET");
+        vfsr_skip::skip("needs root for network namespaces and AF_PACKET");
         return None;
     }
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
@@ -59,7 +59,7 @@ fn topo() -> Option<Topo> {
         if_b: format!("vpb{id}"),
     };
     if !ip(&["netns", "add", &t.ns_a]) {
-        eprintln!("skipped: `ip netns add` does not work here");
+        vfsr_skip::skip("`ip netns add` does not work here");
         return None;
     }
     let ok = ip(&["netns", "add", &t.ns_b])

@@ -47,7 +47,7 @@ fn ip_out(args: &[&str]) -> String {
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root for BPF, AF_XDP and network namespaces");
+        vfsr_skip::skip("needs root for BPF, AF_XDP and network namespaces");
         return false;
     }
     true
@@ -81,7 +81,7 @@ fn topo() -> Option<Topo> {
         if_b: format!("vxb{id}"),
     };
     if !ip(&["netns", "add", &t.ns_a]) {
-        eprintln!("skipped: `ip netns add` does not work here");
+        vfsr_skip::skip("`ip netns add` does not work here");
         return None;
     }
     let ok = ip(&["netns", "add", &t.ns_b])
@@ -796,7 +796,7 @@ fn the_queue_count_is_read_in_the_namespace_and_checked() {
 fn a_live_frames_test_run_delivers_what_the_program_passes() {
     if is_root() {
         if let Some(why) = bpf::live_frames_refusal() {
-            println!("skipped: {why}");
+            vfsr_skip::skip(&why);
             return;
         }
     }

@@ -38,7 +38,7 @@ type TestRouter = Router<Poptrie<u32>, Poptrie<u128>>;
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root for BPF");
+        vfsr_skip::skip("needs root for BPF");
         return false;
     }
     true

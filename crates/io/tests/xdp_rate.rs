@@ -41,7 +41,7 @@ impl Drop for Topo {
 fn topo(tag: &str) -> Option<Topo> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root for BPF, AF_XDP and network namespaces");
+        vfsr_skip::skip("needs root for BPF, AF_XDP and network namespaces");
         return None;
     }
     let id = format!("{}{tag}", std::process::id());
@@ -52,7 +52,7 @@ fn topo(tag: &str) -> Option<Topo> {
         if_b: format!("vrb{id}"),
     };
     if !ip(&["netns", "add", &t.ns_a]) {
-        eprintln!("skipped: `ip netns add` does not work here");
+        vfsr_skip::skip("`ip netns add` does not work here");
         return None;
     }
     let ok = ip(&["netns", "add", &t.ns_b])

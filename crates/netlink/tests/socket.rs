@@ -99,7 +99,7 @@ impl Drop for Netns {
 /// whatever happens; a panic in `body` fails the test.
 fn in_netns(tag: &str, body: impl FnOnce(&Netns) + Send) {
     if let Some(reason) = skip_reason() {
-        eprintln!("skipped: {reason}");
+        vfsr_skip::skip(reason);
         return;
     }
     let ns = Netns::new(tag);

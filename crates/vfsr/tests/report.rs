@@ -411,7 +411,7 @@ fn check_in_chromium(browser: &Path, from: &Path, dir: &Path) -> Vec<String> {
 #[test]
 fn chromium_draws_every_plot() {
     let Some(browser) = chromium() else {
-        eprintln!("skipped: no /usr/bin/chromium (Debian's chromium package; test.sh installs it)");
+        vfsr_skip::skip("no /usr/bin/chromium (Debian's chromium package; test.sh installs it)");
         return;
     };
     let dir = temp_dir("chromium");
@@ -502,7 +502,7 @@ const CPFLOOD: &str = r#"{"cpu": "Test CPU", "cores": 2,
 #[test]
 fn chromium_draws_the_convergence_and_flood_figures_too() {
     let Some(browser) = chromium() else {
-        eprintln!("skipped: no /usr/bin/chromium (Debian's chromium package; test.sh installs it)");
+        vfsr_skip::skip("no /usr/bin/chromium (Debian's chromium package; test.sh installs it)");
         return;
     };
     let dir = temp_dir("chromium-all");

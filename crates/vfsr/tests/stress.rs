@@ -35,7 +35,7 @@ fn check_ok(c: &Value, name: &str) -> bool {
 fn short_stress_run_keeps_the_books_and_restores_the_ports() {
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_vfsr"));
     if let Some(why) = generator_skip_reason(Some(&exe)) {
-        println!("skipped: {why}");
+        vfsr_skip::skip(&why);
         return;
     }
     let run = run_with_report(

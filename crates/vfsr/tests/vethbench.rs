@@ -39,7 +39,7 @@ fn small_table(path: &Path) {
 fn veth_bench_reports_every_router() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(why) = generator_skip_reason(None) {
-        println!("skipped: {why}");
+        vfsr_skip::skip(&why);
         return;
     }
     let pid = std::process::id();
@@ -136,12 +136,12 @@ fn veth_bench_reports_every_router() {
 fn an_interrupted_run_leaves_nothing_behind() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(why) = generator_skip_reason(None) {
-        println!("skipped: {why}");
+        vfsr_skip::skip(&why);
         return;
     }
     let exe = PathBuf::from(env!("CARGO_BIN_EXE_vfsr"));
     if !exe.with_file_name("vfsrd").exists() {
-        println!("skipped: vfsrd not built next to vfsr");
+        vfsr_skip::skip("vfsrd not built next to vfsr");
         return;
     }
     let mut run = Command::new(&exe)

@@ -49,15 +49,15 @@ fn vfsrd_binary() -> Option<PathBuf> {
 
 fn skipped() -> Option<PathBuf> {
     if let Some(why) = skip_reason(&["ip", "ping", "ethtool"]) {
-        println!("skipped: {why}");
+        vfsr_skip::skip(&why);
         return None;
     }
     match vfsrd_binary() {
         Some(p) => Some(p),
         None => {
-            println!(
-                "skipped: no vfsrd binary beside {VFSRCTL} (cargo test --workspace builds it)"
-            );
+            vfsr_skip::skip(format!(
+                "no vfsrd binary beside {VFSRCTL} (cargo test --workspace builds it)"
+            ));
             None
         }
     }
@@ -681,7 +681,7 @@ fn metrics_are_scraped_and_pass_promtool() {
 
     // Debian's promtool: the exposition parses and passes its lint.
     if let Some(why) = skip_reason(&["promtool"]) {
-        println!("promtool check skipped: {why}");
+        vfsr_skip::skip(format!("promtool check: {why}"));
     } else {
         let mut child = Command::new("promtool")
             .args(["check", "metrics"])

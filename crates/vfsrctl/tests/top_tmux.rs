@@ -62,14 +62,16 @@ fn serial() -> MutexGuard<'static, ()> {
 /// The vfsrd binary, or `None` after printing why the test skips.
 fn skipped() -> Option<PathBuf> {
     if let Some(why) = skip_reason(&["ip", "ping", "ethtool", "tmux", "stty"]) {
-        println!("skipped: {why}");
+        vfsr_skip::skip(&why);
         return None;
     }
     let p = Path::new(VFSRCTL).parent()?.join("vfsrd");
     if p.exists() {
         Some(p)
     } else {
-        println!("skipped: no vfsrd binary beside {VFSRCTL} (cargo test --workspace builds it)");
+        vfsr_skip::skip(format!(
+            "no vfsrd binary beside {VFSRCTL} (cargo test --workspace builds it)"
+        ));
         None
     }
 }

@@ -57,7 +57,7 @@ fn skip(programs: &[&[&str]]) -> bool {
     let all: Vec<&str> = programs.iter().flat_map(|p| p.iter().copied()).collect();
     match skip_reason(&all) {
         Some(why) => {
-            eprintln!("skipping: {why}");
+            vfsr_skip::skip(&why);
             true
         }
         None => false,

@@ -178,7 +178,7 @@ fn ping(r: &Router, ns: &str, v6: bool, dst: &str, n: u32) -> u32 {
 
 fn the_router_forwards_and_answers(tag: &str, backend: &str, fast: bool) {
     if let Some(why) = skip_reason() {
-        println!("skipped: {why}");
+        vfsr_skip::skip(&why);
         return;
     }
     let mut r = build(tag, backend, fast);
@@ -414,7 +414,7 @@ fn over_af_packet() {
 #[test]
 fn echo_beyond_the_punt_limit_is_policed_in_xdp_and_a_reload_lifts_it() {
     if let Some(why) = skip_reason() {
-        println!("skipped: {why}");
+        vfsr_skip::skip(&why);
         return;
     }
     let _turn = one_at_a_time();

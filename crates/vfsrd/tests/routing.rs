@@ -51,7 +51,7 @@ fn skipped(programs: &[&[&str]]) -> bool {
     all.extend(["ping", "ethtool", "ip"]);
     match skip_reason(&all) {
         Some(why) => {
-            println!("skipped: {why}");
+            vfsr_skip::skip(&why);
             true
         }
         None => false,

@@ -58,7 +58,7 @@ fn verify(text: &str, config: &Path) -> String {
 #[test]
 fn the_unit_file_verifies() {
     if !program_exists("systemd-analyze") {
-        println!("skipped: systemd-analyze is not installed (Debian's systemd package)");
+        vfsr_skip::skip("systemd-analyze is not installed (Debian's systemd package)");
         return;
     }
     let config = std::env::temp_dir().join(format!("vfsrd-unit-{}.toml", std::process::id()));
@@ -99,7 +99,7 @@ via = "10.1.0.2"
 #[test]
 fn vfsrd_tells_systemd_what_it_does() {
     if let Some(why) = skip_reason(&["ip"]) {
-        println!("skipped: {why}");
+        vfsr_skip::skip(&why);
         return;
     }
     let mut lab = NetLab::new("svc");

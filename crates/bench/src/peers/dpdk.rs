@@ -923,7 +923,7 @@ mod tests {
     #[test]
     fn computed_tbl8_counts_are_exact_enough() {
         if let Err(e) = dpdk_available() {
-            println!("skipping: {e}");
+            vfsr_skip::skip(&e);
             return;
         }
         let v4 = routes::<u32>(7, 20_000, &[8, 16, 20, 24, 25, 26, 28, 30, 32]);
