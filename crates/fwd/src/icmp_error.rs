@@ -36,9 +36,10 @@
 //! (broadcast, multicast), link-layer broadcast, source, then buffer room.
 //!
 //! The builders write into a caller's buffer (the worker's spare packet buffers) and return
-//! the length; nothing is allocated. Rate limiting is the caller's (`ratelimit.rs`), which
-//! asks [`icmp4_allowed`] / [`icmp6_allowed`] (the same rules, nothing built) before it
-//! takes a token, so that packets no error may answer neither spend one nor cost a build.
+//! the length; nothing is allocated. Rate limiting is the caller's: the worker asks
+//! [`icmp4_allowed`] / [`icmp6_allowed`] (the same rules, nothing built) before it takes a
+//! token of its bucket (`ratelimit.rs`), so that packets no error may answer neither spend a
+//! token nor cost a build.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
