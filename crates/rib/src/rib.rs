@@ -621,9 +621,16 @@ impl<K: Key> FamilyRib<K> {
                 true
             }
         });
+        // Only the routes this call puts in are compared with each other: a source's routes
+        // the call does not replace (the kernel's routes of other metrics) stay as they are,
+        // even through the same next hop (one next hop at two metrics is two kernel routes,
+        // and deleting one leaves the other).
+        let first_new = e.routes.len();
         for s in new {
             match e
                 .routes
+                .get_mut(first_new..)
+                .unwrap_or_default()
                 .iter_mut()
                 .find(|r| r.source == source && r.nh == s.nh)
             {
@@ -2049,6 +2056,15 @@ mod tests {
         assert_eq!(rib.routes(&p).len(), 2);
         assert_eq!(rib.withdraw_metric(p, Source::Kernel, 50), 1);
         assert_eq!(fwd_of(&rib, rib.fib_value(&p)), gw("192.0.2.1"));
+        // One next hop at two metrics is two routes: the lower one forwards, and withdrawing
+        // it leaves the other (the kernel keeps both).
+        rib.replace_metric(p, Source::Kernel, 20, &[k("192.0.2.1", 20)])
+            .unwrap();
+        assert_eq!(rib.routes(&p).len(), 2);
+        assert_eq!(rib.withdraw_metric(p, Source::Kernel, 20), 1);
+        assert_eq!(rib.routes(&p), vec![k("192.0.2.1", 100)]);
+        assert_eq!(fwd_of(&rib, rib.fib_value(&p)), gw("192.0.2.1"));
+        assert_tallies(&rib);
         // Routes through next-hop object 7 are found again.
         let q = p4("11.0.0.0/8");
         rib.replace(

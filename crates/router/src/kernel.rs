@@ -274,6 +274,33 @@ mod tests {
     }
 
     #[test]
+    fn one_next_hop_at_two_metrics_is_two_routes() {
+        let mut rib = Rib::new();
+        let mut m = KernelMirror::new(KernelConfig::default());
+        let ifmap = IfMap::new();
+        let at = |op, metric| {
+            let mut r = route(op, 1);
+            if let Message::Route(x) = &mut r {
+                x.priority = Some(metric);
+            }
+            r
+        };
+        // `ip route add 10.0.1.0/24 via 192.0.2.2 metric 100`, then the same at metric 300.
+        m.messages(&[at(Op::New, 100), at(Op::New, 300)], &mut rib, &ifmap, 10);
+        let p = Prefix::new_masked(u32::from(Ipv4Addr::new(10, 0, 1, 0)), 24);
+        let metrics = |rib: &Rib| {
+            let mut v: Vec<u32> = rib.routes(&p).iter().map(|r| r.metric).collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(metrics(&rib), [100, 300]);
+        // `ip route del ... metric 100`: the kernel still forwards by the metric-300 route.
+        m.messages(&[at(Op::Del, 100)], &mut rib, &ifmap, 10);
+        assert_eq!(metrics(&rib), [300]);
+        assert!(has(&rib, 1));
+    }
+
+    #[test]
     fn a_dump_listing_older_than_a_notification_is_not_taken() {
         let mut rib = Rib::new();
         let mut m = KernelMirror::new(KernelConfig::default());
