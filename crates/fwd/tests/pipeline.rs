@@ -218,21 +218,24 @@ fn ipv4_options() {
     );
 }
 
+/// A later fragment (offset 64 bytes, MF) from host A to 10.1.2.3 with `ttl`.
+fn later_fragment4(ttl: u8) -> Vec<u8> {
+    let mut f = udp4(HOST4, [10, 1, 2, 3], ttl, 20, false);
+    f[20] = 0x20;
+    f[21] = 8;
+    fix4(&mut f);
+    f
+}
+
 #[test]
 fn fragments_are_forwarded_and_later_ones_never_answered() {
     let fx = fixture();
     let mut w = split(&fx);
-    // A later fragment (offset 64 bytes, MF) is forwarded as any packet.
-    let mut f = udp4(HOST4, [10, 1, 2, 3], 64, 20, false);
-    f[20] = 0x20;
-    f[21] = 8;
-    fix4(&mut f);
-    let b = run1(&mut w, f.clone());
+    // A later fragment is forwarded as any packet.
+    let b = run1(&mut w, later_fragment4(64));
     assert_eq!(b.verdicts[0], Verdict::Forward { oif: 2 });
     // Expiring, it gets no ICMP error (RFC 1812 4.3.2.7).
-    f[22] = 1;
-    fix4(&mut f);
-    let b = run1(&mut w, f);
+    let b = run1(&mut w, later_fragment4(1));
     assert_eq!(b.verdicts[0], Verdict::Drop(DropReason::TtlExpired));
     assert!(b.generated.is_empty());
     assert_eq!(w.counters().get(Event::IcmpSuppressed), 1);
@@ -395,11 +398,7 @@ fn errors_the_rules_forbid_spend_no_token_and_are_counted_as_such() {
     let fx = fixture();
     let mut w = split(&fx);
     // A later fragment whose TTL runs out: no error may answer it.
-    let mut late = udp4(HOST4, [10, 1, 2, 3], 1, 20, false);
-    late[20] = 0x20;
-    late[21] = 8;
-    fix4(&mut late);
-    let later: Vec<Vec<u8>> = (0..64).map(|_| late.clone()).collect();
+    let later: Vec<Vec<u8>> = (0..64).map(|_| later_fragment4(1)).collect();
     let expiring: Vec<Vec<u8>> = (0..64)
         .map(|_| udp4(HOST4, [10, 1, 2, 3], 1, 0, false))
         .collect();

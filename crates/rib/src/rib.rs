@@ -629,9 +629,8 @@ impl<K: Key> FamilyRib<K> {
         for s in new {
             match e
                 .routes
-                .get_mut(first_new..)
-                .unwrap_or_default()
                 .iter_mut()
+                .skip(first_new)
                 .find(|r| r.source == source && r.nh == s.nh)
             {
                 Some(r) => {

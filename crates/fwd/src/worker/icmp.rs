@@ -2,7 +2,7 @@
 //! Needed, Packet Too Big): built by `icmp_error`, rate-limited by the token bucket, and sent
 //! back along the route to the offending packet's source.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use vfsr_fib::nexthop::NhSnapshot;
 use vfsr_flow::FlowKey;
@@ -13,7 +13,7 @@ use vfsr_wire::MacAddr;
 
 use crate::counters::{DropReason, Event};
 use crate::icmp_error::{
-    icmp4_allowed, icmp4_error, icmp6_allowed, icmp6_error, Icmp4Error, Icmp6Error,
+    icmp4_allowed, icmp4_error, icmp6_allowed, icmp6_error, Icmp4Error, Icmp6Error, Suppressed,
 };
 use crate::packet::{Batch, Packet, Verdict};
 use crate::port::{Port, Ports};
@@ -98,37 +98,47 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
             .frame()
             .get(ETH_HEADER..ETH_HEADER + w.ip_len as usize)
             .unwrap_or(&[]);
-        let (has_source, allowed) = match kind {
-            ErrorKind::V4(_) => (
-                port.icmp_source4().is_some(),
-                icmp4_allowed(orig, w.link_bcast),
-            ),
-            ErrorKind::V6(k) => (
-                port.icmp_source6().is_some(),
-                icmp6_allowed(orig, w.link_bcast, k),
-            ),
-        };
-        if !has_source {
-            self.counters.event(Event::IcmpNoRoute, 1);
-            return;
-        }
-        if allowed.is_err() {
-            self.counters.event(Event::IcmpSuppressed, 1);
-            return;
-        }
-        if !self.icmp.allow(now_ns) {
-            self.counters.event(Event::IcmpRateLimited, 1);
-            return;
-        }
-        // Copied: the error is queued on the batch the original lies in.
-        let orig = orig.to_vec();
         match kind {
-            ErrorKind::V4(k) => self.icmp4(batch, &orig, w.link_bcast, k, port, ports, fib4, nh),
-            ErrorKind::V6(k) => self.icmp6(batch, &orig, w.link_bcast, k, port, ports, fib6, nh),
+            ErrorKind::V4(k) => {
+                let Some(src) = port.icmp_source4() else {
+                    self.counters.event(Event::IcmpNoRoute, 1);
+                    return;
+                };
+                if self.may_answer(icmp4_allowed(orig, w.link_bcast), now_ns) {
+                    // Copied: the error is queued on the batch the original lies in.
+                    let orig = orig.to_vec();
+                    self.icmp4(batch, &orig, w.link_bcast, k, src, port, ports, fib4, nh);
+                }
+            }
+            ErrorKind::V6(k) => {
+                let Some(src) = port.icmp_source6() else {
+                    self.counters.event(Event::IcmpNoRoute, 1);
+                    return;
+                };
+                if self.may_answer(icmp6_allowed(orig, w.link_bcast, k), now_ns) {
+                    let orig = orig.to_vec();
+                    self.icmp6(batch, &orig, w.link_bcast, k, src, port, ports, fib6, nh);
+                }
+            }
         }
     }
 
-    /// Builds, routes and queues an ICMPv4 error about `orig` (an IPv4 packet).
+    /// Whether an error the rules judged as `rules` may go now: one they forbid is counted as
+    /// suppressed and spends no token; otherwise it takes a token of the rate limit, or is
+    /// counted as held back by it.
+    fn may_answer(&mut self, rules: Result<(), Suppressed>, now_ns: u64) -> bool {
+        if rules.is_err() {
+            self.counters.event(Event::IcmpSuppressed, 1);
+            return false;
+        }
+        if !self.icmp.allow(now_ns) {
+            self.counters.event(Event::IcmpRateLimited, 1);
+            return false;
+        }
+        true
+    }
+
+    /// Builds, routes and queues an ICMPv4 error about `orig` (an IPv4 packet), sent from `src`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn icmp4(
         &mut self,
@@ -136,15 +146,12 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         orig: &[u8],
         link_bcast: bool,
         kind: Icmp4Error,
+        src: Ipv4Addr,
         in_port: &Port,
         ports: &Ports,
         fib4: &E4,
         nh: &NhSnapshot,
     ) {
-        let Some(src) = in_port.icmp_source4() else {
-            self.counters.event(Event::IcmpNoRoute, 1);
-            return;
-        };
         let mut out = self.take_buffer();
         self.ident = self.ident.wrapping_add(1);
         let built = icmp4_error(
@@ -169,7 +176,7 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         self.send_error(batch, out, built.ok(), reply, in_port, nh, ports);
     }
 
-    /// Builds, routes and queues an ICMPv6 error about `orig` (an IPv6 packet).
+    /// Builds, routes and queues an ICMPv6 error about `orig` (an IPv6 packet), sent from `src`.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn icmp6(
         &mut self,
@@ -177,15 +184,12 @@ impl<E4: Lpm<u32>, E6: Lpm<u128>> Worker<E4, E6> {
         orig: &[u8],
         link_mcast: bool,
         kind: Icmp6Error,
+        src: Ipv6Addr,
         in_port: &Port,
         ports: &Ports,
         fib6: &E6,
         nh: &NhSnapshot,
     ) {
-        let Some(src) = in_port.icmp_source6() else {
-            self.counters.event(Event::IcmpNoRoute, 1);
-            return;
-        };
         let mut out = self.take_buffer();
         let built = icmp6_error(
             orig,

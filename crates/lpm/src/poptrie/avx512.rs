@@ -111,6 +111,7 @@ unsafe fn finish(
         let one = _mm512_set1_epi64(1);
         let two = _mm512_set1_epi64(2);
         let low32 = _mm512_set1_epi64(0xffff_ffff);
+        let low5 = _mm512_set1_epi64(31);
         let z = _mm512_setzero_si512();
         // Per vector, for lanes that stop in a node: the word of their leaf-vector half and
         // the slot mask.
@@ -129,7 +130,7 @@ unsafe fn finish(
                 let w =
                     _mm512_add_epi64(_mm512_slli_epi64::<2>(st.idx[g]), _mm512_srli_epi64::<5>(v));
                 let word = _mm512_mask_i64gather_epi64::<8>(z, a, w, words);
-                let vs = _mm512_and_si512(v, _mm512_set1_epi64(31));
+                let vs = _mm512_and_si512(v, low5);
                 let half = _mm512_and_si512(word, low32);
                 let m = _mm512_sub_epi64(_mm512_sllv_epi64(two, vs), one);
                 let child = _mm512_mask_test_epi64_mask(a, half, _mm512_sllv_epi64(one, vs));
