@@ -1,5 +1,6 @@
 //! `vfsr lpm bench`: the lookup-engine benchmark (see `vfsr_bench::lpm` for the method).
 
+use crate::cacheload::CacheLoad;
 use crate::tables;
 use clap::Args;
 use serde_json::json;
@@ -53,6 +54,14 @@ pub struct BenchArgs {
     /// Leave out the LC-trie fill-factor sweep.
     #[arg(long)]
     pub no_sweep: bool,
+    /// Run a neighbor on this core while measuring: a thread reading random cache lines of a
+    /// large buffer, competing for the shared last-level cache as a routing daemon on core 0
+    /// or another tenant of the host does.
+    #[arg(long)]
+    pub neighbor_core: Option<usize>,
+    /// The neighbor's buffer, MiB (64 to 4096).
+    #[arg(long, default_value_t = 256)]
+    pub neighbor_mib: usize,
 }
 
 type Boxed<K> = Box<dyn Lpm<K>>;
@@ -79,6 +88,9 @@ pub(crate) enum Error {
     /// The JSON file could not be written.
     #[error(transparent)]
     Report(#[from] crate::jsonfile::Error),
+    /// The cache neighbor could not start.
+    #[error(transparent)]
+    Neighbor(#[from] crate::cacheload::Error),
 }
 
 fn ok<K: Key, E: Lpm<K> + 'static>(
@@ -203,6 +215,17 @@ pub(crate) fn run(a: &BenchArgs) -> Result<(), Error> {
             eprintln!("DPDK peers: {e}");
         }
     }
+    let neighbor = a
+        .neighbor_core
+        .map(|c| CacheLoad::start(c, core, a.neighbor_mib))
+        .transpose()?;
+    if let Some(nb) = &neighbor {
+        eprintln!(
+            "cache neighbor on core {}, {} MiB",
+            nb.describe()["core"],
+            a.neighbor_mib
+        );
+    }
     let mut rows: Vec<Row> = Vec::new();
     let mut skipped: Vec<Skipped> = Vec::new();
     let say = |s: &str| eprintln!("{s}");
@@ -222,9 +245,19 @@ pub(crate) fn run(a: &BenchArgs) -> Result<(), Error> {
     } else {
         lctrie_sweep(&table.v4, &uniform4, &p)?
     };
+    let neighbor_desc = neighbor.as_ref().map(|nb| nb.describe());
+    drop(neighbor);
 
     let machine = crate::machine::facts();
-    println!("\nvfsr lpm bench: {} ; {} lookups per pattern, median of {} runs, batches of {}, core {core}; {}\n",
+    let beside = neighbor_desc.as_ref().map_or(String::new(), |d| {
+        format!(
+            "; a cache neighbor on core {} reading random lines of {} MiB, {:.1} M/s",
+            d["core"],
+            d["mib"],
+            d["reads_per_s"].as_f64().unwrap_or(0.0) / 1e6
+        )
+    });
+    println!("\nvfsr lpm bench: {} ; {} lookups per pattern, median of {} runs, batches of {}, core {core}{beside}; {}\n",
         table.source, n, p.runs, p.batch, crate::machine::summary(&machine));
     print!("{}", lpm::render_table(&rows));
     for s in &skipped {
@@ -244,7 +277,7 @@ pub(crate) fn run(a: &BenchArgs) -> Result<(), Error> {
             "machine": machine,
             "cpu": machine["cpu"],
             "table": {"source": table.source, "v4_routes": table.v4.len(), "v6_routes": table.v6.len()},
-            "params": {"lookups": n, "runs": p.runs, "batch": p.batch, "max_pass_s": p.max_pass_s, "core": core, "seed": a.seed},
+            "params": {"lookups": n, "runs": p.runs, "batch": p.batch, "max_pass_s": p.max_pass_s, "core": core, "seed": a.seed, "neighbor": neighbor_desc},
             "results": rows,
             "skipped": skipped,
             "targets": checks,

@@ -14,6 +14,7 @@
 //! ```
 
 mod bench;
+mod cacheload;
 mod cpbench;
 mod cpflood;
 mod demo;
