@@ -126,12 +126,33 @@ fn set_policy(tid: i32, policy: i32, priority: i32, name: &'static str) -> Resul
     }
 }
 
-/// The core a benchmark uses unless told otherwise: the last one, away from core 0 where the
-/// system and the control plane run.
+/// The cores thread `tid` (0: the calling thread) may run on, in ascending order; empty if
+/// the kernel would not say.
+pub fn allowed_cores(tid: i32) -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain data and a zeroed one is empty; sched_getaffinity writes at
+    // most size_of::<cpu_set_t>() bytes into it; CPU_ISSET reads inside it (every index is
+    // below CPU_SETSIZE).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// The core a benchmark uses unless told otherwise: the last one the process may run on,
+/// away from core 0 where the system and the control plane run. Under `taskset -c 1` that is
+/// core 1 (counting the allowed cores instead would name core 0, outside the set).
 pub fn default_bench_core() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get().saturating_sub(1))
-        .unwrap_or(0)
+    match allowed_cores(0).last() {
+        Some(&c) => c,
+        None => std::thread::available_parallelism()
+            .map(|n| n.get().saturating_sub(1))
+            .unwrap_or(0),
+    }
 }
 
 /// Asks the CPU to bring the line holding `p` into L1 ahead of a read. Only a hint: it never
@@ -361,9 +382,36 @@ mod tests {
         assert_eq!(pin(100_000), Err(CpuError::CoreOutOfRange(100_000)));
         assert_eq!(pin_task(0, &[]), Err(CpuError::NoCore));
         // Every core of the machine at once, then back to the first: both allowed.
-        let all: Vec<usize> = (0..=default_bench_core()).collect();
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let all: Vec<usize> = (0..n).collect();
         assert!(pin_task(0, &all).is_ok());
         assert!(pin(0).is_ok());
+    }
+
+    #[test]
+    fn the_bench_core_is_the_last_allowed_one() {
+        let all = allowed_cores(0);
+        assert!(!all.is_empty());
+        let last = *all.last().unwrap();
+        // In a thread of its own, restricted to the first core: that is the one named, even
+        // on a machine with more (as under `taskset -c 0`).
+        let first = all[0];
+        let (named, allowed) = std::thread::spawn(move || {
+            pin(first).unwrap();
+            (default_bench_core(), allowed_cores(0))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(allowed, vec![first]);
+        assert_eq!(named, first);
+        // Restricted to the last core, the last one.
+        let named = std::thread::spawn(move || {
+            pin(last).unwrap();
+            default_bench_core()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(named, last);
     }
 
     #[test]

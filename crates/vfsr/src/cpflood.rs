@@ -676,15 +676,13 @@ fn set_control(tid: i32, core: usize, priority: u8) -> Result<(), Error> {
 /// Thread `tid`'s cores, policy and priority, as the kernel has them.
 fn control_state(tid: i32) -> Value {
     // SAFETY: plain system calls on valid, live out-parameters.
-    let (policy, prio, cores) = unsafe {
+    let (policy, prio) = unsafe {
         let policy = libc::sched_getscheduler(tid);
         let mut p = libc::sched_param { sched_priority: 0 };
         libc::sched_getparam(tid, &mut p);
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
-        let cores: Vec<usize> = (0..64).filter(|c| libc::CPU_ISSET(*c, &set)).collect();
-        (policy, p.sched_priority, cores)
+        (policy, p.sched_priority)
     };
+    let cores = vfsr_cpu::allowed_cores(tid);
     let name = match policy {
         libc::SCHED_FIFO => "SCHED_FIFO",
         libc::SCHED_OTHER => "SCHED_OTHER",
