@@ -186,6 +186,9 @@ fn select<K: Key>(v: Vec<Contender<K>>, a: &BenchArgs) -> Vec<Contender<K>> {
 
 pub(crate) fn run(a: &BenchArgs) -> Result<(), Error> {
     let core = a.core.unwrap_or_else(vfsr_cpu::default_bench_core);
+    if let Some(c) = a.neighbor_core {
+        crate::cacheload::check(c, &[core], a.neighbor_mib)?;
+    }
     vfsr_cpu::pin(core)?;
     let t = Instant::now();
     let table = match &a.table {
@@ -217,7 +220,7 @@ pub(crate) fn run(a: &BenchArgs) -> Result<(), Error> {
     }
     let neighbor = a
         .neighbor_core
-        .map(|c| CacheLoad::start(c, core, a.neighbor_mib))
+        .map(|c| CacheLoad::start(c, &[core], a.neighbor_mib))
         .transpose()?;
     if let Some(nb) = &neighbor {
         eprintln!(
@@ -249,14 +252,7 @@ pub(crate) fn run(a: &BenchArgs) -> Result<(), Error> {
     drop(neighbor);
 
     let machine = crate::machine::facts();
-    let beside = neighbor_desc.as_ref().map_or(String::new(), |d| {
-        format!(
-            "; a cache neighbor on core {} reading random lines of {} MiB, {:.1} M/s",
-            d["core"],
-            d["mib"],
-            d["reads_per_s"].as_f64().unwrap_or(0.0) / 1e6
-        )
-    });
+    let beside = crate::cacheload::summary(neighbor_desc.as_ref());
     println!("\nvfsr lpm bench: {} ; {} lookups per pattern, median of {} runs, batches of {}, core {core}{beside}; {}\n",
         table.source, n, p.runs, p.batch, crate::machine::summary(&machine));
     print!("{}", lpm::render_table(&rows));

@@ -4,8 +4,9 @@
 //!
 //! On a router the control plane lives on core 0 beside the forwarding cores and shares their
 //! L3; a lookup structure that needs much of the L3 slows down when that neighbor is busy,
-//! one that lives in L2 does not. `vfsr lpm bench --neighbor-core N` measures under that
-//! neighbor (`docs/bench/zen5.md`, "A neighbor on the shared cache").
+//! one that lives in L2 does not. `vfsr lpm bench --neighbor-core N` and `vfsr fwd bench
+//! --neighbor-core N` measure under that neighbor (`docs/bench/zen5.md`, "A neighbor on the
+//! shared cache").
 //!
 //! The neighbor stops when its [`CacheLoad`] is dropped, so it never outlives the benchmark.
 
@@ -23,14 +24,12 @@ const ROUND: u64 = 1 << 14;
 /// What can keep the neighbor from starting.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum Error {
-    /// The neighbor would share the benchmark's core: it would compete for the core itself,
-    /// not only for the cache.
-    #[error("the cache neighbor's core {0} is the benchmark's core; name another")]
+    /// The neighbor would share a core the benchmark runs on: it would compete for the core
+    /// itself, not only for the cache.
+    #[error("--neighbor-core {0}: the benchmark runs on that core; name another")]
     SameCore(usize),
     /// A buffer too small to leave the cache, or larger than the neighbor takes.
-    #[error(
-        "the cache neighbor's buffer of {0} MiB is outside 64..=4096 MiB (it must miss the cache)"
-    )]
+    #[error("--neighbor-mib {0}: must be in 64..=4096 (the buffer must miss the cache)")]
     Size(usize),
     /// The thread could not be pinned to its core.
     #[error("cache neighbor: {0}")]
@@ -38,6 +37,18 @@ pub(crate) enum Error {
     /// The thread could not be started, or ended before it said it had started.
     #[error("cache neighbor: the thread did not start: {0}")]
     Start(String),
+}
+
+/// Checks a neighbor's request before anything is built: its core must not be one of
+/// `bench_cores`, its buffer within 64..=4096 MiB. [`CacheLoad::start`] checks the same.
+pub(crate) fn check(core: usize, bench_cores: &[usize], mib: usize) -> Result<(), Error> {
+    if bench_cores.contains(&core) {
+        return Err(Error::SameCore(core));
+    }
+    if !(64..=4096).contains(&mib) {
+        return Err(Error::Size(mib));
+    }
+    Ok(())
 }
 
 /// A running neighbor; dropping it stops and joins the thread.
@@ -52,15 +63,14 @@ pub(crate) struct CacheLoad {
 
 impl CacheLoad {
     /// Starts the neighbor on `core` over a buffer of `mib` MiB, once the buffer is written
-    /// (so that the benchmark does not time the page faults); `bench_core` is the core it
+    /// (so that the benchmark does not time the page faults); `bench_cores` are the cores it
     /// must leave alone.
-    pub(crate) fn start(core: usize, bench_core: usize, mib: usize) -> Result<CacheLoad, Error> {
-        if core == bench_core {
-            return Err(Error::SameCore(core));
-        }
-        if !(64..=4096).contains(&mib) {
-            return Err(Error::Size(mib));
-        }
+    pub(crate) fn start(
+        core: usize,
+        bench_cores: &[usize],
+        mib: usize,
+    ) -> Result<CacheLoad, Error> {
+        check(core, bench_cores, mib)?;
         let stop = Arc::new(AtomicBool::new(false));
         let reads = Arc::new(AtomicU64::new(0));
         let (ready_tx, ready_rx) = mpsc::channel::<Result<(), vfsr_cpu::CpuError>>();
@@ -80,7 +90,8 @@ impl CacheLoad {
                 })
                 .map_err(|e| Error::Start(e.to_string()))?
         };
-        let load = CacheLoad {
+        // Made before the wait, so that an error joins the thread on its way out.
+        let mut load = CacheLoad {
             stop,
             reads,
             thread: Some(thread),
@@ -89,7 +100,11 @@ impl CacheLoad {
             started: std::time::Instant::now(),
         };
         match ready_rx.recv() {
-            Ok(Ok(())) => Ok(load),
+            Ok(Ok(())) => {
+                // The rate counts from the first read, not from the buffer's filling.
+                load.started = std::time::Instant::now();
+                Ok(load)
+            }
             Ok(Err(e)) => Err(Error::Pin(e)),
             Err(_) => Err(Error::Start("it ended first".into())),
         }
@@ -110,6 +125,18 @@ impl CacheLoad {
         };
         serde_json::json!({"core": self.core, "mib": self.mib, "reads_per_s": rate.round()})
     }
+}
+
+/// The phrase a report's header gives the neighbor (`describe`'s value), empty without one.
+pub(crate) fn summary(neighbor: Option<&serde_json::Value>) -> String {
+    neighbor.map_or(String::new(), |d| {
+        format!(
+            "; a cache neighbor on core {} reading random lines of {} MiB, {:.1} M/s",
+            d["core"],
+            d["mib"],
+            d["reads_per_s"].as_f64().unwrap_or(0.0) / 1e6
+        )
+    })
 }
 
 impl Drop for CacheLoad {
@@ -165,12 +192,12 @@ mod tests {
     #[test]
     fn refuses_the_benchmark_core_and_a_buffer_out_of_range() {
         assert!(matches!(
-            CacheLoad::start(1, 1, 256),
+            CacheLoad::start(1, &[0, 1], 256),
             Err(Error::SameCore(1))
         ));
-        assert!(matches!(CacheLoad::start(0, 1, 8), Err(Error::Size(8))));
+        assert!(matches!(CacheLoad::start(0, &[1], 8), Err(Error::Size(8))));
         assert!(matches!(
-            CacheLoad::start(0, 1, usize::MAX),
+            CacheLoad::start(0, &[1], usize::MAX),
             Err(Error::Size(_))
         ));
     }
@@ -179,7 +206,7 @@ mod tests {
     fn refuses_a_core_it_cannot_take() {
         let core = libc::CPU_SETSIZE as usize + 5;
         assert!(matches!(
-            CacheLoad::start(core, 0, 64),
+            CacheLoad::start(core, &[0], 64),
             Err(Error::Pin(vfsr_cpu::CpuError::CoreOutOfRange(_)))
         ));
     }
@@ -203,7 +230,7 @@ mod tests {
     #[test]
     fn reads_until_dropped_and_then_stops() {
         let core = vfsr_cpu::default_bench_core();
-        let load = CacheLoad::start(core, core + 1, 64).expect("neighbor starts");
+        let load = CacheLoad::start(core, &[core + 1], 64).expect("neighbor starts");
         let t = std::time::Instant::now();
         while load.reads() == 0 && t.elapsed().as_secs() < 30 {
             std::thread::sleep(std::time::Duration::from_millis(5));

@@ -54,6 +54,7 @@ use vfsr_table::Table;
 use vfsr_wire::checksum;
 use vfsr_wire::MacAddr;
 
+use crate::cacheload::CacheLoad;
 use crate::tables;
 
 #[derive(Args)]
@@ -121,6 +122,14 @@ pub struct FwdBenchArgs {
     /// router (0: ordinary scheduling; vfsrd's worker runs at 10).
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u8).range(0..=9))]
     pub napi_priority: u8,
+    /// Run a neighbor on this core while forwarding (not with --veth): a thread reading random
+    /// cache lines of a large buffer, competing for the shared last-level cache as a routing
+    /// daemon on core 0 does. No worker count may use its core.
+    #[arg(long)]
+    pub neighbor_core: Option<usize>,
+    /// The neighbor's buffer, MiB (64 to 4096).
+    #[arg(long, default_value_t = 256)]
+    pub neighbor_mib: usize,
 }
 
 /// What can stop `fwd bench`, each with the message it prints.
@@ -141,6 +150,12 @@ pub(crate) enum Error {
     /// `--workers` asks for more cores than there are (or none).
     #[error("--workers {workers}: this machine has {cpus} cores")]
     Workers { workers: usize, cpus: usize },
+    /// The cache neighbor could not start (its core is a worker's, or it was refused).
+    #[error(transparent)]
+    Neighbor(#[from] crate::cacheload::Error),
+    /// `--neighbor-core` with `--veth`, which runs no workers of its own.
+    #[error("--neighbor-core is not taken with --veth")]
+    NeighborWithVeth,
     /// `--flows` out of 1..=16,000,000.
     #[error("--flows {0} must be in 1..=16000000")]
     Flows(usize),
@@ -640,6 +655,9 @@ fn run_legacy(
 }
 
 pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
+    if a.veth && a.neighbor_core.is_some() {
+        return Err(Error::NeighborWithVeth);
+    }
     if a.veth {
         return crate::vethbench::run(&crate::vethbench::Options {
             table: a.table.clone(),
@@ -681,6 +699,11 @@ pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
     }
     if let Some(&f) = a.flows.iter().find(|&&f| f == 0 || f > 16_000_000) {
         return Err(Error::Flows(f));
+    }
+    // The neighbor, if asked for, runs through every pass and leaves every worker's core alone.
+    let busy: Vec<usize> = a.workers.iter().flat_map(|&w| cores(w)).collect();
+    if let Some(c) = a.neighbor_core {
+        crate::cacheload::check(c, &busy, a.neighbor_mib)?;
     }
     let table = match &a.table {
         Some(p) => tables::load(p, false).map_err(Error::Table)?,
@@ -744,6 +767,10 @@ pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
             }
         }
     }
+    let neighbor = a
+        .neighbor_core
+        .map(|c| CacheLoad::start(c, &busy, a.neighbor_mib))
+        .transpose()?;
     for pass in 0..a.passes {
         for r in runs.iter_mut() {
             let Some((fam, flows, templates)) = sets.get(r.set) else {
@@ -763,6 +790,8 @@ pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
             r.passes.push(counts);
         }
     }
+    let neighbor_desc = neighbor.as_ref().map(CacheLoad::describe);
+    drop(neighbor);
     for Run {
         set,
         design,
@@ -819,7 +848,7 @@ pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
         }));
     }
 
-    print_table(&table.source, &machine, a, &results);
+    print_table(&table.source, &machine, a, neighbor_desc.as_ref(), &results);
     print_profiles(&results);
     println!("\ntargets (full table, 64-byte frames)");
     let checks = targets(&results);
@@ -832,7 +861,7 @@ pub(crate) fn run(a: &FwdBenchArgs) -> Result<(), Error> {
             "params": {"seconds": a.seconds, "passes": a.passes, "batch": a.batch, "seed": a.seed,
                 "lookup": Vector::chosen().to_string(),
                 "gateways_per_family": GATEWAYS, "egress_ports": 4,
-                "fib": "poptrie", "legacy": "radix under locks"},
+                "fib": "poptrie", "legacy": "radix under locks", "neighbor": neighbor_desc},
             "results": results,
             "targets": checks,
         });
@@ -934,14 +963,21 @@ fn find<'a>(
     })
 }
 
-fn print_table(source: &str, machine: &Value, a: &FwdBenchArgs, results: &[Value]) {
+fn print_table(
+    source: &str,
+    machine: &Value,
+    a: &FwdBenchArgs,
+    neighbor: Option<&Value>,
+    results: &[Value],
+) {
     println!(
         "\nvfsr fwd bench: {source}; batches of {}, {} s per run, {} interleaved pass(es), median \
-         pass shown; Poptrie's {} bulk lookup; {}\n",
+         pass shown; Poptrie's {} bulk lookup{}; {}\n",
         a.batch,
         a.seconds,
         a.passes,
         Vector::chosen(),
+        crate::cacheload::summary(neighbor),
         crate::machine::summary(machine)
     );
     println!(

@@ -435,6 +435,53 @@ fn fwd_bench_runs_and_writes_its_json_shape() {
     assert!(!doc["targets"].as_array().unwrap().is_empty());
 }
 
+/// With a cache neighbor on the core the worker leaves free, both benchmarks run and name it
+/// in their JSON, with the rate it read at.
+#[test]
+fn benches_run_beside_a_cache_neighbor() {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cores < 2 {
+        vfsr_skip::skip(
+            "a cache neighbor needs a core besides the benchmark's; this machine has one",
+        );
+        return;
+    }
+    let lpm: &[&str] = &[
+        "lpm",
+        "bench",
+        "--no-peers",
+        "--no-sweep",
+        "--runs",
+        "1",
+        "--only",
+        "poptrie",
+    ];
+    let fwd: &[&str] = &[
+        "fwd",
+        "bench",
+        "--workers",
+        "1",
+        "--flows",
+        "1",
+        "--seconds",
+        "0.05",
+    ];
+    for (name, base) in [("lpm", lpm), ("fwd", fwd)] {
+        let alone = bench_json(&format!("{name}-alone"), base);
+        assert!(
+            alone["params"]["neighbor"].is_null(),
+            "{name}: a neighbor unasked for"
+        );
+        let beside = ["--neighbor-core", "0", "--neighbor-mib", "64"];
+        let args: Vec<&str> = base.iter().chain(beside.iter()).copied().collect();
+        let doc = bench_json(&format!("{name}-beside"), &args);
+        let n = &doc["params"]["neighbor"];
+        assert_eq!(n["core"], 0, "{name}: {n}");
+        assert_eq!(n["mib"], 64, "{name}: {n}");
+        assert!(n["reads_per_s"].as_f64().unwrap() > 0.0, "{name}: {n}");
+    }
+}
+
 #[test]
 fn fwd_bench_refuses_bad_arguments() {
     for args in [
@@ -446,6 +493,16 @@ fn fwd_bench_refuses_bad_arguments() {
         &["--seconds", "-1"],
         &["--passes", "0"],
         &["--lookup", "sse"],
+        &["--veth", "--neighbor-core", "0"],
+        &["--workers", "1,2", "--neighbor-core", "0"],
+        &[
+            "--workers",
+            "1",
+            "--neighbor-core",
+            "0",
+            "--neighbor-mib",
+            "8",
+        ],
     ] {
         let out = vfsr().args(["fwd", "bench"]).args(args).output().unwrap();
         assert!(!out.status.success(), "{args:?}");
