@@ -112,9 +112,16 @@ fn has(feature: &str) -> bool {
     }
 }
 
-/// The facts for a benchmark's JSON: `cpu`, `cores`, `features`, `tsc_ghz`, `kernel`.
+/// The facts for a benchmark's JSON: `cpu`, `cores` (the machine's, online), `cores_allowed`
+/// (those the benchmark may run on: fewer under `taskset`), `features`, `tsc_ghz`, `kernel`.
 pub fn facts() -> Value {
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let allowed = vfsr_cpu::allowed_cores(0).len();
+    // SAFETY: sysconf only reads a system value.
+    let online = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    let cores = usize::try_from(online)
+        .ok()
+        .filter(|&n| n > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(0, |n| n.get()));
     let features: Vec<&str> = ["popcnt", "bmi2", "avx2", "avx512f"]
         .into_iter()
         .filter(|f| has(f))
@@ -125,6 +132,7 @@ pub fn facts() -> Value {
     json!({
         "cpu": cpu_model(),
         "cores": cores,
+        "cores_allowed": allowed,
         "features": features,
         "tsc_ghz": tsc_hz().map(|h| (h / 1e6).round() / 1e3),
         "kernel": kernel,
@@ -167,6 +175,12 @@ mod tests {
         let f = facts();
         assert!(!f["cpu"].as_str().unwrap().is_empty());
         assert!(f["cores"].as_u64().unwrap() >= 1);
+        // The machine's cores, not only those this process may use.
+        let allowed = f["cores_allowed"].as_u64().unwrap();
+        assert!(
+            allowed >= 1 && f["cores"].as_u64().unwrap() >= allowed,
+            "{f}"
+        );
         if cfg!(target_arch = "x86_64") {
             // Any x86 server of this century: between 0.5 and 6 GHz.
             let g = f["tsc_ghz"].as_f64().expect("a TSC rate on x86_64");
@@ -175,6 +189,23 @@ mod tests {
         let s = summary(&f);
         assert!(s.contains(f["cpu"].as_str().unwrap()), "{s}");
         assert!(s.contains("cores"), "{s}");
+    }
+
+    #[test]
+    fn cores_count_the_machine_not_the_affinity() {
+        let all = vfsr_cpu::allowed_cores(0);
+        if all.len() < 2 {
+            return; // one core: nothing to tell apart
+        }
+        // As under `taskset -c 0`: a thread that may run on one core still names them all.
+        let f = std::thread::spawn(move || {
+            vfsr_cpu::pin(all[0]).unwrap();
+            facts()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(f["cores_allowed"], 1, "{f}");
+        assert!(f["cores"].as_u64().unwrap() >= 2, "{f}");
     }
 
     #[test]
