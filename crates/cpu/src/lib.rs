@@ -143,6 +143,16 @@ pub fn allowed_cores(tid: i32) -> Vec<usize> {
     }
 }
 
+/// One past the highest core this process may run on: the bound a configured core number must
+/// stay below. Under an affinity of cores 2 and 3 on a four-core machine that is 4 (the count
+/// of allowed cores, 2, would refuse both).
+pub fn core_bound() -> usize {
+    match allowed_cores(0).last() {
+        Some(&c) => c + 1,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
 /// The core a benchmark uses unless told otherwise: the last one the process may run on,
 /// away from core 0 where the system and the control plane run. Under `taskset -c 1` that is
 /// core 1 (counting the allowed cores instead would name core 0, outside the set).
@@ -412,6 +422,15 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(named, last);
+        // The bound of configured core numbers, from the same thread restricted to the last
+        // core: one past it, not the count of allowed cores.
+        let bound = std::thread::spawn(move || {
+            pin(last).unwrap();
+            core_bound()
+        })
+        .join()
+        .unwrap();
+        assert_eq!(bound, last + 1);
     }
 
     #[test]

@@ -76,10 +76,10 @@ fn install_signals() {
     }
 }
 
+/// The bound configured cores must stay below: one past the highest core vfsrd may run on
+/// (under an affinity of cores 2 and 3, 4).
 fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    vfsr_cpu::core_bound()
 }
 
 fn load(path: &PathBuf) -> Result<Plan, Error> {

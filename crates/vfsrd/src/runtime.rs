@@ -164,9 +164,9 @@ where
     E4::Config: Default,
     E6::Config: Default,
 {
-    // The cores a reloaded configuration may name: those this process could use before
-    // its control thread is pinned to one.
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // The bound of the cores a reloaded configuration may name: one past the highest this
+    // process could use before its control thread is pinned to one.
+    let cores = vfsr_cpu::core_bound();
     if let Err(e) = pin(plan.control_core) {
         tracing::warn!(error = %e, "control plane: pinning");
     }

@@ -128,8 +128,8 @@ fn protocol_number(p: &NameOrNumber) -> Result<u8, ValueError> {
     })
 }
 
-/// Parses and checks a configuration text. `cores` is the number of CPUs the machine has
-/// (`None` skips the core checks).
+/// Parses and checks a configuration text. `cores` bounds the core numbers: one past the
+/// highest core vfsrd may run on (`None` skips the core checks).
 pub fn parse(text: &str, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>> {
     let file: File = toml::from_str(text).map_err(|e| vec![toml_error(text, &e)])?;
     check(&file, cores)
@@ -160,8 +160,9 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
             errs.push(ConfigError::new(
                 "router.control_core",
                 format!(
-                    "core {} does not exist (this machine has {n})",
-                    r.control_core
+                    "core {} is past the cores vfsrd may run on (the last is {})",
+                    r.control_core,
+                    n.saturating_sub(1)
                 ),
             ));
         }
@@ -169,7 +170,10 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
             if *c >= n {
                 errs.push(ConfigError::new(
                     format!("router.workers[{i}]"),
-                    format!("core {c} does not exist (this machine has {n})"),
+                    format!(
+                        "core {c} is past the cores vfsrd may run on (the last is {})",
+                        n.saturating_sub(1)
+                    ),
                 ));
             }
         }

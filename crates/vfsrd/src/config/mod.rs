@@ -373,7 +373,7 @@ rcvbuf = 100
 "#,
         );
         let want = [
-            "router.workers[0]: core 7 does not exist",
+            "router.workers[0]: core 7 is past the cores vfsrd may run on (the last is 1)",
             "router.fib6: unknown engine \"nope\"",
             "router.lookup: unknown lookup \"sse\"",
             "router.batch: 0 is outside",
