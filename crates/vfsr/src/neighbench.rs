@@ -269,8 +269,7 @@ pub(crate) fn run(a: &NeighBenchArgs) -> Result<(), Error> {
     if let Some(&bad) = a.capacities.iter().find(|&&c| !(16..=1 << 20).contains(&c)) {
         return Err(Error::Capacity(bad));
     }
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let core = a.core.unwrap_or(cores - 1);
+    let core = a.core.unwrap_or_else(vfsr_cpu::default_bench_core);
     // The machine's facts first: pinned, the process sees one core.
     let facts = crate::machine::facts();
     vfsr_cpu::pin(core).map_err(Error::Pin)?;

@@ -30,8 +30,8 @@ pub(crate) enum Error {
     /// Fewer than the two cores vfsrd is pinned to.
     #[error("stress needs 2 cores (control plane on core 0, worker on core 1)")]
     TooFewCores,
-    /// `--flood-core` names a core the machine does not have (the core, the cores there are).
-    #[error("--flood-core {0}: this machine has cores 0 to {max}", max = .1 - 1)]
+    /// `--flood-core` names a core past those the run may use (the core, one past the last).
+    #[error("--flood-core {0}: the last core this run may use is {max}", max = .1.saturating_sub(1))]
     FloodCore(usize, usize),
     /// SIGINT or SIGTERM.
     #[error("interrupted")]

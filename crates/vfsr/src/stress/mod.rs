@@ -326,8 +326,9 @@ pub(crate) fn run(a: &StressArgs) -> Result<(), Error> {
     if cpus < 2 {
         return Err(Error::TooFewCores);
     }
-    if a.flood_core >= cpus {
-        return Err(Error::FloodCore(a.flood_core, cpus));
+    let bound = vfsr_cpu::core_bound();
+    if a.flood_core >= bound {
+        return Err(Error::FloodCore(a.flood_core, bound));
     }
     crate::interrupt::on_interrupt("stopping the stress run", || {
         INTERRUPTED.store(true, Ordering::Relaxed);
