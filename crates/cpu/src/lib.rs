@@ -143,13 +143,16 @@ pub fn allowed_cores(tid: i32) -> Vec<usize> {
     }
 }
 
-/// One past the highest core this process may run on: the bound a configured core number must
-/// stay below. Under an affinity of cores 2 and 3 on a four-core machine that is 4 (the count
-/// of allowed cores, 2, would refuse both).
-pub fn core_bound() -> usize {
-    match allowed_cores(0).last() {
-        Some(&c) => c + 1,
-        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+/// The cores the calling thread may run on, the ones a configuration may name: under an
+/// affinity of cores 2 and 3 on a four-core machine, `[2, 3]` (a count of two would refuse
+/// both and accept core 0). Cores 0 to the available parallelism less one if the kernel
+/// would not say.
+pub fn usable_cores() -> Vec<usize> {
+    let cores = allowed_cores(0);
+    if cores.is_empty() {
+        (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect()
+    } else {
+        cores
     }
 }
 
@@ -422,15 +425,15 @@ mod tests {
         .join()
         .unwrap();
         assert_eq!(named, last);
-        // The bound of configured core numbers, from the same thread restricted to the last
-        // core: one past it, not the count of allowed cores.
-        let bound = std::thread::spawn(move || {
+        // The cores a configuration may name, from the same thread restricted to the last
+        // core: that core alone, not the first as many cores as there are allowed.
+        let usable = std::thread::spawn(move || {
             pin(last).unwrap();
-            core_bound()
+            usable_cores()
         })
         .join()
         .unwrap();
-        assert_eq!(bound, last + 1);
+        assert_eq!(usable, vec![last]);
     }
 
     #[test]

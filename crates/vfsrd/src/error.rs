@@ -140,10 +140,12 @@ mod tests {
         assert!(i.source().is_none());
         let c = Error::Config {
             file: "/etc/vfsr.toml".into(),
-            errors: vec![crate::config::parse("[router]\nworkers = \"x\"\n", Some(2))
-                .err()
-                .and_then(|v| v.into_iter().next())
-                .unwrap()],
+            errors: vec![
+                crate::config::parse("[router]\nworkers = \"x\"\n", Some(&[0, 1]))
+                    .err()
+                    .and_then(|v| v.into_iter().next())
+                    .unwrap(),
+            ],
         };
         let text = c.to_string();
         assert!(text.starts_with("/etc/vfsr.toml: 1 error(s)\n  "), "{text}");

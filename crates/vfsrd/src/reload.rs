@@ -72,7 +72,7 @@ pub fn reload<E4, E6>(
     current: &mut Plan,
     path: &Path,
     kernel_ids: &[KernelIds],
-    cores: usize,
+    cores: &[usize],
 ) -> Result<Value>
 where
     E4: LpmUpdate<u32> + Clone,

@@ -164,9 +164,9 @@ where
     E4::Config: Default,
     E6::Config: Default,
 {
-    // The bound of the cores a reloaded configuration may name: one past the highest this
-    // process could use before its control thread is pinned to one.
-    let cores = vfsr_cpu::core_bound();
+    // The cores a reloaded configuration may name: those this process could use before its
+    // control thread is pinned to one.
+    let cores = vfsr_cpu::usable_cores();
     if let Err(e) = pin(plan.control_core) {
         tracing::warn!(error = %e, "control plane: pinning");
     }
@@ -365,7 +365,7 @@ where
     // The configuration in force: a reload changes its live parts.
     let mut live_plan = plan.clone();
     let mut do_reload = |control: &mut Control<E4, E6>, current: &mut Plan| match &opts.config {
-        Some(path) => crate::reload::reload(control, current, path, &kernel_ids, cores),
+        Some(path) => crate::reload::reload(control, current, path, &kernel_ids, &cores),
         None => Err(Error::invalid(
             "reload",
             "vfsrd was started without a configuration file to read again",

@@ -175,7 +175,7 @@ fn solicitations_beyond_the_ports_rate_are_counted_not_sent() {
     let mut plan = parse(text, None).unwrap();
     let path = std::env::temp_dir().join(format!("vfsrd-solicit-{}.toml", std::process::id()));
     std::fs::write(&path, format!("{text}[neighbor]\nsolicit_rate = 1000000\n")).unwrap();
-    let answer = vfsrd::reload::reload(&mut c, &mut plan, &path, &[], 2).unwrap();
+    let answer = vfsrd::reload::reload(&mut c, &mut plan, &path, &[], &[0, 1]).unwrap();
     let _ = std::fs::remove_file(&path);
     assert!(
         answer

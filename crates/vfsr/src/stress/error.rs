@@ -30,9 +30,9 @@ pub(crate) enum Error {
     /// Fewer than the two cores vfsrd is pinned to.
     #[error("stress needs 2 cores (control plane on core 0, worker on core 1)")]
     TooFewCores,
-    /// `--flood-core` names a core past those the run may use (the core, one past the last).
-    #[error("--flood-core {0}: the last core this run may use is {max}", max = .1.saturating_sub(1))]
-    FloodCore(usize, usize),
+    /// `--flood-core` names a core the run may not use (the core, those it may).
+    #[error("--flood-core {0}: not one this run may use ({1:?})")]
+    FloodCore(usize, Vec<usize>),
     /// SIGINT or SIGTERM.
     #[error("interrupted")]
     Interrupted,

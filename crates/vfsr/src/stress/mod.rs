@@ -326,9 +326,9 @@ pub(crate) fn run(a: &StressArgs) -> Result<(), Error> {
     if cpus < 2 {
         return Err(Error::TooFewCores);
     }
-    let bound = vfsr_cpu::core_bound();
-    if a.flood_core >= bound {
-        return Err(Error::FloodCore(a.flood_core, bound));
+    let usable = vfsr_cpu::usable_cores();
+    if !usable.contains(&a.flood_core) {
+        return Err(Error::FloodCore(a.flood_core, usable));
     }
     crate::interrupt::on_interrupt("stopping the stress run", || {
         INTERRUPTED.store(true, Ordering::Relaxed);

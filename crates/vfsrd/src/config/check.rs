@@ -128,9 +128,9 @@ fn protocol_number(p: &NameOrNumber) -> Result<u8, ValueError> {
     })
 }
 
-/// Parses and checks a configuration text. `cores` bounds the core numbers: one past the
-/// highest core vfsrd may run on (`None` skips the core checks).
-pub fn parse(text: &str, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>> {
+/// Parses and checks a configuration text. `cores` are the cores vfsrd may run on, the only
+/// ones the file may name (`None` skips the core checks).
+pub fn parse(text: &str, cores: Option<&[usize]>) -> Result<Plan, Vec<ConfigError>> {
     let file: File = toml::from_str(text).map_err(|e| vec![toml_error(text, &e)])?;
     check(&file, cores)
 }
@@ -146,7 +146,7 @@ fn toml_error(text: &str, e: &toml::de::Error) -> ConfigError {
 }
 
 /// Checks a parsed file; returns every error found, not only the first.
-pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>> {
+pub fn check(file: &File, cores: Option<&[usize]>) -> Result<Plan, Vec<ConfigError>> {
     let mut errs = Vec::new();
     let r = &file.router;
     if r.workers.is_empty() {
@@ -155,25 +155,23 @@ pub fn check(file: &File, cores: Option<usize>) -> Result<Plan, Vec<ConfigError>
             "no worker core listed (give at least one, e.g. [1])",
         ));
     }
-    if let Some(n) = cores {
-        if r.control_core >= n {
-            errs.push(ConfigError::new(
-                "router.control_core",
-                format!(
-                    "core {} is past the cores vfsrd may run on (the last is {})",
-                    r.control_core,
-                    n.saturating_sub(1)
-                ),
-            ));
-        }
-        for (i, c) in r.workers.iter().enumerate() {
-            if *c >= n {
+    if let Some(usable) = cores {
+        let list = usable
+            .iter()
+            .map(|c| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let named = std::iter::once(("router.control_core".to_string(), r.control_core)).chain(
+            r.workers
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| (format!("router.workers[{i}]"), c)),
+        );
+        for (key, c) in named {
+            if !usable.contains(&c) {
                 errs.push(ConfigError::new(
-                    format!("router.workers[{i}]"),
-                    format!(
-                        "core {c} is past the cores vfsrd may run on (the last is {})",
-                        n.saturating_sub(1)
-                    ),
+                    key,
+                    format!("core {c} is not one vfsrd may run on ({list})"),
                 ));
             }
         }

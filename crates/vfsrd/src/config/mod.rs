@@ -305,7 +305,7 @@ via4 = ["10.2.0.2"]
 
     #[test]
     fn a_good_file_becomes_a_plan() {
-        let p = parse(GOOD, Some(2)).unwrap();
+        let p = parse(GOOD, Some(&[0, 1])).unwrap();
         assert_eq!(p.fib4, "lctrie");
         assert_eq!(p.interfaces.len(), 2);
         assert_eq!(p.interfaces[0].tap, "va0");
@@ -322,8 +322,29 @@ via4 = ["10.2.0.2"]
         assert_eq!(p.table.as_ref().unwrap().source, TableSource::Synthetic(0));
     }
 
+    #[test]
+    fn cores_are_checked_against_those_vfsrd_may_run_on() {
+        // As under a CPU affinity of cores 2 and 3 on a larger machine: cores 2 and 3 may be
+        // named (a count of two would refuse them), core 0 may not (a count would take it).
+        let text = GOOD.replace("workers = [1]", "workers = [2, 3]\ncontrol_core = 2");
+        let p = parse(&text, Some(&[2, 3])).unwrap();
+        assert_eq!(p.workers, vec![2, 3]);
+        let errs: Vec<String> = parse(GOOD, Some(&[2, 3]))
+            .unwrap_err()
+            .iter()
+            .map(|e| e.to_string())
+            .collect();
+        assert_eq!(
+            errs,
+            vec![
+                "router.control_core: core 0 is not one vfsrd may run on (2, 3)",
+                "router.workers[0]: core 1 is not one vfsrd may run on (2, 3)",
+            ]
+        );
+    }
+
     fn errors(text: &str) -> Vec<String> {
-        parse(text, Some(2))
+        parse(text, Some(&[0, 1]))
             .unwrap_err()
             .iter()
             .map(|e| e.to_string())
@@ -373,7 +394,7 @@ rcvbuf = 100
 "#,
         );
         let want = [
-            "router.workers[0]: core 7 is past the cores vfsrd may run on (the last is 1)",
+            "router.workers[0]: core 7 is not one vfsrd may run on (0, 1)",
             "router.fib6: unknown engine \"nope\"",
             "router.lookup: unknown lookup \"sse\"",
             "router.batch: 0 is outside",
@@ -409,7 +430,7 @@ rcvbuf = 100
 
     #[test]
     fn route_sources_and_distances() {
-        let p = parse(GOOD, Some(2)).unwrap();
+        let p = parse(GOOD, Some(&[0, 1])).unwrap();
         assert!(p.fpm.is_none() && p.kernel.is_none());
         assert_eq!(p.distances[vfsr_rib::Source::Fpm.index()], 20);
         assert_eq!(p.max_delay, std::time::Duration::from_millis(1));
@@ -418,7 +439,7 @@ rcvbuf = 100
              [fpm]\nlisten = \"127.0.0.1:2621\"\nstale_time_s = 10\n\
              [kernel]\ntable = 100\nexclude_protocols = [\"kernel\", \"bird\", 4]\n"
         );
-        let p = parse(&text, Some(2)).unwrap();
+        let p = parse(&text, Some(&[0, 1])).unwrap();
         assert_eq!(p.distances[vfsr_rib::Source::Fpm.index()], 5);
         assert_eq!(p.distances[vfsr_rib::Source::Kernel.index()], 30);
         assert_eq!(p.distances[vfsr_rib::Source::Static.index()], 1);
@@ -432,12 +453,12 @@ rcvbuf = 100
         assert_eq!(k.mirror.table, 100);
         assert_eq!(k.mirror.exclude_protocols, vec![2, 12, 4]);
         assert_eq!(k.rcvbuf, 32 << 20);
-        let off = parse(&format!("{GOOD}\n[fpm]\nenabled = false\n"), Some(2)).unwrap();
+        let off = parse(&format!("{GOOD}\n[fpm]\nenabled = false\n"), Some(&[0, 1])).unwrap();
         assert!(off.fpm.is_none());
         // A gateway on no interface's subnet is accepted: the RIB keeps it unresolved.
         let far = parse(
             &format!("{GOOD}\n[[route]]\nprefix = \"10.7.0.0/16\"\nvia = \"172.16.0.1\"\n"),
-            Some(2),
+            Some(&[0, 1]),
         )
         .unwrap();
         assert_eq!(
@@ -448,7 +469,7 @@ rcvbuf = 100
 
     #[test]
     fn scheduling_and_fast_path_keys() {
-        let p = parse(GOOD, Some(2)).unwrap();
+        let p = parse(GOOD, Some(&[0, 1])).unwrap();
         assert_eq!((p.worker_priority, p.control_priority), (10, 20));
         assert_eq!(p.busy_poll_us, 0);
         assert_eq!((p.flow_idle_ms, p.flow_protect_ms), (30_000, 1_000));
@@ -459,7 +480,7 @@ rcvbuf = 100
             "[router]\nworker_priority = 0\ncontrol_priority = 99\nfast_path = true\nflow_protect_ms = 0",
             1,
         );
-        let p = parse(&text, Some(2)).unwrap();
+        let p = parse(&text, Some(&[0, 1])).unwrap();
         assert_eq!(p.flow_protect_ms, 0);
         assert_eq!((p.worker_priority, p.control_priority), (0, 99));
         assert!(p.fast_path);
@@ -483,17 +504,21 @@ rcvbuf = 100
 
     #[test]
     fn the_api_section_is_checked() {
-        let p = parse(GOOD, Some(2)).unwrap();
+        let p = parse(GOOD, Some(&[0, 1])).unwrap();
         let api = p.api.unwrap();
         assert_eq!(api.socket, std::path::Path::new(vfsr_api::DEFAULT_SOCKET));
         assert_eq!(api.metrics, Some(DEFAULT_METRICS.parse().unwrap()));
-        let p = parse(&format!("{GOOD}\n[api]\nmetrics = \"off\"\n"), Some(2)).unwrap();
+        let p = parse(
+            &format!("{GOOD}\n[api]\nmetrics = \"off\"\n"),
+            Some(&[0, 1]),
+        )
+        .unwrap();
         assert_eq!(p.api.unwrap().metrics, None);
-        let p = parse(&format!("{GOOD}\n[api]\nenabled = false\n"), Some(2)).unwrap();
+        let p = parse(&format!("{GOOD}\n[api]\nenabled = false\n"), Some(&[0, 1])).unwrap();
         assert!(p.api.is_none());
         let p = parse(
             &format!("{GOOD}\n[api]\nsocket = \"/tmp/x.sock\"\ngroup = \"vfsr\"\nmetrics = \"127.0.0.1:9108\"\n"),
-            Some(2),
+            Some(&[0, 1]),
         )
         .unwrap();
         let api = p.api.unwrap();
