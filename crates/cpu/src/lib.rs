@@ -160,12 +160,7 @@ pub fn usable_cores() -> Vec<usize> {
 /// away from core 0 where the system and the control plane run. Under `taskset -c 1` that is
 /// core 1 (counting the allowed cores instead would name core 0, outside the set).
 pub fn default_bench_core() -> usize {
-    match allowed_cores(0).last() {
-        Some(&c) => c,
-        None => std::thread::available_parallelism()
-            .map(|n| n.get().saturating_sub(1))
-            .unwrap_or(0),
-    }
+    usable_cores().last().copied().unwrap_or(0)
 }
 
 /// Asks the CPU to bring the line holding `p` into L1 ahead of a read. Only a hint: it never
@@ -408,32 +403,20 @@ mod tests {
         let last = *all.last().unwrap();
         // In a thread of its own, restricted to the first core: that is the one named, even
         // on a machine with more (as under `taskset -c 0`).
+        // What a thread restricted to `core` is told: its bench core, allowed and usable cores.
+        let on = |core: usize| {
+            std::thread::spawn(move || {
+                pin(core).unwrap();
+                (default_bench_core(), allowed_cores(0), usable_cores())
+            })
+            .join()
+            .unwrap()
+        };
         let first = all[0];
-        let (named, allowed) = std::thread::spawn(move || {
-            pin(first).unwrap();
-            (default_bench_core(), allowed_cores(0))
-        })
-        .join()
-        .unwrap();
-        assert_eq!(allowed, vec![first]);
-        assert_eq!(named, first);
-        // Restricted to the last core, the last one.
-        let named = std::thread::spawn(move || {
-            pin(last).unwrap();
-            default_bench_core()
-        })
-        .join()
-        .unwrap();
-        assert_eq!(named, last);
-        // The cores a configuration may name, from the same thread restricted to the last
-        // core: that core alone, not the first as many cores as there are allowed.
-        let usable = std::thread::spawn(move || {
-            pin(last).unwrap();
-            usable_cores()
-        })
-        .join()
-        .unwrap();
-        assert_eq!(usable, vec![last]);
+        assert_eq!(on(first), (first, vec![first], vec![first]));
+        // Restricted to the last core, the last one; and that core alone may be named, not
+        // the first as many cores as there are allowed.
+        assert_eq!(on(last), (last, vec![last], vec![last]));
     }
 
     #[test]

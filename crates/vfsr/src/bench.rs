@@ -222,12 +222,8 @@ pub(crate) fn run(a: &BenchArgs) -> Result<(), Error> {
         .neighbor_core
         .map(|c| CacheLoad::start(c, &[core], a.neighbor_mib))
         .transpose()?;
-    if let Some(nb) = &neighbor {
-        eprintln!(
-            "cache neighbor on core {}, {} MiB",
-            nb.describe()["core"],
-            a.neighbor_mib
-        );
+    if let Some(c) = a.neighbor_core {
+        eprintln!("cache neighbor on core {c}, {} MiB", a.neighbor_mib);
     }
     let mut rows: Vec<Row> = Vec::new();
     let mut skipped: Vec<Skipped> = Vec::new();

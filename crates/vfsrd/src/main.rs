@@ -76,15 +76,10 @@ fn install_signals() {
     }
 }
 
-/// The cores vfsrd may run on, the only ones its configuration may name.
-fn cores() -> Vec<usize> {
-    vfsr_cpu::usable_cores()
-}
-
 fn load(path: &PathBuf) -> Result<Plan, Error> {
     let text =
         std::fs::read_to_string(path).map_err(|e| Error::os(path.display().to_string(), e))?;
-    config::parse(&text, Some(&cores())).map_err(|errors| Error::Config {
+    config::parse(&text, Some(&vfsr_cpu::usable_cores())).map_err(|errors| Error::Config {
         file: path.display().to_string(),
         errors,
     })
