@@ -531,8 +531,9 @@ fn faults_zebra_and_vfsrd_restarts() {
     std::thread::sleep(Duration::from_secs(1));
     v.spawn(&lab);
     // bgpd's sessions ran through the TAPs that went with vfsrd. bgpd doubles a session's
-    // idle hold time (up to 120 s) after each attempt that ends in an error, so one still
-    // idle half-way through the wait is cleared once, as an operator would.
+    // idle hold time (up to 120 s) after each attempt that ends in an error, and gobgpd holds
+    // its side idle after a reset too, so a session still down half-way through the wait is
+    // reset once at both ends, as an operator would.
     let what = "the table after vfsrd's restart";
     let again = converge_within(&v, &f, all - gone.len(), what, Duration::from_secs(45))
         .unwrap_or_else(|e| {
@@ -549,9 +550,31 @@ fn faults_zebra_and_vfsrd_restarts() {
                     println!("{ns}: {}:\n{out}", argv.join(" "));
                 }
             }
-            println!("clearing bgpd's sessions");
+            // The speaker's side: gobgpd holds a session idle after a reset too, and then
+            // closes the connections bgpd opens.
+            for argv in [&["neighbor"][..], &["neighbor", "10.9.0.1"]] {
+                let out = s1.gobgp(argv).unwrap_or_else(|e| e.to_string());
+                println!(
+                    "s1: gobgp {}:
+{out}",
+                    argv.join(" ")
+                );
+            }
+            let log = std::fs::read_to_string(s1.dir().join("gobgpd.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(20).collect();
+            println!(
+                "s1: gobgpd.log, last lines first:
+{}",
+                tail.join("\n")
+            );
+            println!("resetting the sessions at both ends");
             if let Err(e) = f.vtysh("clear bgp *") {
                 println!("clear bgp * failed: {e}");
+            }
+            for peer in ["10.9.0.1", "fd00:9::1"] {
+                if let Err(e) = s1.gobgp(&["neighbor", peer, "reset"]) {
+                    println!("gobgp neighbor {peer} reset failed: {e}");
+                }
             }
             converge(&v, &f, all - gone.len(), what)
         });
