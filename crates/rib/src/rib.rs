@@ -467,7 +467,11 @@ impl<K: Key> FamilyRib<K> {
                 let active = nh.is_active(r.nh);
                 Some(RouteDetail {
                     route: Self::stored_route(r, nh)?,
-                    resolved: active.then(|| nh.get(r.nh).map(|x| x.forward.clone()))?,
+                    resolved: if active {
+                        nh.get(r.nh).map(|x| x.forward.clone())
+                    } else {
+                        None
+                    },
                     best: active && Some((r.distance, r.metric)) == best,
                     stale: epochs.get(r.source.index()) != Some(&r.stamp),
                 })
@@ -1896,6 +1900,7 @@ mod tests {
         assert_eq!(rib.fib_value(&p), NO_ROUTE, "nothing resolves");
         assert_eq!(rib.v4().unresolved(), 2);
         let d = rib.route_details(&p);
+        assert_eq!(d.len(), 2, "unresolved routes are shown too");
         assert!(d.iter().all(|r| r.resolved.is_none() && !r.best));
         // Port 2 holds 198.51.100.0/24: the FPM route becomes the FIB value, resolved there.
         let r = rib.set_link(2, link(true, &["198.51.100.0/24"]));
