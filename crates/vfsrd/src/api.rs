@@ -85,11 +85,19 @@ pub struct View<'a, E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone> {
     pub reload: &'a mut Reload<'a, E4, E6>,
 }
 
-/// The listener, its clients, and the counters' zero points (`clear counters`).
+/// The listener, its clients, and what answers their requests.
 pub struct ApiServer {
     listener: UnixListener,
     path: PathBuf,
     conns: Vec<Conn>,
+    answers: Answers,
+}
+
+/// Answers request lines, apart from any socket: the counters' zero points (`clear
+/// counters`) are its state. [`ApiServer`] feeds it each client's bytes; the tests and the
+/// fuzz target feed it bytes of their own.
+#[derive(Default)]
+pub struct Answers {
     base_workers: Vec<Counters>,
     base_control: ControlCounters,
     base_port_drops: Vec<[u64; DropReason::COUNT]>,
@@ -143,9 +151,7 @@ impl ApiServer {
             listener,
             path: path.to_path_buf(),
             conns: Vec::new(),
-            base_workers: Vec::new(),
-            base_control: ControlCounters::default(),
-            base_port_drops: Vec::new(),
+            answers: Answers::default(),
         })
     }
 
@@ -222,23 +228,7 @@ impl ApiServer {
                 }
             }
         }
-        while let Some(nl) = c.inbuf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = c.inbuf.drain(..=nl).collect();
-            let answer = match parse_request(&line) {
-                Ok(req) => self.handle(req, view),
-                Err(e) => Answer::error(e.to_string()),
-            };
-            c.out.extend_from_slice(answer.to_line().as_bytes());
-        }
-        if c.inbuf.len() > MAX_REQUEST {
-            c.inbuf.clear();
-            c.out.extend_from_slice(
-                Answer::error(format!(
-                    "request longer than {MAX_REQUEST} bytes: closing the connection"
-                ))
-                .to_line()
-                .as_bytes(),
-            );
+        if self.answers.take_lines(&mut c.inbuf, &mut c.out, view) {
             c.closing = true;
         }
         while !c.out.is_empty() {
@@ -261,6 +251,35 @@ impl ApiServer {
         if c.out.len() > MAX_PENDING || (c.closing && c.out.is_empty()) {
             c.dead = true;
         }
+    }
+}
+
+impl Answers {
+    /// Answers every complete line in `inbuf` (taking it out) into `out`, one answer line
+    /// per request line, in order. A rest without a newline longer than [`MAX_REQUEST`]
+    /// cannot be a request: it is dropped and answered with an error, and the result is
+    /// `true`, for the connection to be closed once `out` is written.
+    pub fn take_lines<E4: LpmUpdate<u32> + Clone, E6: LpmUpdate<u128> + Clone>(
+        &mut self,
+        inbuf: &mut Vec<u8>,
+        out: &mut Vec<u8>,
+        view: &mut View<'_, E4, E6>,
+    ) -> bool {
+        while let Some(nl) = inbuf.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = inbuf.drain(..=nl).collect();
+            let answer = match parse_request(&line) {
+                Ok(req) => self.handle(req, view),
+                Err(e) => Answer::error(e.to_string()),
+            };
+            out.extend_from_slice(answer.to_line().as_bytes());
+        }
+        if inbuf.len() <= MAX_REQUEST {
+            return false;
+        }
+        inbuf.clear();
+        let too_long = format!("request longer than {MAX_REQUEST} bytes: closing the connection");
+        out.extend_from_slice(Answer::error(too_long).to_line().as_bytes());
+        true
     }
 
     /// Answers one request.

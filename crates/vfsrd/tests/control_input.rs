@@ -2,19 +2,15 @@
 //! frames are handled or counted, never a panic, and what it sends is well-formed.
 
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::sync::mpsc::sync_channel;
-use std::sync::Arc;
 
 use proptest::prelude::*;
 use vfsr_lpm::poptrie::Poptrie;
-use vfsr_router::Router;
 use vfsr_wire::arp::ArpRepr;
 use vfsr_wire::MacAddr;
 use vfsrd::config::{parse, PuntSection};
 use vfsrd::control::frames::{arp_frame, link_local, neighbor_solicit, parse_arp, parse_nd};
-use vfsrd::control::{Control, CtlPort};
-use vfsrd::link::{MemLink, Wake};
-use vfsrd::router;
+use vfsrd::control::Control;
+use vfsrd::link::MemLink;
 
 type C = Control<Poptrie<u32>, Poptrie<u128>>;
 
@@ -27,19 +23,6 @@ fn control() -> (C, MemLink) {
         None,
     )
     .unwrap();
-    let (lab, _): (Router<Poptrie<u32>, Poptrie<u128>>, _) = router::build(&plan, &[US]).unwrap();
-    let spec = &router::port_specs(&plan, &[US])[0];
-    let (ours, theirs) = MemLink::pair();
-    let port = CtlPort {
-        ifindex: 1,
-        name: "p".into(),
-        mac: US,
-        addrs4: spec.addrs4.clone(),
-        addrs6: spec.addrs6.clone(),
-        wire: Box::new(ours),
-        tap: None,
-    };
-    let (_tx, rx) = sync_channel(4);
     let punt = PuntSection {
         arp_nd: 1_000_000,
         routing: 1_000_000,
@@ -48,8 +31,8 @@ fn control() -> (C, MemLink) {
         slow_path: 1_000_000,
         tcp_syn: 1_000_000,
     };
-    let c = Control::new(lab, vec![port], rx, Arc::new(Wake::new().unwrap()), &punt);
-    (c, theirs)
+    let (c, mut wires, _) = C::in_memory(&plan, &[US], &[], &punt).unwrap();
+    (c, wires.remove(0))
 }
 
 fn seeds() -> Vec<Vec<u8>> {

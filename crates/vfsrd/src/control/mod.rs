@@ -39,8 +39,8 @@ use vfsr_wire::ethernet::{ethertype, MacAddr, HEADER_LEN};
 use vfsr_wire::icmpv6::NdRepr;
 use vfsr_wire::{ip_proto, EthernetFrame, Ipv4Packet, Ipv6Packet};
 
-use crate::config::{NeighborSection, PuntSection};
-use crate::link::{Link, ToControl, Wake};
+use crate::config::{NeighborSection, Plan, PuntSection};
+use crate::link::{Link, MemLink, ToControl, Wake};
 use crate::sources::Sources;
 
 /// How often neighbor timers run.
@@ -205,6 +205,42 @@ where
     E4::Config: Default,
     E6::Config: Default,
 {
+    /// The control plane of the router `plan` describes, with its ports' wires in memory
+    /// (and a TAP in memory for each port whose position is in `taps`), for tests and fuzz
+    /// targets: the control plane, then the far ends of the wires and of the TAPs, in port
+    /// order. No worker can send to it (its inbox is closed).
+    pub fn in_memory(
+        plan: &Plan,
+        macs: &[MacAddr],
+        taps: &[usize],
+        punt: &PuntSection,
+    ) -> crate::error::Result<(Self, Vec<MemLink>, Vec<MemLink>)> {
+        let (router, _) = crate::router::build::<E4, E6>(plan, macs)?;
+        let specs = crate::router::port_specs(plan, macs);
+        let (mut ports, mut wires, mut host) = (Vec::new(), Vec::new(), Vec::new());
+        for (i, spec) in specs.iter().enumerate() {
+            let (ours, theirs) = MemLink::pair();
+            wires.push(theirs);
+            let tap = taps.contains(&i).then(|| {
+                let (t, h) = MemLink::pair();
+                host.push(h);
+                Box::new(t) as Box<dyn Link>
+            });
+            ports.push(CtlPort {
+                ifindex: spec.ifindex,
+                name: spec.name.clone(),
+                mac: spec.mac,
+                addrs4: spec.addrs4.clone(),
+                addrs6: spec.addrs6.clone(),
+                wire: Box::new(ours),
+                tap,
+            });
+        }
+        let (_, inbox) = std::sync::mpsc::sync_channel(1);
+        let wake = Arc::new(Wake::new().map_err(|e| crate::error::Error::os("eventfd", e))?);
+        Ok((Control::new(router, ports, inbox, wake, punt), wires, host))
+    }
+
     /// A control plane over `router` and `ports`, reading what workers send on `inbox`.
     pub fn new(
         router: Router<E4, E6>,
