@@ -15,19 +15,15 @@
 #![no_main]
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::sync::mpsc::sync_channel;
-use std::sync::Arc;
 
 use libfuzzer_sys::fuzz_target;
 use vfsr_fwd::{Packet, PuntClass};
 use vfsr_lpm::radix::Radix;
-use vfsr_router::Router;
 use vfsr_wire::ethernet::ethertype;
 use vfsr_wire::{checksum, ip_proto, EthernetFrame, Ipv4Packet, Ipv6Packet, MacAddr};
 use vfsrd::config::{self, PuntSection};
-use vfsrd::control::{classify, frames, Control, CtlPort};
-use vfsrd::link::{MemLink, Wake};
-use vfsrd::router;
+use vfsrd::control::{classify, frames, Control};
+use vfsrd::link::MemLink;
 
 type C = Control<Radix<u32>, Radix<u128>>;
 
@@ -51,35 +47,9 @@ prefix = "2001:db8:100::/48"
 via = "fd00::2"
 "#;
 
-/// The control plane, the far ends of the ports' wires and of the TAPs.
+/// The control plane, the far ends of the ports' wires and of the TAPs (port 1 has one).
 fn control() -> (C, Vec<MemLink>, Vec<MemLink>) {
     let plan = config::parse(CONFIG, None).expect("the fixed configuration checks");
-    let (r, _) =
-        router::build::<Radix<u32>, Radix<u128>>(&plan, &MACS).expect("the fixed router builds");
-    let r: Router<Radix<u32>, Radix<u128>> = r;
-    let specs = router::port_specs(&plan, &MACS);
-    let (mut ports, mut wires, mut taps) = (Vec::new(), Vec::new(), Vec::new());
-    for (i, spec) in specs.iter().enumerate() {
-        let (ours, theirs) = MemLink::pair();
-        wires.push(theirs);
-        let tap = if i == 1 {
-            let (t, host) = MemLink::pair();
-            taps.push(host);
-            Some(Box::new(t) as Box<dyn vfsrd::link::Link>)
-        } else {
-            None
-        };
-        ports.push(CtlPort {
-            ifindex: i as u32 + 1,
-            name: format!("p{i}"),
-            mac: MACS[i],
-            addrs4: spec.addrs4.clone(),
-            addrs6: spec.addrs6.clone(),
-            wire: Box::new(ours),
-            tap,
-        });
-    }
-    let (_tx, rx) = sync_channel(1);
     // Limits no input of this size reaches: every frame is handled, none rate-limited.
     let punt = PuntSection {
         arp_nd: 10_000_000,
@@ -89,8 +59,7 @@ fn control() -> (C, Vec<MemLink>, Vec<MemLink>) {
         slow_path: 10_000_000,
         tcp_syn: 10_000_000,
     };
-    let wake = Arc::new(Wake::new().expect("eventfd"));
-    (Control::new(r, ports, rx, wake, &punt), wires, taps)
+    C::in_memory(&plan, &MACS, &[1], &punt).expect("the fixed router builds")
 }
 
 /// An echo reply the control plane wrote: addresses and checksums right.

@@ -1,6 +1,6 @@
 //! The seed corpus of `text_parse`, `mrt_parse`, `config_parse`, `pcap_read`,
-//! `control_frames` and `netlink_stream` (`corpus/<target>/`), made here with the crates' own
-//! writers: a few small valid inputs and damaged copies of them.
+//! `control_frames`, `netlink_stream` and `api_requests` (`corpus/<target>/`), made here with
+//! the crates' own writers: a few small valid inputs and damaged copies of them.
 //!
 //! ```sh
 //! cargo test --test seeds -- --ignored   # writes the seeds
@@ -15,6 +15,7 @@ mod table_common;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
 
+use vfsr_api::{parse_request, Request};
 use vfsr_io::pcap::{PcapReader, PcapWriter, Resolution};
 use vfsr_lpm::Prefix;
 use vfsr_netlink::msg::{Link, Message, NextHop, NextHopMsg, NextHopObject, Op, Route, RouteType};
@@ -664,6 +665,85 @@ fn netlink_seeds() -> Vec<(&'static str, Vec<u8>)> {
     ]
 }
 
+// ---- api_requests ----
+
+/// One request as a client writes it: its JSON and a newline.
+fn request_line(r: &Request) -> Vec<u8> {
+    let mut line = serde_json::to_vec(r).unwrap();
+    line.push(b'\n');
+    line
+}
+
+fn api_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let s = |x: &str| x.to_string();
+    let add4 = Request::RouteAdd {
+        prefix: s("203.0.113.0/24"),
+        via: vec![s("192.0.2.7")],
+        blackhole: false,
+    };
+    let every = [
+        Request::ShowInterfaces,
+        Request::ShowRoute {
+            prefix: Some(s("198.51.100.0/24")),
+            source: Some(s("static")),
+        },
+        Request::RouteGet {
+            addr: s("198.51.100.9"),
+        },
+        Request::ShowRib { prefix: None },
+        Request::ShowSources,
+        Request::ShowNeighbors {
+            port: Some(s("p1")),
+        },
+        Request::ShowNexthops,
+        Request::ShowFlows,
+        Request::ShowFastPath,
+        Request::ShowWorkers,
+        Request::ShowCounters { nonzero: true },
+        Request::ClearCounters,
+        add4.clone(),
+        Request::RouteAdd {
+            prefix: s("2001:db8:100::/48"),
+            via: vec![s("2001:db8::9"), s("2001:db8::a")],
+            blackhole: false,
+        },
+        Request::RouteAdd {
+            prefix: s("192.0.2.128/25"),
+            via: Vec::new(),
+            blackhole: true,
+        },
+        Request::RouteDel {
+            prefix: s("203.0.113.0/24"),
+        },
+        Request::NeighborFlush { port: None },
+        Request::Reload,
+    ];
+    let requests: Vec<u8> = every.iter().flat_map(request_line).collect();
+    // A request cut into two reads (the target cuts its input at zero bytes), then its
+    // withdrawal twice.
+    let line = request_line(&add4);
+    let (a, b) = line.split_at(line.len() / 2);
+    let del = request_line(&Request::RouteDel {
+        prefix: s("203.0.113.0/24"),
+    });
+    let split = [a, &[0], b, &del, &del].concat();
+    let damaged = [
+        &b"not json\n"[..],
+        b"{\"cmd\":\"bogus\"}\n",
+        b"{\"cmd\":\"route-add\",\"prefix\":\"203.0.113.0/24\",\"via\":[\"2001:db8::1\"]}\n",
+        b"{\"cmd\":\"route-add\",\"prefix\":\"203.0.113.0/33\",\"via\":[\"192.0.2.7\"]}\n",
+        b"{\"cmd\":\"route-del\",\"prefix\":\"198.51.100.0/24\",\"colour\":1}\n",
+        b"\xff\xfe\n",
+        b"{\"cmd\":\"route-get\"",
+    ]
+    .concat();
+    vec![
+        ("requests", requests),
+        ("split_reads", split),
+        ("damaged", damaged),
+    ]
+}
+
 fn all() -> Vec<(&'static str, &'static str, Vec<u8>)> {
     let mut v = Vec::new();
     for (target, seeds) in [
@@ -673,6 +753,7 @@ fn all() -> Vec<(&'static str, &'static str, Vec<u8>)> {
         ("pcap_read", pcap_seeds()),
         ("control_frames", control_seeds()),
         ("netlink_stream", netlink_seeds()),
+        ("api_requests", api_seeds()),
     ] {
         for (name, bytes) in seeds {
             v.push((target, name, bytes));
@@ -779,6 +860,22 @@ fn seeds_are_what_they_say() {
             _ => (2, 6),
         };
         assert_eq!((ok, listed), (want_ok, want_listed), "{name}");
+    }
+
+    // API requests: every line of the valid seeds is a request; of the damaged seed's lines
+    // only the two whose fault is in a value (a gateway of the other family, a /33).
+    for (name, bytes) in api_seeds() {
+        let lines: Vec<&[u8]> = bytes
+            .split_inclusive(|b| *b == b'\n')
+            .filter(|l| l.ends_with(b"\n"))
+            .collect();
+        let parsed = lines.iter().filter(|l| parse_request(l).is_ok()).count();
+        let want = match name {
+            "requests" => (18, 18),
+            "split_reads" => (3, 2),
+            _ => (6, 2),
+        };
+        assert_eq!((lines.len(), parsed), want, "{name}");
     }
 
     // The committed corpus is what this file makes.
