@@ -864,6 +864,7 @@ mod tests {
         let before = g.buckets().to_vec();
         assert_eq!(g.set_weight(1, 3).unwrap(), 64);
         let d = diff(&before, g.buckets());
+        assert_eq!(d.len(), 64);
         assert!(d.iter().all(|&b| before[b] == 2 && g.buckets()[b] == 1));
         // Members whose weights did not change exchange nothing between them: 2:1:1 to
         // 2:2:1 moves buckets from 1 and 3 to 2 only.

@@ -137,6 +137,7 @@ fn the_backend_side_receives_in_batches_and_sends_through_the_writer() {
     let e = r.send(&mut std::iter::once(&[1u8][..])).unwrap_err();
     assert!(e.to_string().contains("cannot send"), "{e}");
     let (recs, _) = read_all(&f.0).unwrap();
+    assert_eq!(recs.len(), 5);
     assert!(recs.iter().all(|r| r.ts_ns == 42));
 }
 
