@@ -177,3 +177,50 @@ fn a_route_through_a_gateway_no_port_reaches_is_kept_and_shown_unresolved() {
         "the resolved gateway carries the prefix"
     );
 }
+
+/// The prefixes of a listing's rows.
+fn prefixes(a: &Answer) -> Vec<String> {
+    field(a, "routes")
+        .as_array()
+        .map(|rows| {
+            rows.iter()
+                .filter_map(|r| r["prefix"].as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn listings_filter_by_source_and_prefix_and_show_every_ecmp_member() {
+    let (mut c, mut plan) = router();
+    let mut a = Answers::default();
+    let (ans, _, _) = send(
+        &mut a,
+        &mut c,
+        &mut plan,
+        b"{\"cmd\":\"route-add\",\"prefix\":\"203.0.113.0/24\",\"via\":[\"192.0.2.7\"]}\n\
+          {\"cmd\":\"route-add\",\"prefix\":\"2001:db8:100::/48\",\"via\":[\"2001:db8::9\",\"2001:db8::a\"]}\n\
+          {\"cmd\":\"show-route\",\"source\":\"api\"}\n\
+          {\"cmd\":\"show-route\",\"source\":\"static\"}\n\
+          {\"cmd\":\"show-route\",\"prefix\":\"203.0.0.0/8\"}\n\
+          {\"cmd\":\"route-get\",\"addr\":\"2001:db8:100::1\"}\n\
+          {\"cmd\":\"show-route\",\"source\":\"bgp\"}\n",
+    );
+    assert_eq!(ans.len(), 7);
+    assert!(ans[..6].iter().all(|x| x.ok), "{ans:?}");
+    assert_eq!(
+        prefixes(&ans[2]),
+        ["203.0.113.0/24", "2001:db8:100::/48"],
+        "{:?}",
+        ans[2]
+    );
+    assert_eq!(prefixes(&ans[3]), ["198.51.100.0/24"], "{:?}", ans[3]);
+    assert_eq!(prefixes(&ans[4]), ["203.0.113.0/24"], "{:?}", ans[4]);
+    assert_eq!(field(&ans[4], "total"), 1);
+    let hops = field(&ans[5], "nexthops").as_array().expect("next hops");
+    let mut gws: Vec<&str> = hops.iter().filter_map(|h| h["gateway"].as_str()).collect();
+    gws.sort_unstable();
+    assert_eq!(gws, ["2001:db8::9", "2001:db8::a"], "{:?}", ans[5]);
+    assert!(hops.iter().all(|h| h["port"] == "p1"), "{hops:?}");
+    assert!(!ans[6].ok, "an unknown source is refused: {:?}", ans[6]);
+}
