@@ -7,7 +7,8 @@
 //! line (`ok` with data, or an error); a rest too long to be a request gets one more answer and
 //! ends the connection. The routes added and removed through the API are modelled from the
 //! answers: at the end the RIB holds exactly the model's API routes, a withdrawal of a route
-//! the model holds never fails, and the published FIB answers what the RIB says.
+//! the model holds never fails, and the published FIB answers what the RIB says. A listing of
+//! the RIB or the FIB lists every row it counts (this router's are never cut).
 
 #![no_main]
 
@@ -55,6 +56,23 @@ fn model_step(model: &mut BTreeMap<IpPrefix, usize>, line: &[u8], a: &Answer) {
             }
             Err(_) => assert!(!a.ok),
         },
+        // A listing of this small router is never cut: it lists every row it counts, and the
+        // whole RIB's unresolved rows are as many as it says.
+        Request::ShowRib { .. } | Request::ShowRoute { .. } if a.ok => {
+            let rows = data
+                .and_then(|d| d.get("routes"))
+                .and_then(Value::as_array)
+                .expect("a listing has rows");
+            let total = data.and_then(|d| d.get("total")).and_then(Value::as_u64);
+            assert_eq!(Some(rows.len() as u64), total, "{a:?}");
+            if let Request::ShowRib { prefix: None } = req {
+                let unresolved = rows.iter().filter(|r| r["unresolved"] == true).count();
+                let said = data
+                    .and_then(|d| d.get("unresolved"))
+                    .and_then(Value::as_u64);
+                assert_eq!(Some(unresolved as u64), said, "{a:?}");
+            }
+        }
         _ => {}
     }
 }
