@@ -667,11 +667,9 @@ fn netlink_seeds() -> Vec<(&'static str, Vec<u8>)> {
 
 // ---- api_requests ----
 
-/// One request as a client writes it: its JSON and a newline.
+/// One request as a client writes it.
 fn request_line(r: &Request) -> Vec<u8> {
-    let mut line = serde_json::to_vec(r).unwrap();
-    line.push(b'\n');
-    line
+    r.to_line().unwrap().into_bytes()
 }
 
 fn api_seeds() -> Vec<(&'static str, Vec<u8>)> {

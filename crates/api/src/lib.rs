@@ -112,6 +112,15 @@ pub enum Request {
     Reload,
 }
 
+impl Request {
+    /// The request as a client writes it: one line of JSON, newline included.
+    pub fn to_line(&self) -> Result<String, serde_json::Error> {
+        let mut s = serde_json::to_string(self)?;
+        s.push('\n');
+        Ok(s)
+    }
+}
+
 /// An answer.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Answer {
@@ -247,9 +256,9 @@ impl Client {
 
     /// Sends a request, waits for its answer.
     pub fn call(&mut self, req: &Request) -> Result<Value, ClientError> {
-        let mut line =
-            serde_json::to_string(req).map_err(|e| ClientError::Protocol(e.to_string()))?;
-        line.push('\n');
+        let line = req
+            .to_line()
+            .map_err(|e| ClientError::Protocol(e.to_string()))?;
         self.call_raw(line.as_bytes())
     }
 
@@ -300,7 +309,11 @@ mod tests {
             Request::Reload,
         ];
         for r in reqs {
-            let line = serde_json::to_string(&r).unwrap();
+            let line = r.to_line().unwrap();
+            assert!(
+                line.ends_with('\n') && line.matches('\n').count() == 1,
+                "{line}"
+            );
             assert_eq!(parse_request(line.as_bytes()).unwrap(), r, "{line}");
         }
         assert_eq!(
