@@ -18,13 +18,12 @@ mod api_fixture;
 
 use std::collections::BTreeMap;
 
-use api_fixture::{api_routes, router, take_lines};
+use api_fixture::{api_routes, Api};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use vfsr_api::{parse_request, Answer, Request};
 use vfsr_lpm::{Lpm, RouteMap};
 use vfsr_rib::{IpPrefix, Source};
-use vfsrd::api::Answers;
 
 /// Applies what the request on `line` did, by its answer, to the model of API routes.
 fn model_step(model: &mut BTreeMap<IpPrefix, usize>, line: &[u8], a: &Answer) {
@@ -78,8 +77,7 @@ fn model_step(model: &mut BTreeMap<IpPrefix, usize>, line: &[u8], a: &Answer) {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let (mut c, mut plan) = router();
-    let mut answers = Answers::default();
+    let mut api = Api::new();
     let mut model: BTreeMap<IpPrefix, usize> = BTreeMap::new();
     let (mut inbuf, mut out) = (Vec::new(), Vec::new());
     for read in data.split(|b| *b == 0) {
@@ -93,7 +91,7 @@ fuzz_target!(|data: &[u8]| {
         }
         let rest_len = rest.len();
         out.clear();
-        let close = take_lines(&mut answers, &mut c, &mut plan, &mut inbuf, &mut out);
+        let close = api.take_lines(&mut inbuf, &mut out);
         let text = std::str::from_utf8(&out).expect("answers are UTF-8");
         let got: Vec<Answer> = text
             .lines()
@@ -117,8 +115,9 @@ fuzz_target!(|data: &[u8]| {
 
     // The RIB holds the model's API routes, and no others.
     for (p, n) in &model {
-        assert_eq!(api_routes(&c, p), *n, "API routes of {p}");
+        assert_eq!(api_routes(&api.c, p), *n, "API routes of {p}");
     }
+    let c = &mut api.c;
     let rib = c.router.rib();
     let held = rib.v4().routes_by_source()[Source::Api.index()]
         + rib.v6().routes_by_source()[Source::Api.index()];

@@ -8,19 +8,17 @@ mod api_fixture;
 
 use std::net::IpAddr;
 
-use api_fixture::{router, take_lines, C};
+use api_fixture::{Api, C};
 use serde_json::Value;
 use vfsr_api::{Answer, MAX_REQUEST};
 use vfsr_lpm::Lpm;
 use vfsr_rib::IpPrefix;
-use vfsrd::api::Answers;
-use vfsrd::config::Plan;
 
-/// Sends `bytes` as one client's input: the answers, the input left over, and whether the
+/// Sends `bytes` as the client's input: the answers, the input left over, and whether the
 /// connection is to be closed.
-fn send(a: &mut Answers, c: &mut C, plan: &mut Plan, bytes: &[u8]) -> (Vec<Answer>, usize, bool) {
+fn send(api: &mut Api, bytes: &[u8]) -> (Vec<Answer>, usize, bool) {
     let (mut inbuf, mut out) = (bytes.to_vec(), Vec::new());
-    let close = take_lines(a, c, plan, &mut inbuf, &mut out);
+    let close = api.take_lines(&mut inbuf, &mut out);
     let text = String::from_utf8(out).expect("answers are UTF-8");
     let answers = text
         .lines()
@@ -52,13 +50,10 @@ fn field<'a>(a: &'a Answer, key: &str) -> &'a Value {
 
 #[test]
 fn routes_added_and_removed_through_the_api_reach_the_fib() {
-    let (mut c, mut plan) = router();
-    let mut a = Answers::default();
-    assert_eq!(fib(&c, "203.0.113.9"), 0, "no route before the request");
+    let mut api = Api::new();
+    assert_eq!(fib(&api.c, "203.0.113.9"), 0, "no route before the request");
     let (ans, rest, close) = send(
-        &mut a,
-        &mut c,
-        &mut plan,
+        &mut api,
         b"{\"cmd\":\"route-add\",\"prefix\":\"203.0.113.0/24\",\"via\":[\"192.0.2.7\"]}\n\
           {\"cmd\":\"route-add\",\"prefix\":\"2001:db8:100::/48\",\"via\":[\"2001:db8::9\",\"2001:db8::a\"]}\n\
           {\"cmd\":\"route-get\",\"addr\":\"203.0.113.9\"}\n",
@@ -68,24 +63,22 @@ fn routes_added_and_removed_through_the_api_reach_the_fib() {
     assert_eq!(field(&ans[1], "routes"), 2);
     assert_eq!(field(&ans[2], "prefix"), "203.0.113.0/24");
     assert_eq!(field(&ans[2], "source"), "api");
-    assert_eq!(api_routes(&c, "203.0.113.0/24"), 1);
-    assert_eq!(api_routes(&c, "2001:db8:100::/48"), 2);
-    assert_ne!(fib(&c, "203.0.113.9"), 0);
-    assert_ne!(fib(&c, "2001:db8:100::1"), 0);
+    assert_eq!(api_routes(&api.c, "203.0.113.0/24"), 1);
+    assert_eq!(api_routes(&api.c, "2001:db8:100::/48"), 2);
+    assert_ne!(fib(&api.c, "203.0.113.9"), 0);
+    assert_ne!(fib(&api.c, "2001:db8:100::1"), 0);
 
     let (ans, _, _) = send(
-        &mut a,
-        &mut c,
-        &mut plan,
+        &mut api,
         b"{\"cmd\":\"route-del\",\"prefix\":\"203.0.113.0/24\"}\n\
           {\"cmd\":\"route-del\",\"prefix\":\"203.0.113.0/24\"}\n",
     );
     assert!(ans[0].ok, "{ans:?}");
     assert!(!ans[1].ok, "a second withdrawal finds nothing: {ans:?}");
-    assert_eq!(api_routes(&c, "203.0.113.0/24"), 0);
-    assert_eq!(fib(&c, "203.0.113.9"), 0);
+    assert_eq!(api_routes(&api.c, "203.0.113.0/24"), 0);
+    assert_eq!(fib(&api.c, "203.0.113.9"), 0);
     assert_eq!(
-        api_routes(&c, "2001:db8:100::/48"),
+        api_routes(&api.c, "2001:db8:100::/48"),
         2,
         "the other route stays"
     );
@@ -93,9 +86,8 @@ fn routes_added_and_removed_through_the_api_reach_the_fib() {
 
 #[test]
 fn lines_that_are_not_requests_get_an_error_each_and_change_nothing() {
-    let (mut c, mut plan) = router();
-    let mut a = Answers::default();
-    let before = c.router.rib().v4().route_count() + c.router.rib().v6().route_count();
+    let mut api = Api::new();
+    let before = api.c.router.rib().v4().route_count() + api.c.router.rib().v6().route_count();
     let lines: [&[u8]; 9] = [
         b"not json\n",
         b"{\"cmd\":\"bogus\"}\n",
@@ -108,15 +100,15 @@ fn lines_that_are_not_requests_get_an_error_each_and_change_nothing() {
         b"{\"cmd\":\"route-get\",\"addr\":\"192.0.2\"}\n",
     ];
     let input: Vec<u8> = lines.concat();
-    let (ans, rest, close) = send(&mut a, &mut c, &mut plan, &input);
+    let (ans, rest, close) = send(&mut api, &input);
     assert_eq!((ans.len(), rest, close), (lines.len(), 0, false));
     for (x, line) in ans.iter().zip(lines) {
         assert!(!x.ok && x.error.is_some(), "{:?}: {x:?}", line);
     }
-    let after = c.router.rib().v4().route_count() + c.router.rib().v6().route_count();
+    let after = api.c.router.rib().v4().route_count() + api.c.router.rib().v6().route_count();
     assert_eq!(after, before);
     assert_ne!(
-        fib(&c, "198.51.100.1"),
+        fib(&api.c, "198.51.100.1"),
         0,
         "the configured route is not the API's to remove"
     );
@@ -124,38 +116,29 @@ fn lines_that_are_not_requests_get_an_error_each_and_change_nothing() {
 
 #[test]
 fn a_partial_line_waits_and_an_oversized_one_closes() {
-    let (mut c, mut plan) = router();
-    let mut a = Answers::default();
-    let (ans, rest, close) = send(
-        &mut a,
-        &mut c,
-        &mut plan,
-        b"{\"cmd\":\"show-nexthops\"}\n{\"cmd\":",
-    );
+    let mut api = Api::new();
+    let (ans, rest, close) = send(&mut api, b"{\"cmd\":\"show-nexthops\"}\n{\"cmd\":");
     assert_eq!((ans.len(), rest, close), (1, 7, false));
     assert!(ans[0].ok);
 
     let long = vec![b' '; MAX_REQUEST + 1];
-    let (ans, rest, close) = send(&mut a, &mut c, &mut plan, &long);
+    let (ans, rest, close) = send(&mut api, &long);
     assert_eq!((ans.len(), rest, close), (1, 0, true));
     assert!(!ans[0].ok);
 
     // The same length with its newline is one request too long: an error, not a close.
     let mut line = long.clone();
     line.push(b'\n');
-    let (ans, rest, close) = send(&mut a, &mut c, &mut plan, &line);
+    let (ans, rest, close) = send(&mut api, &line);
     assert_eq!((ans.len(), rest, close), (1, 0, false));
     assert!(!ans[0].ok);
 }
 
 #[test]
 fn a_route_through_a_gateway_no_port_reaches_is_kept_and_shown_unresolved() {
-    let (mut c, mut plan) = router();
-    let mut a = Answers::default();
+    let mut api = Api::new();
     let (ans, _, _) = send(
-        &mut a,
-        &mut c,
-        &mut plan,
+        &mut api,
         b"{\"cmd\":\"route-add\",\"prefix\":\"203.0.113.0/24\",\"via\":[\"192.0.2.7\",\"172.16.0.1\"]}\n\
           {\"cmd\":\"show-rib\",\"prefix\":\"203.0.113.0/24\"}\n\
           {\"cmd\":\"show-rib\"}\n",
@@ -172,7 +155,7 @@ fn a_route_through_a_gateway_no_port_reaches_is_kept_and_shown_unresolved() {
     let all = field(&ans[2], "routes").as_array().expect("rows").len();
     assert_eq!(serde_json::json!(all), *field(&ans[2], "total"));
     assert_ne!(
-        fib(&c, "203.0.113.9"),
+        fib(&api.c, "203.0.113.9"),
         0,
         "the resolved gateway carries the prefix"
     );
@@ -192,12 +175,9 @@ fn prefixes(a: &Answer) -> Vec<String> {
 
 #[test]
 fn listings_filter_by_source_and_prefix_and_show_every_ecmp_member() {
-    let (mut c, mut plan) = router();
-    let mut a = Answers::default();
+    let mut api = Api::new();
     let (ans, _, _) = send(
-        &mut a,
-        &mut c,
-        &mut plan,
+        &mut api,
         b"{\"cmd\":\"route-add\",\"prefix\":\"203.0.113.0/24\",\"via\":[\"192.0.2.7\"]}\n\
           {\"cmd\":\"route-add\",\"prefix\":\"2001:db8:100::/48\",\"via\":[\"2001:db8::9\",\"2001:db8::a\"]}\n\
           {\"cmd\":\"show-route\",\"source\":\"api\"}\n\
