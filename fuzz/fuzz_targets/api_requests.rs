@@ -15,6 +15,9 @@
 /// The router in memory that the API's own tests use.
 #[path = "../../crates/vfsrd/tests/api_fixture/mod.rs"]
 mod api_fixture;
+/// The FIB-against-RIB check the targets that change a RIB end with.
+#[path = "shared/fib_agrees.rs"]
+mod fib_agrees;
 
 use std::collections::BTreeMap;
 
@@ -22,7 +25,6 @@ use api_fixture::{api_routes, Api};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use vfsr_api::{parse_request, Answer, Request};
-use vfsr_lpm::{Lpm, RouteMap};
 use vfsr_rib::{IpPrefix, Source};
 
 /// Applies what the request on `line` did, by its answer, to the model of API routes.
@@ -125,18 +127,5 @@ fuzz_target!(|data: &[u8]| {
 
     // What the RIB says is what the published FIB answers.
     c.router.publish().expect("a small table publishes");
-    let (r4, r6, _) = c.router.route_table().readers();
-    let (f4, f6) = (r4.load(), r6.load());
-    let routes4 = c.router.rib().fib_routes_v4();
-    let map4 = RouteMap::from_routes(&routes4);
-    for r in &routes4 {
-        let want = map4.lookup(r.prefix.addr()).map_or(0, |w| w.nexthop);
-        assert_eq!(f4.engine.lookup(r.prefix.addr()), want);
-    }
-    let routes6 = c.router.rib().fib_routes_v6();
-    let map6 = RouteMap::from_routes(&routes6);
-    for r in &routes6 {
-        let want = map6.lookup(r.prefix.addr()).map_or(0, |w| w.nexthop);
-        assert_eq!(f6.engine.lookup(r.prefix.addr()), want);
-    }
+    fib_agrees::assert_fib_agrees(c.router.route_table());
 });

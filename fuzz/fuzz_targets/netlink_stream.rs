@@ -19,12 +19,14 @@
 
 #![no_main]
 
+/// The FIB-against-RIB check the targets that change a RIB end with.
+#[path = "shared/fib_agrees.rs"]
+mod fib_agrees;
 use std::collections::{HashMap, HashSet};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use libfuzzer_sys::fuzz_target;
 use vfsr_lpm::radix::Radix;
-use vfsr_lpm::{Lpm, RouteMap};
 use vfsr_netlink::decode_into_marked;
 use vfsr_netlink::msg::{Message, Op, Route};
 use vfsr_rib::{IpPrefix, Rib, RibRoute, Source};
@@ -219,18 +221,5 @@ fuzz_target!(|data: &[u8]| {
     if router.publish().is_err() {
         return;
     }
-    let (r4, r6, _) = router.route_table().readers();
-    let (f4, f6) = (r4.load(), r6.load());
-    let routes4 = router.rib().fib_routes_v4();
-    let map4 = RouteMap::from_routes(&routes4);
-    for r in &routes4 {
-        let want = map4.lookup(r.prefix.addr()).map_or(0, |w| w.nexthop);
-        assert_eq!(f4.engine.lookup(r.prefix.addr()), want);
-    }
-    let routes6 = router.rib().fib_routes_v6();
-    let map6 = RouteMap::from_routes(&routes6);
-    for r in &routes6 {
-        let want = map6.lookup(r.prefix.addr()).map_or(0, |w| w.nexthop);
-        assert_eq!(f6.engine.lookup(r.prefix.addr()), want);
-    }
+    fib_agrees::assert_fib_agrees(router.route_table());
 });
