@@ -401,8 +401,6 @@ mod tests {
         let all = allowed_cores(0);
         assert!(!all.is_empty());
         let last = *all.last().unwrap();
-        // In a thread of its own, restricted to the first core: that is the one named, even
-        // on a machine with more (as under `taskset -c 0`).
         // What a thread restricted to `core` is told: its bench core, allowed and usable cores.
         let on = |core: usize| {
             std::thread::spawn(move || {
@@ -412,6 +410,8 @@ mod tests {
             .join()
             .unwrap()
         };
+        // Restricted to the first core: that is the one named, even on a machine with more
+        // (as under `taskset -c 0`).
         let first = all[0];
         assert_eq!(on(first), (first, vec![first], vec![first]));
         // Restricted to the last core, the last one; and that core alone may be named, not

@@ -554,19 +554,11 @@ fn faults_zebra_and_vfsrd_restarts() {
             // closes the connections bgpd opens.
             for argv in [&["neighbor"][..], &["neighbor", "10.9.0.1"]] {
                 let out = s1.gobgp(argv).unwrap_or_else(|e| e.to_string());
-                println!(
-                    "s1: gobgp {}:
-{out}",
-                    argv.join(" ")
-                );
+                println!("s1: gobgp {}:\n{out}", argv.join(" "));
             }
             let log = std::fs::read_to_string(s1.dir().join("gobgpd.log")).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(20).collect();
-            println!(
-                "s1: gobgpd.log, last lines first:
-{}",
-                tail.join("\n")
-            );
+            println!("s1: gobgpd.log, last lines first:\n{}", tail.join("\n"));
             println!("resetting the sessions at both ends");
             if let Err(e) = f.vtysh("clear bgp *") {
                 println!("clear bgp * failed: {e}");
