@@ -287,13 +287,16 @@ fn fib_hops(f: &Frr, prefix: &str) -> usize {
         .count()
 }
 
-/// Waits until `f`'s sessions with `peers` are established (and their BFD sessions up).
+/// Waits until `f`'s sessions with `peers` are established (and their BFD sessions up). A
+/// session still down half-way through (bgpd's idle hold time doubles after each failed
+/// attempt, as across a vfsrd restart) is cleared once, as an operator would.
 fn sessions_up(f: &Frr, who: &str, peers: &[&str], bfd: bool, timeout: Duration) {
     for p in peers {
-        wait_until(&format!("{who}: BGP with {p}"), timeout, || {
-            f.bgp_established(p)
-        })
-        .unwrap();
+        let what = format!("{who}: BGP with {p}");
+        if wait_until(&what, timeout / 2, || f.bgp_established(p)).is_err() {
+            clear_if_down(f, who, p);
+            wait_until(&what, timeout - timeout / 2, || f.bgp_established(p)).unwrap();
+        }
         if bfd {
             wait_until(&format!("{who}: BFD with {p}"), timeout, || bfd_up(f, p)).unwrap();
         }
@@ -805,27 +808,33 @@ fn traffic_back_into(t: &Traffic, r: usize, since: u64, up: &Frr, state: impl Fn
     if wait_until(&what, half, || t.frames_into(r) >= since + 100).is_ok() {
         return;
     }
-    let peer = UPSTREAM[r];
-    if !up.bgp_established(peer) {
-        let detail = up
-            .vtysh(&format!("show bgp neighbors {peer}"))
-            .unwrap_or_else(|e| e.to_string());
-        let lines: Vec<&str> = detail
-            .lines()
-            .filter(|l| {
-                l.contains("BGP state") || l.contains("start timer") || l.contains("Last reset")
-            })
-            .collect();
-        println!(
-            "no traffic into {} after {half:?}; up's session to {peer} is not Established ({}): clearing it",
-            ROUTERS[r],
-            lines.join("; ").trim()
-        );
-        if let Err(e) = up.vtysh(&format!("clear bgp {peer}")) {
-            println!("clear bgp {peer} failed: {e}");
-        }
-    }
+    println!("no traffic into {} after {half:?}", ROUTERS[r]);
+    clear_if_down(up, "up", UPSTREAM[r]);
     traffic_into(t, r, since, 100, RECOVERY - half, state);
+}
+
+/// Clears `f`'s BGP session with `peer` if it is not Established, saying so with what bgpd
+/// reported of it.
+fn clear_if_down(f: &Frr, who: &str, peer: &str) {
+    if f.bgp_established(peer) {
+        return;
+    }
+    let detail = f
+        .vtysh(&format!("show bgp neighbors {peer}"))
+        .unwrap_or_else(|e| e.to_string());
+    let lines: Vec<&str> = detail
+        .lines()
+        .filter(|l| {
+            l.contains("BGP state") || l.contains("start timer") || l.contains("Last reset")
+        })
+        .collect();
+    println!(
+        "{who}'s session to {peer} is not Established ({}): clearing it",
+        lines.join("; ").trim()
+    );
+    if let Err(e) = f.vtysh(&format!("clear bgp {peer}")) {
+        println!("clear bgp {peer} failed: {e}");
+    }
 }
 
 /// What up's FRR and kernel and a router's FRR and vfsrd hold, for failure messages.
